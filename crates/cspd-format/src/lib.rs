@@ -1,0 +1,7 @@
+//! The dump container format, compiled from the same file as the kernel core.
+#![no_std]
+
+#[path = "../../../drivers/hwtracing/coresight/rust/panic_dump/format.rs"]
+mod format;
+
+pub use format::*;

@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Hardware logic (placeholder, filled in by the cpu_debug work).

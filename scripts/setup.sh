@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Install everything the project needs, from Debian's archive and crates.io only.
+#
+# Idempotent: each step checks whether its result is already there and says
+# "have" instead of doing it again. Run as root.
+#
+#   scripts/setup.sh            everything
+#
+# Environment: CSPD_CACHE (default /var/tmp/coresight-panic-dump) holds the
+# downloaded .deb files and the private apt state used to fetch them.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ "$(id -u)" = 0 ] || die "setup.sh installs packages and must run as root"
+ensure_cache_dir
+mkdir -p "$DEBS"
+
+# Host packages from bookworm (and bookworm-security for the Rust toolchain).
+HOST_PKGS=(
+	# kernel build
+	make bc flex bison libelf-dev cpio xz-utils gzip python3 kmod ca-certificates
+	# LLVM for LLVM=-19 kernel builds
+	clang-19 lld-19 llvm-19 libclang1-19
+	# Rust 1.96 with its library source, which the kernel compiles against
+	rustc-web cargo-web rust-web-src rustfmt-web rust-web-clippy
+	# guest and capture
+	qemu-system-arm
+	# judges of what csdump writes
+	linux-perf libopencsd-bin libopencsd-dev
+)
+
+missing=()
+for p in "${HOST_PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	say "have host packages (${#HOST_PKGS[@]})"
+else
+	say "installing host packages: ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The kernel must use Debian's rustc (1.96), whose library source rust-web-src
+# installs under its sysroot. Check that they match.
+sysroot=$(/usr/bin/rustc --print sysroot)
+[ -d "$sysroot/lib/rustlib/src/rust/library/core" ] ||
+	die "/usr/bin/rustc has no library source under $sysroot (rust-web-src missing?)"
+
+# bindgen-cli, pinned. bookworm's is too old for Linux 7.3.
+if [ -x /usr/local/bin/bindgen ] && /usr/local/bin/bindgen --version 2>/dev/null | grep -q " $BINDGEN_VERSION\$"; then
+	say "have bindgen $BINDGEN_VERSION"
+else
+	say "building bindgen-cli $BINDGEN_VERSION (a few minutes)"
+	CARGO_TARGET_DIR="$CSPD_CACHE/cargo-bindgen" \
+		cargo install --locked --root /usr/local "bindgen-cli@$BINDGEN_VERSION"
+fi
+
+# A private apt configuration: its own sources, state and cache, so that
+# fetching from other releases or architectures never touches the system's apt.
+#   $1 name, $2 architecture, $3 suites line (deb822 "Suites:" value)
+private_apt() {
+	local name=$1 arch=$2 suites=$3 dir="$CSPD_CACHE/apt-$1"
+	mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/sources.list.d" "$dir/preferences.d"
+	: >"$dir/status"
+	cat >"$dir/sources.list.d/debian.sources" <<EOS
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: $suites
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOS
+	cat >"$dir/apt.conf" <<EOC
+Dir::State "$dir";
+Dir::State::Lists "$dir/lists";
+Dir::State::status "$dir/status";
+Dir::Cache "$dir";
+Dir::Cache::archives "$dir/archives";
+Dir::Etc::SourceList "/dev/null";
+Dir::Etc::SourceParts "$dir/sources.list.d";
+Dir::Etc::Preferences "/dev/null";
+Dir::Etc::PreferencesParts "$dir/preferences.d";
+APT::Architecture "$arch";
+APT::Architectures { "$arch"; };
+Acquire::Languages "none";
+EOC
+	echo "$dir/apt.conf"
+}
+
+# Linux 7.3 source: only in trixie-backports. Fetch that one .deb; never install it.
+if ls "$DEBS"/linux-source-7.3_*.deb >/dev/null 2>&1; then
+	say "have $(basename "$(ls "$DEBS"/linux-source-7.3_*.deb | head -n1)")"
+else
+	say "fetching linux-source-7.3 from trixie-backports (download only)"
+	conf=$(private_apt trixie-bpo amd64 "trixie-backports")
+	APT_CONFIG=$conf apt-get update -qq
+	(cd "$DEBS" && APT_CONFIG=$conf apt-get download -qq linux-source-7.3)
+fi
+
+# arm64 guest userland from bookworm: busybox and kexec-tools with the shared
+# libraries kexec needs. Downloaded and extracted, never installed.
+GUEST_ROOT=$CSPD_CACHE/guest-debs-root
+if [ -x "$GUEST_ROOT/bin/busybox" ] && [ -x "$GUEST_ROOT/sbin/kexec" ]; then
+	say "have arm64 guest userland in $GUEST_ROOT"
+else
+	say "fetching arm64 guest userland: busybox-static kexec-tools and libraries"
+	conf=$(private_apt bookworm-arm64 arm64 "bookworm bookworm-updates")
+	APT_CONFIG=$conf apt-get update -qq
+	# kexec-tools links against libxen*: take every library package it depends
+	# on (recursively), but not maintainer-script helpers such as debconf.
+	mapfile -t deps < <(APT_CONFIG=$conf apt-cache depends --recurse --no-recommends \
+		--no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances --no-pre-depends \
+		busybox-static kexec-tools | grep -v '^ ' | grep -v '^<' | sort -u |
+		grep -E '^(busybox-static|kexec-tools|libc6|libgcc-s1|gcc-12-base|zlib1g|liblzma5|libxen|libyajl|libyaml|libzstd|libuuid|libnl|libxxhash|libsystemd)' || true)
+	[ ${#deps[@]} -gt 2 ] || die "could not resolve arm64 guest packages"
+	mkdir -p "$DEBS/arm64"
+	(cd "$DEBS/arm64" && APT_CONFIG=$conf apt-get download -qq "${deps[@]}")
+	rm -rf "$GUEST_ROOT.tmp"
+	mkdir -p "$GUEST_ROOT.tmp"
+	for deb in "$DEBS"/arm64/*.deb; do dpkg-deb -x "$deb" "$GUEST_ROOT.tmp"; done
+	rm -rf "$GUEST_ROOT"
+	mv "$GUEST_ROOT.tmp" "$GUEST_ROOT"
+	say "extracted ${#deps[@]} arm64 packages into $GUEST_ROOT"
+fi
+
+say "setup complete"
