@@ -1,0 +1,55 @@
+# coresight-panic-dump: the two commands are `make demo` and `make check` (see README.md).
+# Everything big lives in $(CSPD_CACHE) (default /var/tmp/coresight-panic-dump).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: demo check setup kernel kernel-builtin initramfs e2e host-test lint help
+
+help:
+	@sed -n '/^## /s/^## //p' README.md | head -n 20
+
+## setup            install toolchain, QEMU, guest packages and kernel source (root, idempotent)
+setup:
+	bash scripts/setup.sh
+
+## kernel           extract Linux 7.3, overlay this repo, build the module variant
+kernel: setup
+	bash scripts/kernel.sh all mod
+
+## kernel-builtin   build the variant with everything built in (W=1, CLIPPY=1)
+kernel-builtin: setup
+	bash scripts/kernel.sh all builtin
+
+## initramfs        guest initramfs images for both variants
+initramfs: kernel kernel-builtin
+	bash scripts/initramfs.sh mod
+	bash scripts/initramfs.sh builtin
+
+## host-test        cargo test of the host crates (format, hardware logic, models, csdump)
+host-test:
+	$(CARGO) test --workspace --locked
+
+## lint             rustfmt check of the kernel Rust files and clippy of the host crates
+lint:
+	bash scripts/lint.sh
+
+## e2e              QEMU end-to-end scenarios (needs kernels and initramfs)
+e2e:
+	bash scripts/e2e.sh
+
+## demo             fresh machine to a panic captured by QEMU and by kdump, record shown
+demo: setup
+	bash scripts/kernel.sh all mod
+	bash scripts/initramfs.sh mod
+	bash scripts/e2e.sh sample-qemu-dump sample-kdump
+
+## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
+check: setup
+	$(MAKE) host-test
+	$(MAKE) lint
+	bash scripts/kernel.sh all mod
+	bash scripts/kernel.sh all builtin
+	bash scripts/initramfs.sh mod
+	bash scripts/initramfs.sh builtin
+	bash scripts/e2e.sh

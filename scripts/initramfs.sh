@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Build the guest initramfs images for a kernel variant.
+#
+#   scripts/initramfs.sh VARIANT
+#
+# Writes $CSPD_CACHE/guest-VARIANT/capture.cpio.gz (busybox and init: the kdump capture kernel's)
+# and main.cpio.gz (also kexec-tools with its libraries, the kernel Image and capture initramfs
+# for `kexec -p`, and the variant's modules in /modules). Everything comes from the arm64 Debian
+# packages fetched by setup.sh, this repo's scripts/guest/init, and the kernel build.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+variant=${1:?usage: initramfs.sh VARIANT}
+out="$CSPD_CACHE/build-$variant"
+dest="$CSPD_CACHE/guest-$variant"
+root_debs="$CSPD_CACHE/guest-debs-root"
+image="$out/arch/arm64/boot/Image"
+
+[ -x "$root_debs/bin/busybox" ] || die "no arm64 busybox in $root_debs: run scripts/setup.sh"
+[ -x "$root_debs/sbin/kexec" ] || die "no arm64 kexec in $root_debs: run scripts/setup.sh"
+[ -f "$image" ] || die "no kernel image $image: run scripts/kernel.sh all $variant"
+READELF=$(command -v llvm-readelf-19 || command -v readelf) || die "no readelf"
+
+mkdir -p "$dest"
+
+# Lays out the common part of a guest root in $1.
+base_root() {
+	local r=$1
+	rm -rf "$r"
+	mkdir -p "$r"/{bin,sbin,dev,proc,sys,tmp,etc,modules,boot,lib}
+	cp "$root_debs/bin/busybox" "$r/bin/busybox"
+	install -m 0755 "$REPO/scripts/guest/init" "$r/init"
+	# A console node so the first messages of init reach the serial port before devtmpfs.
+	mknod -m 600 "$r/dev/console" c 5 1 2>/dev/null || true
+}
+
+# Copies an arm64 binary and, recursively, the shared libraries it needs.
+copy_with_libs() {
+	local r=$1 bin=$2
+	local -a todo=("$bin")
+	declare -A seen=()
+	while [ ${#todo[@]} -gt 0 ]; do
+		local f=${todo[0]}
+		todo=("${todo[@]:1}")
+		[ -n "${seen[$f]:-}" ] && continue
+		seen[$f]=1
+		local rel=${f#"$root_debs"}
+		mkdir -p "$r$(dirname "$rel")"
+		cp -L "$f" "$r$rel"
+		local interp
+		interp=$("$READELF" -l "$f" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+		if [ -n "$interp" ]; then
+			local li
+			li=$(find "$root_debs/lib" "$root_debs/usr/lib" -name "$(basename "$interp")" 2>/dev/null | head -n1)
+			[ -n "$li" ] || die "interpreter $interp of $bin not in the arm64 packages"
+			mkdir -p "$r$(dirname "$interp")"
+			cp -L "$li" "$r$interp"
+		fi
+		local lib
+		for lib in $("$READELF" -d "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+			local found
+			found=$(find "$root_debs/lib" "$root_debs/usr/lib" -name "$lib" 2>/dev/null | head -n1)
+			[ -n "$found" ] || die "library $lib needed by $(basename "$f") is not in the arm64 packages"
+			todo+=("$found")
+		done
+	done
+}
+
+pack() {
+	local r=$1 file=$2
+	(cd "$r" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet -R 0:0) | gzip -1 >"$file.tmp"
+	mv "$file.tmp" "$file"
+}
+
+stage="$dest/stage"
+
+# The capture kernel's initramfs: busybox and init.
+base_root "$stage"
+pack "$stage" "$dest/capture.cpio.gz"
+
+# The main initramfs.
+base_root "$stage"
+copy_with_libs "$stage" "$root_debs/sbin/kexec"
+# bookworm's libc lives in /lib/aarch64-linux-gnu; some packages use /usr/lib.
+cp "$image" "$stage/boot/Image"
+cp "$dest/capture.cpio.gz" "$stage/boot/capture.cpio.gz"
+nmods=0
+while IFS= read -r -d '' ko; do
+	cp "$ko" "$stage/modules/"
+	nmods=$((nmods + 1))
+done < <(find "$out/samples/rust/coresight_panic_dump" "$out/drivers/hwtracing/coresight/rust" -name '*.ko' -print0 2>/dev/null)
+pack "$stage" "$dest/main.cpio.gz"
+rm -rf "$stage"
+
+say "initramfs for $variant: $(du -h "$dest/main.cpio.gz" | cut -f1) main ($nmods modules), $(du -h "$dest/capture.cpio.gz" | cut -f1) capture, in $dest"

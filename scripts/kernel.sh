@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Prepare and build the Linux 7.3 arm64 kernel with this repo's code laid over it.
+#
+#   scripts/kernel.sh source            extract linux-source-7.3 into $KSRC (once), check version
+#   scripts/kernel.sh overlay           link this repo's kernel files into $KSRC, add the hooks
+#   scripts/kernel.sh config VARIANT    configure $CSPD_CACHE/build-VARIANT from configs/
+#   scripts/kernel.sh build VARIANT     build Image and modules (incremental)
+#   scripts/kernel.sh all VARIANT       all of the above
+#
+# VARIANT is "mod" (project code as modules) or "builtin" (project code built in, compiled with
+# W=1 and CLIPPY=1 so that it doubles as the lint build).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# Directories of this repo whose files are laid over the kernel tree.
+OVERLAY_DIRS=(rust drivers samples include Documentation)
+MANIFEST_NAME=.cspd-overlay-manifest
+HOOKS_FILE=$REPO/scripts/kernel-hooks.txt
+
+cmd_source() {
+	ensure_cache_dir
+	if [ ! -f "$KSRC/Makefile" ]; then
+		local deb
+		deb=$(ls "$DEBS"/linux-source-7.3_*.deb 2>/dev/null | head -n1)
+		[ -n "$deb" ] || die "no linux-source-7.3 .deb in $DEBS: run scripts/setup.sh first"
+		say "extracting $(basename "$deb") into $KSRC"
+		local tmp="$CSPD_CACHE/src-extract.$$"
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" ./usr/src/linux-source-7.3.tar.xz
+		tar -xJf "$tmp/usr/src/linux-source-7.3.tar.xz" -C "$tmp"
+		rm -rf "$KSRC"
+		mv "$tmp/linux-source-7.3" "$KSRC"
+		rm -rf "$tmp"
+	fi
+	local v p
+	v=$(sed -n 's/^VERSION = //p' "$KSRC/Makefile")
+	p=$(sed -n 's/^PATCHLEVEL = //p' "$KSRC/Makefile")
+	[ "$v.$p" = "$KVERSION_WANT" ] ||
+		die "kernel source in $KSRC is version $v.$p, but this project is written for Linux $KVERSION_WANT (set KSRC or remove the tree)"
+	say "kernel source: Linux $v.$p.$(sed -n 's/^SUBLEVEL = //p' "$KSRC/Makefile") in $KSRC"
+}
+
+# Adds one hook line to a kernel file if it is not there yet; checks it afterwards.
+add_hook() {
+	local file=$1 where=$2 anchor=$3 line=$4 path="$KSRC/$1"
+	[ -f "$path" ] || die "hook target $file does not exist in $KSRC"
+	if grep -qxF -- "$line" "$path"; then
+		return 0
+	fi
+	local n
+	case $where in
+	append)
+		printf '%s\n' "$line" >>"$path"
+		;;
+	after)
+		n=$(grep -nE -- "$anchor" "$path" | head -n1 | cut -d: -f1)
+		[ -n "$n" ] || die "hook anchor '$anchor' not found in $file"
+		sed -i "${n}a\\$line" "$path"
+		;;
+	before-last)
+		n=$(grep -nE -- "$anchor" "$path" | tail -n1 | cut -d: -f1)
+		[ -n "$n" ] || die "hook anchor '$anchor' not found in $file"
+		sed -i "${n}i\\$line" "$path"
+		;;
+	*) die "unknown hook position '$where' for $file" ;;
+	esac
+	grep -qxF -- "$line" "$path" || die "hook '$line' could not be added to $file"
+	say "hooked $file: $line"
+}
+
+cmd_overlay() {
+	[ -f "$KSRC/Makefile" ] || die "no kernel source in $KSRC: run '$0 source' first"
+	local manifest="$KSRC/$MANIFEST_NAME" new="$KSRC/$MANIFEST_NAME.new"
+	: >"$new"
+	local d f
+	for d in "${OVERLAY_DIRS[@]}"; do
+		[ -d "$REPO/$d" ] || continue
+		while IFS= read -r -d '' f; do
+			f=${f#"$REPO"/}
+			if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ]; then
+				die "overlay file $f would replace a file of the pristine tree; add a hook instead"
+			fi
+			mkdir -p "$(dirname "$KSRC/$f")"
+			if [ "$(readlink "$KSRC/$f" 2>/dev/null)" != "$REPO/$f" ]; then
+				ln -sfn "$REPO/$f" "$KSRC/$f"
+			fi
+			echo "$f" >>"$new"
+		done < <(find "$REPO/$d" -type f -print0)
+	done
+	# Remove links to files this repo no longer has.
+	if [ -f "$manifest" ]; then
+		while IFS= read -r f; do
+			grep -qxF -- "$f" "$new" || { [ -L "$KSRC/$f" ] && rm -f "$KSRC/$f" && say "unlinked $f"; }
+		done <"$manifest"
+	fi
+	mv "$new" "$manifest"
+	say "overlay: $(wc -l <"$manifest") files linked into $KSRC"
+
+	local file where anchor line
+	while IFS='|' read -r file where anchor line; do
+		case $file in '' | '#'*) continue ;; esac
+		add_hook "$file" "$where" "$anchor" "$line"
+	done <"$HOOKS_FILE"
+	say "hooks: $(grep -cvE '^(#|$)' "$HOOKS_FILE") checked"
+}
+
+variant_fragments() {
+	case $1 in
+	mod) echo "$REPO/configs/base.config $REPO/configs/modules.config" ;;
+	builtin) echo "$REPO/configs/base.config $REPO/configs/builtin.config" ;;
+	*) die "unknown kernel variant '$1' (use mod or builtin)" ;;
+	esac
+}
+
+variant_make_flags() {
+	case $1 in
+	mod) ;;
+	builtin) echo "W=1 CLIPPY=1" ;;
+	esac
+}
+
+cmd_config() {
+	local variant=${1:?variant}
+	local frags out="$CSPD_CACHE/build-$variant"
+	frags=$(variant_fragments "$variant")
+	mkdir -p "$out"
+	local all="$out/.cspd-allconfig" stamp="$out/.cspd-config-inputs"
+	# shellcheck disable=SC2086
+	cat $frags >"$all.new"
+	if [ -f "$out/.config" ] && cmp -s "$all.new" "$stamp" 2>/dev/null; then
+		rm -f "$all.new"
+		say "config build-$variant: unchanged"
+		return 0
+	fi
+	mv "$all.new" "$all"
+	KOUT=$out kmake -s rustavailable || die "Rust is not available to the kernel build (see above)"
+	KOUT=$out kmake -s KCONFIG_ALLCONFIG="$all" allnoconfig
+	# merge_config-style check: every requested symbol must have its value.
+	local sym val bad=0
+	while IFS='=' read -r sym val; do
+		case $sym in '' | '#'*) continue ;; esac
+		if ! grep -qxF -- "$sym=$val" "$out/.config"; then
+			echo "error: $sym=$val was requested but the configuration has: $(grep -E "^(# )?$sym[= ]" "$out/.config" || echo unset)" >&2
+			bad=1
+		fi
+	done <"$all"
+	[ $bad = 0 ] || die "kernel configuration dropped requested symbols (missing dependencies?)"
+	cp "$all" "$stamp"
+	say "config build-$variant: written from $(echo "$frags" | wc -w) fragments"
+}
+
+cmd_build() {
+	local variant=${1:?variant}
+	local out="$CSPD_CACHE/build-$variant" log
+	log="$out/build.log"
+	[ -f "$out/.config" ] || die "build-$variant is not configured: run '$0 config $variant'"
+	say "building Image and modules in build-$variant (log: $log)"
+	local start=$SECONDS
+	# shellcheck disable=SC2046
+	if ! KOUT=$out kmake -j"$(nproc)" $(variant_make_flags "$variant") Image modules >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		die "kernel build failed (full log: $log)"
+	fi
+	# Our code must build without warnings. Look for rustc/clippy/C warnings naming our files.
+	local ours
+	ours=$(cd "$REPO" && find "${OVERLAY_DIRS[@]}" -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) 2>/dev/null | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+	if [ -n "$ours" ] && grep -B2 -A12 -E '^(warning|error)' "$log" | grep -qE -- "($ours)"; then
+		grep -B2 -A12 -E '^(warning|error)' "$log" | grep -B6 -A8 -E -- "($ours)" >&2 || true
+		die "the build warns about this project's code (build-$variant, $log)"
+	fi
+	say "built build-$variant in $((SECONDS - start)) s: $(ls -la "$out/arch/arm64/boot/Image" | awk '{print $5}') byte Image"
+}
+
+main() {
+	local cmd=${1:-}
+	shift || true
+	case $cmd in
+	source) cmd_source ;;
+	overlay) cmd_overlay ;;
+	config) cmd_config "$@" ;;
+	build) cmd_build "$@" ;;
+	all)
+		ensure_cache_dir
+		cmd_source
+		cmd_overlay
+		cmd_config "$@"
+		cmd_build "$@"
+		;;
+	*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Boot the test kernel in qemu-system-aarch64 (-M virt, TCG), let it panic, capture a vmcore.
+
+Two capture methods:
+
+  qemu-dump  pvpanic-pci with `-action panic=pause`: QEMU reports GUEST_PANICKED on QMP and holds
+             the guest. pvpanic's notifier has the highest priority, so the other panic notifiers
+             (ours among them) have not run yet: the harness resumes the guest, waits for panic() to
+             print its closing line, stops the guest and writes an ELF vmcore with QMP
+             `dump-guest-memory`.
+  kdump      the guest loads a capture kernel with `kexec -s -p` and boots with
+             crash_kexec_post_notifiers; after the panic the capture kernel copies /proc/vmcore to
+             a raw virtio disk, which becomes the vmcore on the host.
+  boot       no capture: boot, wait for a console line, stop (used to look at a live guest).
+
+Every wait has a timeout; on any failure the script says what it waited for and exits non-zero.
+"""
+
+import argparse
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+PANIC_LINE = "Kernel panic - not syncing"
+PANIC_END = "---[ end Kernel panic"
+
+
+class Failure(Exception):
+    """A step of the run did not happen; the message says which."""
+
+
+class Console:
+    """Follows the serial console log file QEMU writes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.pos = 0
+        self.text = ""
+
+    def poll(self):
+        try:
+            with open(self.path, "r", errors="replace") as f:
+                f.seek(self.pos)
+                new = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            new = ""
+        self.text += new
+        return new
+
+    def wait_for(self, needle, timeout, proc=None, what=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            if needle in self.text:
+                return
+            if proc is not None and proc.poll() is not None:
+                self.poll()
+                if needle in self.text:
+                    return
+                raise Failure(f"QEMU exited (status {proc.returncode}) before the console showed "
+                              f"{what or repr(needle)}")
+            time.sleep(0.2)
+        raise Failure(f"timed out after {timeout} s waiting for {what or repr(needle)} on the console")
+
+
+class Qmp:
+    """A minimal QMP client over a UNIX socket."""
+
+    def __init__(self, path, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.connect(path)
+                break
+            except OSError:
+                self.sock.close()
+                if time.monotonic() > deadline:
+                    raise Failure(f"could not connect to QMP socket {path} within {timeout} s")
+                time.sleep(0.1)
+        self.buf = b""
+        self.events = []
+        self._read_message(timeout)  # greeting
+        self.command("qmp_capabilities")
+
+    def _read_message(self, timeout):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure(f"QMP did not answer within {timeout} s")
+            r, _, _ = select.select([self.sock], [], [], left)
+            if r:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise Failure("QMP connection closed")
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def command(self, name, timeout=30, **args):
+        msg = {"execute": name}
+        if args:
+            msg["arguments"] = args
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
+        while True:
+            reply = self._read_message(timeout)
+            if "event" in reply:
+                self.events.append(reply)
+                continue
+            if "error" in reply:
+                raise Failure(f"QMP {name} failed: {reply['error'].get('desc')}")
+            return reply.get("return")
+
+    def wait_event(self, name, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            for e in self.events:
+                if e["event"] == name:
+                    return e
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure(f"timed out after {timeout} s waiting for QMP event {name}")
+            try:
+                msg = self._read_message(left)
+            except Failure:
+                continue
+            if "event" in msg:
+                self.events.append(msg)
+
+
+def qemu_binary():
+    q = shutil.which("qemu-system-aarch64")
+    if q is None:
+        raise Failure("qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)")
+    return q
+
+
+def base_args(a, workdir):
+    return [
+        qemu_binary(), "-M", "virt", "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
+        "-display", "none", "-monitor", "none", "-nic", "none",
+        "-serial", f"file:{os.path.join(workdir, 'console.log')}",
+        "-kernel", a.kernel, "-initrd", a.initrd,
+        "-device", "vmcoreinfo",
+    ] + [x for extra in (a.qemu_arg or []) for x in extra.split()]
+
+
+def start(args, workdir):
+    log = open(os.path.join(workdir, "qemu.log"), "w")
+    print("+ " + " ".join(args), file=log, flush=True)
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+
+
+def run_qemu_dump(a, workdir):
+    qmp_path = os.path.join(workdir, "qmp.sock")
+    if os.path.exists(qmp_path):
+        os.unlink(qmp_path)
+    append = a.append
+    args = base_args(a, workdir) + [
+        "-append", append,
+        "-device", "pvpanic-pci", "-action", "panic=pause",
+        "-qmp", f"unix:{qmp_path},server=on,wait=off",
+    ]
+    proc = start(args, workdir)
+    console = Console(os.path.join(workdir, "console.log"))
+    try:
+        qmp = Qmp(qmp_path, 30)
+        try:
+            qmp.wait_event("GUEST_PANICKED", a.panic_timeout)
+        except Failure:
+            console.poll()
+            raise Failure(f"the guest did not panic within {a.panic_timeout} s "
+                          f"(last console line: {last_line(console.text)!r})")
+        # pvpanic ran first and QEMU paused the guest: let the rest of panic() run.
+        qmp.command("cont")
+        console.wait_for(PANIC_END, 120, proc, "the end of panic() after the notifiers")
+        qmp.command("stop")
+        out = os.path.abspath(a.vmcore)
+        if os.path.exists(out):
+            os.unlink(out)
+        t = time.monotonic()
+        qmp.command("dump-guest-memory", timeout=600, paging=False, protocol=f"file:{out}",
+                    format="elf")
+        print(f"qemu-dump: {os.path.getsize(out)} byte vmcore in {time.monotonic() - t:.1f} s: {out}")
+        qmp.command("quit")
+    finally:
+        console.poll()
+        stop(proc)
+
+
+def run_kdump(a, workdir):
+    disk = os.path.abspath(a.vmcore)
+    with open(disk, "wb") as f:
+        f.truncate(int(a.disk_size))
+    args = base_args(a, workdir) + [
+        "-append", a.append,
+        "-drive", f"file={disk},format=raw,if=none,id=vmcore",
+        "-device", "virtio-blk-pci,drive=vmcore",
+        "-no-reboot",
+    ]
+    proc = start(args, workdir)
+    console = Console(os.path.join(workdir, "console.log"))
+    try:
+        try:
+            console.wait_for(PANIC_LINE, a.panic_timeout, proc, "the panic")
+        except Failure as e:
+            raise Failure(f"{e} (last console line: {last_line(console.text)!r})")
+        try:
+            proc.wait(timeout=a.capture_timeout)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"the capture kernel did not finish within {a.capture_timeout} s "
+                          f"(last console line: {last_line(console.poll() and console.text)!r})")
+        console.poll()
+        m = re.search(r"CSPD: vmcore saved: (\d+) bytes", console.text)
+        if not m:
+            why = re.search(r"CSPD: capture failed: (.*)", console.text)
+            raise Failure("the capture kernel did not save the vmcore"
+                          + (f": {why.group(1)}" if why else
+                             f" (last console line: {last_line(console.text)!r})"))
+        size = int(m.group(1))
+        with open(disk, "r+b") as f:
+            f.truncate(size)
+        print(f"kdump: {size} byte vmcore: {disk}")
+    finally:
+        console.poll()
+        stop(proc)
+
+
+def run_boot(a, workdir):
+    args = base_args(a, workdir) + ["-append", a.append]
+    proc = start(args, workdir)
+    console = Console(os.path.join(workdir, "console.log"))
+    try:
+        console.wait_for(a.wait_for, a.panic_timeout, proc)
+        print(f"boot: saw {a.wait_for!r}")
+    finally:
+        stop(proc)
+
+
+def last_line(text):
+    lines = [l for l in (text or "").splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["qemu-dump", "kdump", "boot"])
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--initrd", required=True)
+    p.add_argument("--append", required=True)
+    p.add_argument("--workdir", required=True, help="console.log, qemu.log and the QMP socket go here")
+    p.add_argument("--vmcore", help="where to write the vmcore")
+    p.add_argument("--cpu", default="cortex-a57")
+    p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--mem", default="1G")
+    p.add_argument("--disk-size", default=str(1536 << 20), help="virtio disk for kdump, bytes")
+    p.add_argument("--panic-timeout", type=int, default=240, help="seconds from start to the panic")
+    p.add_argument("--capture-timeout", type=int, default=300, help="seconds from the panic to the saved vmcore")
+    p.add_argument("--wait-for", default="CSPD: idle", help="console text that ends a 'boot' run")
+    p.add_argument("--qemu-arg", action="append", help="extra QEMU arguments")
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    if a.mode != "boot" and not a.vmcore:
+        p.error("--vmcore is required for a capture")
+    for f in (a.kernel, a.initrd):
+        if not os.path.isfile(f):
+            print(f"error: {f} does not exist", file=sys.stderr)
+            return 1
+    try:
+        {"qemu-dump": run_qemu_dump, "kdump": run_kdump, "boot": run_boot}[a.mode](a, a.workdir)
+    except Failure as e:
+        print(f"error: {a.mode}: {e} (console: {os.path.join(a.workdir, 'console.log')})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
