@@ -15,3 +15,6 @@ pub mod etm4x;
 
 #[path = "../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
 pub mod cpu_debug;
+
+#[path = "../../../samples/rust/coresight_sim/etm4x_gen.rs"]
+pub mod etm4x_gen;

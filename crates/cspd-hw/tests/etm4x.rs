@@ -1,0 +1,367 @@
+//! ETMv4 hardware logic driven against the register-level model.
+
+use cspd_hw::etm4x::*;
+use cspd_model::etm4x::Etm4xFaults;
+use cspd_model::etm4x::Etm4xModel;
+use cspd_model::etm4x::ModelIds;
+use cspd_model::etm4x::ModelInterface;
+
+const T: Timeout = Timeout {
+    tries: 50,
+    delay_us: 1,
+};
+
+fn idr_offsets() -> Vec<u32> {
+    (0..NR_IDR).map(|n| trcidr_offset(n).unwrap()).collect()
+}
+
+/// Brings a model to the state a running system leaves at panic: programmed through the
+/// shared enable sequence and tracing.
+fn tracing_model(iface: ModelInterface) -> (Etm4xModel, TraceConfig) {
+    let mut m = Etm4xModel::new(ModelIds::CORTEX_A53, iface);
+    let hw_iface = match iface {
+        ModelInterface::Mmio => Interface::Mmio,
+        ModelInterface::SysReg => Interface::SysReg,
+    };
+    let mut etm = Etm4x::new(&mut m, hw_iface, T);
+    let ids = etm.read_ids().unwrap();
+    let cfg = TraceConfig::default_for(&ids, 0x12, true).unwrap();
+    etm.enable(&cfg).unwrap();
+    assert!(m.enabled() && !m.idle());
+    (m, cfg)
+}
+
+#[test]
+fn sysreg_encoding_matches_the_arm64_register_table() {
+    // (offset, op0, op1, CRn, CRm, op2) from the AArch64 system register encodings of the
+    // trace unit (TRCPRGCTLR_EL1 is S2_1_C0_C1_0, and so on).
+    let table = [
+        (TRCPRGCTLR, 2, 1, 0, 1, 0),
+        (TRCSTATR, 2, 1, 0, 3, 0),
+        (TRCCONFIGR, 2, 1, 0, 4, 0),
+        (TRCTRACEIDR, 2, 1, 0, 0, 1),
+        (TRCVICTLR, 2, 1, 0, 0, 2),
+        (TRCIDR8, 2, 1, 0, 0, 6),
+        (TRCIDR0, 2, 1, 0, 8, 7),
+        (TRCIDR0 + 4, 2, 1, 0, 9, 7),
+        (TRCOSLAR, 2, 1, 1, 0, 4),
+        (TRCOSLSR, 2, 1, 1, 1, 4),
+        (TRCAUTHSTATUS, 2, 1, 7, 14, 6),
+        (TRCDEVARCH, 2, 1, 7, 15, 6),
+    ];
+    for (off, op0, op1, crn, crm, op2) in table {
+        let r = sysreg_of_offset(off);
+        assert_eq!(
+            (r.op0, r.op1, r.crn, r.crm, r.op2),
+            (op0, op1, crn, crm, op2),
+            "offset {off:#x}"
+        );
+        // The kernel's sys_reg(): op0 << 19 | op1 << 16 | CRn << 12 | CRm << 8 | op2 << 5.
+        let want = (u32::from(op0) << 19)
+            | (u32::from(op1) << 16)
+            | (u32::from(crn) << 12)
+            | (u32::from(crm) << 8)
+            | (u32::from(op2) << 5);
+        assert_eq!(r.encoding(), want);
+    }
+    // Usable in constants.
+    const PRG: SysReg = sysreg_of_offset(TRCPRGCTLR);
+    assert_eq!(PRG.encoding(), 0x0011_0100);
+}
+
+#[test]
+fn read_ids_restores_the_os_lock_as_found() {
+    for locked in [true, false] {
+        let mut m = Etm4xModel::cortex_a57();
+        m.set_os_locked(locked);
+        let ids = Etm4x::new(&mut m, Interface::Mmio, T).read_ids().unwrap();
+        assert_eq!(m.os_locked(), locked);
+        assert!(m.sw_locked(), "software lock restored");
+        assert_eq!(ids.idr, m.ids().idr);
+        assert_eq!(ids.devarch, m.ids().devarch);
+        assert_eq!(ids.authstatus, m.ids().authstatus);
+        assert_eq!(ids.devtype, m.ids().devtype);
+        assert!(ids.is_etmv4());
+        assert_eq!(
+            m.stats().blocked,
+            0,
+            "no trace register touched while locked"
+        );
+    }
+}
+
+#[test]
+fn default_config_validates_the_trace_id() {
+    let ids = Etm4xIds {
+        idr: ModelIds::CORTEX_A53.idr,
+        ..Etm4xIds::default()
+    };
+    for bad in [0u8, 0x70, 0x7F, 0xFF] {
+        assert_eq!(
+            TraceConfig::default_for(&ids, bad, false),
+            Err(Etm4xError::InvalidTraceId(bad))
+        );
+    }
+    for good in [TRACE_ID_MIN, 0x10, TRACE_ID_MAX] {
+        let c = TraceConfig::default_for(&ids, good, false).unwrap();
+        assert_eq!(c.traceidr, u32::from(good));
+        assert_eq!(c.configr & TRCCONFIGR_TS, 0);
+        assert_ne!(c.configr & TRCCONFIGR_CID, 0);
+        // Secure ELs excluded, Non-secure EL0..2 traced, always-true event, started.
+        assert_eq!(c.victlr & TRCVICTLR_EXLEVEL_S_MASK, 0xB << 16);
+        assert_eq!(c.victlr & TRCVICTLR_EXLEVEL_NS_MASK, 0);
+        assert_eq!(c.victlr & TRCVICTLR_EVENT_MASK, TRCVICTLR_EVENT_ALWAYS);
+        assert_ne!(c.victlr & TRCVICTLR_SSSTATUS, 0);
+    }
+    let c = TraceConfig::default_for(&ids, 0x10, true).unwrap();
+    assert_ne!(c.configr & TRCCONFIGR_TS, 0);
+    // No timestamps on a unit without a timestamp source.
+    let mut no_ts = ids;
+    no_ts.idr[0] &= !TRCIDR0_TSSIZE_MASK;
+    let c = TraceConfig::default_for(&no_ts, 0x10, true).unwrap();
+    assert_eq!(c.configr & TRCCONFIGR_TS, 0);
+    assert_eq!(legacy_trace_id(0), Some(0x10));
+    assert_eq!(legacy_trace_id(47), Some(0x6E));
+    assert_eq!(legacy_trace_id(48), None);
+}
+
+#[test]
+fn enable_programs_every_register_and_starts_the_unit() {
+    let (mut m, cfg) = tracing_model(ModelInterface::Mmio);
+    for (off, value) in cfg.registers() {
+        assert_eq!(m.peek(off), value, "register {off:#x}");
+    }
+    assert_eq!(
+        m.stats().busy_writes,
+        0,
+        "nothing written while the unit was running"
+    );
+    assert_eq!(m.stats().sw_locked_writes, 0);
+    assert!(m.sw_locked(), "software lock set again");
+    assert!(!m.os_locked(), "a traced CPU keeps the OS lock clear");
+    assert_eq!(m.peek(TRCPRGCTLR), 1);
+
+    let mut etm = Etm4x::new(&mut m, Interface::Mmio, T);
+    etm.disable().unwrap();
+    assert!(!m.enabled() && m.idle());
+    assert_ne!(m.peek(TRCSTATR) & TRCSTATR_PMSTABLE, 0);
+    assert!(m.sw_locked());
+}
+
+#[test]
+fn enable_rejects_bad_ids_without_touching_the_unit() {
+    let mut m = Etm4xModel::cortex_a53();
+    let mut cfg = TraceConfig::default_for(
+        &Etm4xIds {
+            idr: ModelIds::CORTEX_A53.idr,
+            ..Etm4xIds::default()
+        },
+        1,
+        false,
+    )
+    .unwrap();
+    cfg.traceidr = 0x70;
+    let r = Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg);
+    assert_eq!(r, Err(Etm4xError::InvalidTraceId(0x70)));
+    assert_eq!(m.stats().writes, 0);
+}
+
+#[test]
+fn enable_reports_a_unit_that_never_starts_within_bound() {
+    let mut m = Etm4xModel::cortex_a53();
+    m.set_faults(Etm4xFaults {
+        never_starts: true,
+        ..Etm4xFaults::default()
+    });
+    let ids = Etm4x::new(&mut m, Interface::Mmio, T).read_ids().unwrap();
+    let cfg = TraceConfig::default_for(&ids, 0x10, false).unwrap();
+    let r = Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg);
+    assert!(matches!(r, Err(Etm4xError::IdleTimeout(s)) if s & TRCSTATR_IDLE != 0));
+    assert!(m.stats().delays <= u64::from(T.tries) + 1);
+    assert!(m.sw_locked(), "software lock restored after the failure");
+}
+
+fn check_saved_equals_model(s: &SavedState, m: &Etm4xModel, cpu: u32) {
+    assert_eq!(s.cpu, cpu);
+    assert!(s.regs_valid());
+    assert_eq!(s.trcconfigr, m.peek(TRCCONFIGR));
+    assert_eq!(s.trctraceidr, m.peek(TRCTRACEIDR));
+    assert_eq!(s.authstatus, m.peek(TRCAUTHSTATUS));
+    assert_eq!(s.devarch, m.peek(TRCDEVARCH));
+    let model_idr: Vec<u32> = idr_offsets().iter().map(|o| m.peek(*o)).collect();
+    assert_eq!(s.idr.to_vec(), model_idr);
+    assert_eq!(s.idr, m.ids().idr);
+}
+
+#[test]
+fn panic_save_stops_the_unit_and_saves_what_the_hardware_holds() {
+    for (iface, hw) in [
+        (ModelInterface::Mmio, Interface::Mmio),
+        (ModelInterface::SysReg, Interface::SysReg),
+    ] {
+        for os_locked in [false, true] {
+            let (mut m, cfg) = tracing_model(iface);
+            m.set_os_locked(os_locked);
+            let s = Etm4x::new(&mut m, hw, T).panic_save(3);
+            assert_eq!(s.outcome, SaveOutcome::Ok, "{iface:?} locked={os_locked}");
+            check_saved_equals_model(&s, &m, 3);
+            assert_eq!(s.trcconfigr, cfg.configr);
+            assert_eq!(s.trctraceidr, 0x12);
+            assert_eq!(s.trcprgctlr & TRCPRGCTLR_EN, 1, "was tracing");
+            assert_eq!(
+                s.trcstatr & (TRCSTATR_IDLE | TRCSTATR_PMSTABLE),
+                TRCSTATR_IDLE | TRCSTATR_PMSTABLE
+            );
+            assert!(!m.enabled() && m.idle(), "unit stopped");
+            assert_eq!(m.os_locked(), os_locked, "OS lock restored as found");
+            assert_eq!(s.flags & SAVED_OS_LOCK_FOUND != 0, os_locked);
+            assert_eq!(s.flags & SAVED_OS_LOCK_RESTORED != 0, os_locked);
+            assert_eq!(m.stats().blocked, 0);
+            if iface == ModelInterface::Mmio {
+                assert!(m.sw_locked(), "software lock restored");
+                assert_ne!(s.trcpdsr & TRCPDSR_POWER, 0);
+            }
+        }
+    }
+}
+
+/// Runs `panic_save` on a tracing unit with `faults`, and checks that it ended within the
+/// poll bound.
+fn save_with(faults: Etm4xFaults, os_locked: bool) -> (SavedState, Etm4xModel) {
+    let (mut m, _) = tracing_model(ModelInterface::Mmio);
+    m.set_os_locked(os_locked);
+    m.set_faults(faults);
+    let before = m.stats();
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(1);
+    let after = m.stats();
+    let delays = after.delays - before.delays;
+    let accesses = (after.reads + after.writes) - (before.reads + before.writes);
+    // Two polls at most (IDLE, PMSTABLE), each bounded by the timeout.
+    assert!(delays <= 2 * u64::from(T.tries), "{delays} delays");
+    assert!(
+        accesses <= 2 * u64::from(T.tries) + 40,
+        "{accesses} accesses"
+    );
+    (s, m)
+}
+
+#[test]
+fn panic_save_names_each_fault_and_ends_within_bound() {
+    let (s, m) = save_with(
+        Etm4xFaults {
+            stuck_busy: true,
+            ..Etm4xFaults::default()
+        },
+        false,
+    );
+    assert_eq!(s.outcome, SaveOutcome::IdleTimeout);
+    assert_eq!(s.trcstatr & TRCSTATR_IDLE, 0);
+    check_saved_equals_model(&s, &m, 1);
+
+    let (s, m) = save_with(
+        Etm4xFaults {
+            pm_unstable: true,
+            ..Etm4xFaults::default()
+        },
+        false,
+    );
+    assert_eq!(s.outcome, SaveOutcome::PmStableTimeout);
+    check_saved_equals_model(&s, &m, 1);
+
+    let (s, m) = save_with(
+        Etm4xFaults {
+            os_lock_stuck: true,
+            ..Etm4xFaults::default()
+        },
+        true,
+    );
+    assert_eq!(s.outcome, SaveOutcome::OsLocked);
+    assert!(!s.regs_valid());
+    assert_eq!(
+        s.devarch,
+        m.ids().devarch,
+        "management registers still saved"
+    );
+    assert_eq!(m.stats().blocked, 0, "no trace register read while locked");
+    assert!(m.os_locked() && m.sw_locked());
+
+    let (s, m) = save_with(
+        Etm4xFaults {
+            powered_down: true,
+            ..Etm4xFaults::default()
+        },
+        false,
+    );
+    assert_eq!(s.outcome, SaveOutcome::PoweredDown);
+    assert_eq!(s.trcpdsr & TRCPDSR_POWER, 0);
+    assert!(!s.regs_valid());
+    assert_eq!(m.stats().blocked, 0);
+
+    let mut not_etm = ModelIds::CORTEX_A53;
+    not_etm.devarch = 0x4770_0A17;
+    let mut m = Etm4xModel::new(not_etm, ModelInterface::Mmio);
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(0);
+    assert_eq!(s.outcome, SaveOutcome::NotEtmV4);
+    assert_eq!(s.devarch, 0x4770_0A17);
+    assert_eq!(m.stats().writes, 0);
+    let r = Etm4x::new(&mut m, Interface::Mmio, T).read_ids();
+    assert_eq!(r, Err(Etm4xError::NotEtmV4(0x4770_0A17)));
+}
+
+#[test]
+fn payload_round_trips_and_rejects_bad_input() {
+    let (mut m, _) = tracing_model(ModelInterface::Mmio);
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(5);
+    let mut buf = [0xAAu8; SAVED_STATE_SIZE + 7];
+    assert_eq!(s.encode(&mut buf), Ok(SAVED_STATE_SIZE));
+    assert_eq!(
+        buf[SAVED_STATE_SIZE], 0xAA,
+        "nothing written past the payload"
+    );
+    assert_eq!(&buf[0..4], &SAVED_STATE_VERSION.to_le_bytes());
+    assert_eq!(&buf[4..8], &5u32.to_le_bytes());
+    assert_eq!(SavedState::decode(&buf), Ok(s));
+    assert_eq!(
+        s.encode(&mut [0u8; SAVED_STATE_SIZE - 1]),
+        Err(PayloadError::TooShort(SAVED_STATE_SIZE - 1))
+    );
+    assert_eq!(
+        SavedState::decode(&buf[..SAVED_STATE_SIZE - 1]),
+        Err(PayloadError::TooShort(SAVED_STATE_SIZE - 1))
+    );
+    let mut bad = buf;
+    bad[0] = 9;
+    assert_eq!(SavedState::decode(&bad), Err(PayloadError::Version(9)));
+    let mut bad = buf;
+    bad[8] = 77;
+    assert_eq!(SavedState::decode(&bad), Err(PayloadError::Outcome(77)));
+    // Every outcome survives the trip.
+    for o in 0..7 {
+        let mut t = s;
+        t.outcome = SaveOutcome::from_u32(o).unwrap();
+        t.encode(&mut buf).unwrap();
+        assert_eq!(SavedState::decode(&buf).unwrap().outcome as u32, o);
+        assert!(!t.outcome.name().is_empty());
+    }
+    assert_eq!(SaveOutcome::from_u32(7), None);
+}
+
+#[test]
+fn perf_metadata_follows_cs_etm_h() {
+    let (mut m, _) = tracing_model(ModelInterface::Mmio);
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(2);
+    let md = s.perf_metadata(-1);
+    assert_eq!(md.len(), 3 + PERF_ETMV4_NR_PARAMS as usize);
+    assert_eq!(md[0], 0x4040_4040_4040_4040);
+    assert_eq!(md[1], 2);
+    assert_eq!(md[2], 8);
+    assert_eq!(md[3], u64::from(m.peek(TRCCONFIGR)));
+    assert_eq!(md[4], 0x12);
+    assert_eq!(md[5], 0x2800_0EA1);
+    assert_eq!(md[6], 0x4100_F403);
+    assert_eq!(md[7], 0x0000_0488);
+    assert_eq!(md[8], u64::from(m.peek(TRCIDR8)));
+    assert_eq!(md[9], 0xCC);
+    assert_eq!(md[10] as i64, -1);
+    assert_eq!(s.perf_metadata(1)[10], 1);
+}
