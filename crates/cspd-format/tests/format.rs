@@ -1,0 +1,919 @@
+//! Tests of the dump container format: encoders, the parser, and every corruption it must name.
+
+use cspd_format::*;
+
+/// A small deterministic PRNG (xorshift64*), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % (n as u64).max(1)) as usize
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            *b = self.next() as u8;
+        }
+    }
+}
+
+/// Bit-at-a-time CRC-32 reference, straight from the definition.
+fn crc32_reference(data: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+const BOOT_ID: [u8; 16] = [
+    0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01,
+];
+
+/// Offsets of the records of the sample region built by [`sample_region`].
+struct Layout {
+    identity: usize,
+    panic: usize,
+    sink: usize,
+    free: usize,
+    cpu: usize,
+    commit: usize,
+    used: usize,
+}
+
+fn sink_data() -> Vec<u8> {
+    (0..200u32).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+fn identity() -> Identity {
+    let mut id = Identity::default();
+    id.set_release(b"7.3.0-cspd").unwrap();
+    id.set_build_id(&[0xab; 20]).unwrap();
+    id.kaslr_offset = 0x1234_0000;
+    id.text_addr = 0xffff_8000_8001_0000;
+    id.page_offset = 0xffff_0000_0000_0000;
+    id.memstart = 0x4000_0000;
+    id.kimage_voffset = 0xffff_7fff_c000_0000;
+    id.region_paddr = 0x7f00_0000;
+    id.region_size = 0x1_0000;
+    id
+}
+
+/// Writes `data` into the record at `offset` and seals it with `status`.
+fn fill_record(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, error: i32) {
+    let mut h = RecordHeader::decode_at(&region[offset..], offset).unwrap();
+    let start = offset + RECORD_HEADER_SIZE;
+    region[start..start + data.len()].copy_from_slice(data);
+    h.length = data.len() as u32;
+    h.status = status;
+    h.error = error;
+    seal_record(&mut region[offset..], &h).unwrap();
+}
+
+/// Builds a committed region with identity, panic info, a sink, a free slot and a CPU debug
+/// record whose callback failed.
+fn sample_region() -> (Vec<u8>, Layout) {
+    let size = 4096;
+    let mut region = vec![0xa5u8; size];
+    let ch = ContainerHeader::new(size as u64, BOOT_ID, 7);
+    init_region(&mut region, &ch).unwrap();
+    let stamp = ch.stamp;
+
+    let identity_off = append_record(
+        &mut region,
+        &RecordHeader::new(
+            RecordKind::Identity,
+            b"identity",
+            IDENTITY_SIZE as u32,
+            stamp,
+        ),
+    )
+    .unwrap();
+    let panic_off = append_record(
+        &mut region,
+        &RecordHeader::new(RecordKind::PanicInfo, b"panic", 256, stamp),
+    )
+    .unwrap();
+    let mut sink = RecordHeader::new(RecordKind::Sink, b"tmc_etf0", 256, stamp);
+    sink.cpu = CPU_NONE;
+    let sink_off = append_record(&mut region, &sink).unwrap();
+    let free_off = append_record(
+        &mut region,
+        &RecordHeader::new(RecordKind::Free, b"gone", 64, stamp),
+    )
+    .unwrap();
+    let mut cpu = RecordHeader::new(RecordKind::CpuDebug, b"cpu_debug1", 64, stamp);
+    cpu.cpu = 1;
+    let cpu_off = append_record(&mut region, &cpu).unwrap();
+
+    // Panic time: callbacks fill their slots.
+    let mut buf = [0u8; IDENTITY_SIZE];
+    let n = identity().encode(&mut buf).unwrap();
+    fill_record(&mut region, identity_off, &buf[..n], RecordStatus::Ok, 0);
+    let mut buf = [0u8; 256];
+    let n = PanicInfo {
+        cpu: 2,
+        message: b"Oops: test panic",
+        truncated: false,
+    }
+    .encode(&mut buf)
+    .unwrap();
+    fill_record(&mut region, panic_off, &buf[..n], RecordStatus::Ok, 0);
+    fill_record(&mut region, sink_off, &sink_data(), RecordStatus::Ok, 0);
+    fill_record(&mut region, cpu_off, &[], RecordStatus::CallbackError, -110);
+    let used = write_commit(&mut region).unwrap();
+    let commit_off = used - COMMIT_RECORD_SIZE;
+    (
+        region,
+        Layout {
+            identity: identity_off,
+            panic: panic_off,
+            sink: sink_off,
+            free: free_off,
+            cpu: cpu_off,
+            commit: commit_off,
+            used,
+        },
+    )
+}
+
+fn collect(region: &[u8]) -> Vec<Result<Record<'_>, FormatError>> {
+    parse_region(region).unwrap().records().collect()
+}
+
+/// Rewrites the record header at `offset` with `f` applied, with a valid header CRC.
+fn rewrite_header(region: &mut [u8], offset: usize, f: impl FnOnce(&mut RecordHeader)) {
+    let mut h = RecordHeader::decode_at(&region[offset..], offset).unwrap();
+    f(&mut h);
+    region[offset..offset + RECORD_HEADER_SIZE].copy_from_slice(&h.encode());
+}
+
+/// Sets a raw u32 in a record header and fixes the header CRC.
+fn poke_header_u32(region: &mut [u8], offset: usize, field: usize, value: u32) {
+    region[offset + field..offset + field + 4].copy_from_slice(&value.to_le_bytes());
+    let crc_at = offset + 72;
+    region[crc_at..crc_at + 4].fill(0);
+    let crc = crc32(&region[offset..offset + RECORD_HEADER_SIZE]);
+    region[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn errors(items: &[Result<Record<'_>, FormatError>]) -> Vec<FormatError> {
+    items.iter().filter_map(|r| r.err()).collect()
+}
+
+fn ok_offsets(items: &[Result<Record<'_>, FormatError>]) -> Vec<usize> {
+    items
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|r| r.offset))
+        .collect()
+}
+
+#[test]
+fn crc32_known_vectors() {
+    assert_eq!(crc32(b""), 0);
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    assert_eq!(
+        crc32(b"The quick brown fox jumps over the lazy dog"),
+        0x414F_A339
+    );
+}
+
+#[test]
+fn crc32_matches_reference_and_streams() {
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for _ in 0..200 {
+        let mut data = vec![0u8; rng.below(300)];
+        rng.fill(&mut data);
+        let want = crc32_reference(&data);
+        assert_eq!(crc32(&data), want);
+        // Streaming in random pieces gives the same value.
+        let mut c = Crc32::new();
+        let mut rest = &data[..];
+        while !rest.is_empty() {
+            let n = rng.below(rest.len() + 1).max(1);
+            c.update(&rest[..n]);
+            rest = &rest[n..];
+        }
+        assert_eq!(c.finish(), want);
+    }
+    let mut c = Crc32::new();
+    c.update(b"abc");
+    c.update_zeros(13);
+    let mut v = b"abc".to_vec();
+    v.extend([0u8; 13]);
+    assert_eq!(c.finish(), crc32_reference(&v));
+}
+
+#[test]
+fn container_header_round_trip_and_layout() {
+    let h = ContainerHeader::new(0x10_0000, BOOT_ID, 42);
+    assert_eq!(
+        h.stamp,
+        u64::from_le_bytes(BOOT_ID[..8].try_into().unwrap())
+    );
+    let b = h.encode();
+    assert_eq!(&b[..8], b"CSPDUMP\0");
+    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 1);
+    assert_eq!(u16::from_le_bytes([b[10], b[11]]), 64);
+    assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 0x10_0000);
+    assert_eq!(&b[24..40], &BOOT_ID);
+    assert_eq!(u64::from_le_bytes(b[48..56].try_into().unwrap()), 42);
+    assert_eq!(u32::from_le_bytes(b[56..60].try_into().unwrap()), 64);
+    let mut z = b;
+    z[60..64].fill(0);
+    assert_eq!(u32::from_le_bytes(b[60..64].try_into().unwrap()), crc32(&z));
+    assert_eq!(ContainerHeader::decode(&b).unwrap(), h);
+}
+
+#[test]
+fn record_header_round_trip_and_layout() {
+    let mut h = RecordHeader::new(RecordKind::Source, b"etm0", 1024, 0xdead_beef_0000_0001);
+    h.status = RecordStatus::Partial;
+    h.cpu = 3;
+    h.error = -5;
+    h.length = 1000;
+    h.data_crc = 0x1234_5678;
+    let b = h.encode();
+    assert_eq!(&b[..4], b"CSPR");
+    assert_eq!(u16::from_le_bytes([b[4], b[5]]), RecordKind::Source as u16);
+    assert_eq!(
+        u16::from_le_bytes([b[6], b[7]]),
+        RecordStatus::Partial as u16
+    );
+    assert_eq!(i32::from_le_bytes(b[12..16].try_into().unwrap()), -5);
+    assert_eq!(&b[40..44], b"etm0");
+    assert!(b[44..72].iter().all(|&x| x == 0));
+    let d = RecordHeader::decode(&b).unwrap();
+    assert_eq!(d, h);
+    assert_eq!(d.name_bytes(), b"etm0");
+    // A 40-byte name is cut to 32 bytes.
+    let long = RecordHeader::new(RecordKind::Other, &[b'x'; 40], 8, 0);
+    assert_eq!(long.name_bytes(), &[b'x'; 32][..]);
+}
+
+#[test]
+fn kinds_and_statuses_convert() {
+    for v in 0..=20u16 {
+        if let Ok(k) = RecordKind::try_from(v) {
+            assert_eq!(k as u16, v);
+        } else {
+            assert!(!(1..=8).contains(&v));
+        }
+        if let Ok(s) = RecordStatus::try_from(v) {
+            assert_eq!(s as u16, v);
+        } else {
+            assert!(v > 4);
+        }
+    }
+}
+
+#[test]
+fn payloads_round_trip() {
+    let id = identity();
+    let mut buf = [0u8; IDENTITY_SIZE];
+    assert_eq!(id.encode(&mut buf).unwrap(), IDENTITY_SIZE);
+    let d = Identity::decode(&buf).unwrap();
+    assert_eq!(d, id);
+    assert_eq!(d.release_bytes(), b"7.3.0-cspd");
+    assert_eq!(d.build_id_bytes(), &[0xab; 20]);
+    assert!(matches!(
+        id.encode(&mut [0u8; IDENTITY_SIZE - 1]),
+        Err(FormatError::BufferTooSmall {
+            needed: IDENTITY_SIZE,
+            ..
+        })
+    ));
+    let mut id2 = Identity::default();
+    assert!(id2.set_release(&[b'r'; 65]).is_err());
+    assert!(id2.set_build_id(&[0; 21]).is_err());
+
+    let msg = b"Kernel panic - not syncing: sysrq triggered crash";
+    let p = PanicInfo {
+        cpu: 5,
+        message: msg,
+        truncated: false,
+    };
+    let mut buf = [0u8; PANIC_INFO_MAX_SIZE];
+    let n = p.encode(&mut buf).unwrap();
+    assert_eq!(n, PANIC_INFO_HEADER_SIZE + msg.len());
+    assert_eq!(PanicInfo::decode(&buf[..n]).unwrap(), p);
+
+    // A message longer than the maximum is cut and flagged.
+    let long = vec![b'm'; 2000];
+    let p = PanicInfo {
+        cpu: 0,
+        message: &long,
+        truncated: false,
+    };
+    let n = p.encode(&mut buf).unwrap();
+    assert_eq!(n, PANIC_INFO_MAX_SIZE);
+    let d = PanicInfo::decode(&buf[..n]).unwrap();
+    assert!(d.truncated);
+    assert_eq!(d.message, &long[..PANIC_MESSAGE_MAX]);
+    // A small buffer cuts it too.
+    let mut small = [0u8; PANIC_INFO_HEADER_SIZE + 4];
+    let n = PanicInfo {
+        cpu: 0,
+        message: b"abcdefgh",
+        truncated: false,
+    }
+    .encode(&mut small)
+    .unwrap();
+    let d = PanicInfo::decode(&small[..n]).unwrap();
+    assert_eq!((d.message, d.truncated), (&b"abcd"[..], true));
+    // A stored length past the payload is refused.
+    assert!(matches!(
+        PanicInfo::decode(&small[..n - 1]),
+        Err(FormatError::Truncated { .. })
+    ));
+
+    let c = Commit {
+        stamp: 1,
+        sequence: 2,
+        records: 3,
+        headers_crc: 4,
+        used_bytes: 5,
+    };
+    let mut buf = [0u8; COMMIT_SIZE];
+    assert_eq!(c.encode(&mut buf).unwrap(), COMMIT_SIZE);
+    assert_eq!(Commit::decode(&buf).unwrap(), c);
+    buf[3] ^= 1;
+    assert!(matches!(
+        Commit::decode_at(&buf, 0x200),
+        Err(FormatError::CommitCrc { offset: 0x200, .. })
+    ));
+}
+
+#[test]
+fn full_container_round_trip() {
+    let (region, l) = sample_region();
+    let r = parse_region(&region).unwrap();
+    assert_eq!(r.header().sequence, 7);
+    assert_eq!(r.header().boot_id, BOOT_ID);
+    let items = collect(&region);
+    assert!(errors(&items).is_empty(), "{:?}", errors(&items));
+    let recs: Vec<_> = items.into_iter().map(Result::unwrap).collect();
+    // Free slot skipped; commit last.
+    let kinds: Vec<_> = recs.iter().map(|r| r.header.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            RecordKind::Identity,
+            RecordKind::PanicInfo,
+            RecordKind::Sink,
+            RecordKind::CpuDebug,
+            RecordKind::Commit
+        ]
+    );
+    assert_eq!(recs[0].offset, l.identity);
+    assert_eq!(Identity::decode(recs[0].data).unwrap(), identity());
+    let p = PanicInfo::decode(recs[1].data).unwrap();
+    assert_eq!((p.cpu, p.message), (2, &b"Oops: test panic"[..]));
+    assert_eq!(recs[2].data, &sink_data()[..]);
+    assert_eq!(recs[2].header.name_bytes(), b"tmc_etf0");
+    assert_eq!(recs[2].header.capacity, 256);
+    assert_eq!(recs[3].header.status, RecordStatus::CallbackError);
+    assert_eq!(recs[3].header.error, -110);
+    assert_eq!(recs[3].header.cpu, 1);
+    assert_eq!(recs[4].offset, l.commit);
+    let c = Commit::decode(recs[4].data).unwrap();
+    assert_eq!(c.records, 5);
+    assert_eq!(c.used_bytes, l.used as u64);
+    // Records are back to back.
+    assert_eq!(l.panic, l.identity + RECORD_HEADER_SIZE + IDENTITY_SIZE);
+    assert_eq!(l.sink, l.panic + RECORD_HEADER_SIZE + 256);
+
+    let with_free: Vec<_> = parse_region(&region)
+        .unwrap()
+        .records_with_free()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(with_free.len(), 6);
+    assert_eq!(with_free[3].offset, l.free);
+
+    let s = validate(&region).unwrap();
+    assert_eq!(s.records, 4);
+    assert_eq!(s.ok, 3);
+    assert_eq!(s.free, 1);
+    assert_eq!(s.errors, 0);
+    assert!(s.committed && s.is_clean());
+    assert_eq!(s.used_bytes, l.used);
+    let _ = l.cpu;
+}
+
+#[test]
+fn region_may_be_followed_by_other_bytes() {
+    let (mut region, _) = sample_region();
+    region.extend_from_slice(&[0xffu8; 100]);
+    assert!(validate(&region).unwrap().is_clean());
+}
+
+#[test]
+fn bad_magic() {
+    let (mut region, _) = sample_region();
+    region[0] = b'X';
+    assert_eq!(
+        parse_region(&region).unwrap_err(),
+        FormatError::BadMagic { offset: 0 }
+    );
+    assert_eq!(
+        validate(&[0u8; 4096]).unwrap_err(),
+        FormatError::BadMagic { offset: 0 }
+    );
+}
+
+#[test]
+fn unsupported_version() {
+    let (mut region, _) = sample_region();
+    region[8] = 2;
+    assert_eq!(
+        parse_region(&region).unwrap_err(),
+        FormatError::UnsupportedVersion {
+            offset: 0,
+            version: 2
+        }
+    );
+}
+
+#[test]
+fn truncated_region() {
+    let (region, _) = sample_region();
+    assert_eq!(
+        parse_region(&region[..4000]).unwrap_err(),
+        FormatError::Truncated {
+            offset: 0,
+            needed: 4096,
+            available: 4000
+        }
+    );
+    assert!(matches!(
+        parse_region(&region[..20]).unwrap_err(),
+        FormatError::Truncated { offset: 0, .. }
+    ));
+    assert!(parse_region(&region[..3]).is_err());
+    assert!(parse_region(&[]).is_err());
+}
+
+#[test]
+fn container_header_crc() {
+    let (mut region, _) = sample_region();
+    region[30] ^= 0x40;
+    let e = parse_region(&region).unwrap_err();
+    assert!(
+        matches!(e, FormatError::HeaderCrc { offset: 0, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("container header CRC"));
+}
+
+#[test]
+fn bad_first_record() {
+    let (mut region, _) = sample_region();
+    let mut h = ContainerHeader::decode(&region).unwrap();
+    h.first_record = 12;
+    region[..64].copy_from_slice(&h.encode());
+    assert!(matches!(
+        parse_region(&region).unwrap_err(),
+        FormatError::BadFirstRecord {
+            first_record: 12,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn record_header_crc_is_named_and_others_still_read() {
+    let (mut region, l) = sample_region();
+    region[l.panic + 45] ^= 1; // a name byte
+    let items = collect(&region);
+    let errs = errors(&items);
+    assert!(
+        matches!(errs[0], FormatError::RecordHeaderCrc { offset, .. } if offset == l.panic),
+        "{errs:?}"
+    );
+    // Identity, sink, cpu debug still read; the commit sees one header fewer and a bad CRC.
+    assert_eq!(ok_offsets(&items), [l.identity, l.sink, l.cpu]);
+    assert!(matches!(
+        errs[1],
+        FormatError::CommitCount { offset, stored: 5, counted: 4 } if offset == l.commit
+    ));
+    let s = validate(&region).unwrap();
+    assert_eq!((s.records, s.errors, s.committed), (3, 2, false));
+    assert!(matches!(
+        s.first_error,
+        Some(FormatError::RecordHeaderCrc { .. })
+    ));
+}
+
+#[test]
+fn data_crc_is_named() {
+    let (mut region, l) = sample_region();
+    region[l.sink + RECORD_HEADER_SIZE + 10] ^= 0xff;
+    let items = collect(&region);
+    let errs = errors(&items);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(matches!(errs[0], FormatError::DataCrc { offset, .. } if offset == l.sink));
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.cpu, l.commit]);
+    // Salvage still gives the damaged data.
+    let r = parse_region(&region).unwrap();
+    let s = r.salvage(l.sink).unwrap();
+    assert_eq!(s.data.len(), 200);
+    assert_ne!(s.data, &sink_data()[..]);
+}
+
+#[test]
+fn bytes_past_length_are_not_covered() {
+    let (mut region, l) = sample_region();
+    // Inside the capacity but past the length: no CRC covers it, no error.
+    region[l.sink + RECORD_HEADER_SIZE + 250] ^= 0xff;
+    assert!(validate(&region).unwrap().is_clean());
+}
+
+#[test]
+fn length_exceeds_capacity() {
+    let (mut region, l) = sample_region();
+    poke_header_u32(&mut region, l.sink, 20, 300);
+    let items = collect(&region);
+    let errs = errors(&items);
+    assert_eq!(
+        errs[0],
+        FormatError::LengthExceedsCapacity {
+            offset: l.sink,
+            length: 300,
+            capacity: 256
+        }
+    );
+    // The capacity still leads to the next record.
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.cpu]);
+    assert!(matches!(errs[1], FormatError::CommitHeadersCrc { offset, .. } if offset == l.commit));
+}
+
+#[test]
+fn unknown_kind_and_status() {
+    let (mut region, l) = sample_region();
+    let mut raw = region[l.panic..l.panic + 4].to_vec();
+    raw.extend(99u16.to_le_bytes());
+    raw.extend(&region[l.panic + 6..l.panic + 8]);
+    poke_header_u32(
+        &mut region,
+        l.panic,
+        4,
+        u32::from_le_bytes(raw[4..8].try_into().unwrap()),
+    );
+    let items = collect(&region);
+    assert_eq!(
+        errors(&items)[0],
+        FormatError::UnknownKind {
+            offset: l.panic,
+            kind: 99
+        }
+    );
+    assert_eq!(ok_offsets(&items), [l.identity, l.sink, l.cpu]);
+
+    let (mut region, l) = sample_region();
+    let kind_status = u32::from(RecordKind::Sink as u16) | (77u32 << 16);
+    poke_header_u32(&mut region, l.sink, 4, kind_status);
+    let items = collect(&region);
+    assert_eq!(
+        errors(&items)[0],
+        FormatError::UnknownStatus {
+            offset: l.sink,
+            status: 77
+        }
+    );
+}
+
+#[test]
+fn stale_record() {
+    let (mut region, l) = sample_region();
+    rewrite_header(&mut region, l.cpu, |h| h.stamp ^= 1);
+    let items = collect(&region);
+    let errs = errors(&items);
+    let stamp = ContainerHeader::decode(&region).unwrap().stamp;
+    assert_eq!(
+        errs[0],
+        FormatError::StaleRecord {
+            offset: l.cpu,
+            stamp: stamp ^ 1,
+            expected: stamp
+        }
+    );
+    assert!(errs[0].to_string().contains("stale"));
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.sink]);
+    // The commit covered the old header.
+    assert!(matches!(errs[1], FormatError::CommitHeadersCrc { offset, .. } if offset == l.commit));
+}
+
+#[test]
+fn missing_commit() {
+    let (mut region, l) = sample_region();
+    region[l.commit..l.used].fill(0);
+    let items = collect(&region);
+    assert_eq!(
+        errors(&items),
+        [FormatError::MissingCommit { offset: l.commit }]
+    );
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.sink, l.cpu]);
+    let s = validate(&region).unwrap();
+    assert!(!s.committed && !s.is_clean());
+    assert!(FormatError::MissingCommit { offset: l.commit }
+        .to_string()
+        .contains("without a commit"));
+}
+
+#[test]
+fn region_that_ends_exactly_at_the_last_record_misses_commit() {
+    let (region, l) = sample_region();
+    let mut h = ContainerHeader::decode(&region).unwrap();
+    h.region_size = l.commit as u64;
+    let mut cut = region[..l.commit].to_vec();
+    cut[..64].copy_from_slice(&h.encode());
+    assert_eq!(
+        errors(&collect(&cut)),
+        [FormatError::MissingCommit { offset: l.commit }]
+    );
+}
+
+#[test]
+fn commit_crc() {
+    let (mut region, l) = sample_region();
+    // Change the commit payload and re-seal the data CRC, so only the commit's own CRC fails.
+    let payload = l.commit + RECORD_HEADER_SIZE;
+    region[payload + 16] ^= 1;
+    let h = RecordHeader::decode_at(&region[l.commit..], l.commit).unwrap();
+    seal_record(&mut region[l.commit..], &h).unwrap();
+    let items = collect(&region);
+    assert!(matches!(
+        errors(&items)[..],
+        [FormatError::CommitCrc { offset, .. }] if offset == l.commit
+    ));
+
+    // Without re-sealing, the commit record's data CRC names it.
+    let (mut region, l) = sample_region();
+    region[l.commit + RECORD_HEADER_SIZE + 16] ^= 1;
+    assert!(matches!(
+        errors(&collect(&region))[..],
+        [FormatError::DataCrc { offset, .. }] if offset == l.commit
+    ));
+}
+
+fn rewrite_commit(region: &mut [u8], l: &Layout, f: impl FnOnce(&mut Commit)) {
+    let payload = l.commit + RECORD_HEADER_SIZE;
+    let mut c = Commit::decode(&region[payload..payload + COMMIT_SIZE]).unwrap();
+    f(&mut c);
+    c.encode(&mut region[payload..payload + COMMIT_SIZE])
+        .unwrap();
+    let h = RecordHeader::decode_at(&region[l.commit..], l.commit).unwrap();
+    seal_record(&mut region[l.commit..], &h).unwrap();
+}
+
+#[test]
+fn commit_count_and_fields() {
+    let (mut region, l) = sample_region();
+    rewrite_commit(&mut region, &l, |c| c.records = 9);
+    assert_eq!(
+        errors(&collect(&region)),
+        [FormatError::CommitCount {
+            offset: l.commit,
+            stored: 9,
+            counted: 5
+        }]
+    );
+    let (mut region, l) = sample_region();
+    rewrite_commit(&mut region, &l, |c| c.headers_crc ^= 1);
+    assert!(matches!(
+        errors(&collect(&region))[..],
+        [FormatError::CommitHeadersCrc { offset, .. }] if offset == l.commit
+    ));
+    let (mut region, l) = sample_region();
+    rewrite_commit(&mut region, &l, |c| c.sequence = 8);
+    assert!(matches!(
+        errors(&collect(&region))[..],
+        [FormatError::CommitMismatch { offset, field: "sequence", stored: 8, expected: 7 }] if offset == l.commit
+    ));
+    let (mut region, l) = sample_region();
+    rewrite_commit(&mut region, &l, |c| c.used_bytes += 8);
+    assert!(matches!(
+        errors(&collect(&region))[..],
+        [FormatError::CommitMismatch {
+            field: "used bytes",
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn truncated_record() {
+    let (mut region, l) = sample_region();
+    // The sink now claims a data area past the end of the region.
+    poke_header_u32(&mut region, l.sink, 16, 0x10_0000);
+    let items = collect(&region);
+    let errs = errors(&items);
+    assert!(
+        matches!(errs[0], FormatError::Truncated { offset, needed, .. } if offset == l.sink && needed == RECORD_HEADER_SIZE + 0x10_0000),
+        "{errs:?}"
+    );
+    // The walk finds the next header by itself.
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.cpu]);
+}
+
+#[test]
+fn bad_capacity() {
+    let (mut region, l) = sample_region();
+    poke_header_u32(&mut region, l.sink, 16, 255);
+    let items = collect(&region);
+    assert_eq!(
+        errors(&items)[0],
+        FormatError::BadCapacity {
+            offset: l.sink,
+            capacity: 255
+        }
+    );
+}
+
+#[test]
+fn bad_record_magic_then_resync() {
+    let (mut region, l) = sample_region();
+    region[l.panic..l.panic + 4].copy_from_slice(b"JUNK");
+    let items = collect(&region);
+    let errs = errors(&items);
+    assert_eq!(
+        errs[0],
+        FormatError::BadRecordMagic {
+            offset: l.panic,
+            found: u32::from_le_bytes(*b"JUNK")
+        }
+    );
+    assert_eq!(ok_offsets(&items), [l.identity, l.sink, l.cpu]);
+
+    // A zeroed header in the middle is a hole, not the end.
+    let (mut region, l) = sample_region();
+    region[l.sink..l.sink + RECORD_HEADER_SIZE].fill(0);
+    let items = collect(&region);
+    assert_eq!(
+        errors(&items)[0],
+        FormatError::BadRecordMagic {
+            offset: l.sink,
+            found: 0
+        }
+    );
+    assert_eq!(ok_offsets(&items), [l.identity, l.panic, l.cpu]);
+}
+
+#[test]
+fn chain_end_and_append_limits() {
+    let size = 1024;
+    let mut region = vec![0u8; size];
+    let ch = ContainerHeader::new(size as u64, BOOT_ID, 0);
+    init_region(&mut region, &ch).unwrap();
+    let e = chain_end(&region).unwrap();
+    assert_eq!((e.offset, e.records), (CONTAINER_HEADER_SIZE, 0));
+    // A fresh region has no commit yet.
+    assert_eq!(
+        errors(&collect(&region)),
+        [FormatError::MissingCommit { offset: 64 }]
+    );
+    // Room for the commit is always kept.
+    let room = size - 64 - RECORD_HEADER_SIZE - COMMIT_RECORD_SIZE;
+    let too_big = RecordHeader::new(RecordKind::Other, b"x", room as u32 + 8, ch.stamp);
+    assert!(matches!(
+        append_record(&mut region, &too_big),
+        Err(FormatError::BufferTooSmall { .. })
+    ));
+    let fits = RecordHeader::new(RecordKind::Other, b"x", room as u32, ch.stamp);
+    assert_eq!(append_record(&mut region, &fits).unwrap(), 64);
+    let odd = RecordHeader::new(RecordKind::Other, b"x", 0, ch.stamp);
+    // No room left for even an empty record plus the commit.
+    assert!(append_record(&mut region, &odd).is_err());
+    assert_eq!(write_commit(&mut region).unwrap(), size);
+    let s = validate(&region).unwrap();
+    assert!(s.is_clean());
+    assert_eq!((s.records, s.ok), (1, 0));
+}
+
+#[test]
+fn vmcoreinfo_lines() {
+    let mut buf = [0u8; VMCOREINFO_TEXT_MAX];
+    let n = format_vmcoreinfo(0x7f00_0000, 0x20_0000, &mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"CSPD_REGION_PADDR=0x7f000000\nCSPD_REGION_SIZE=0x200000\n"
+    );
+    let n = format_vmcoreinfo(u64::MAX, 0, &mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"CSPD_REGION_PADDR=0xffffffffffffffff\nCSPD_REGION_SIZE=0x0\n"
+    );
+    assert_eq!(n, VMCOREINFO_TEXT_MAX - 15);
+    assert!(format_vmcoreinfo(1, 1, &mut [0u8; 10]).is_err());
+
+    let text = b"OSRELEASE=7.3.0\nKERNELOFFSET=2a0000\nCSPD_REGION_PADDR=0x7f000000\nCSPD_REGION_SIZE=0x200000\n\0\0";
+    assert_eq!(
+        vmcoreinfo_hex(text, VMCOREINFO_PADDR_KEY),
+        Some(0x7f00_0000)
+    );
+    assert_eq!(vmcoreinfo_hex(text, VMCOREINFO_SIZE_KEY), Some(0x20_0000));
+    assert_eq!(
+        vmcoreinfo_hex(text, VMCOREINFO_KERNELOFFSET_KEY),
+        Some(0x2a_0000)
+    );
+    assert_eq!(vmcoreinfo_field(text, "OSRELEASE"), Some(&b"7.3.0"[..]));
+    assert_eq!(vmcoreinfo_hex(text, "MISSING"), None);
+    assert_eq!(
+        vmcoreinfo_hex(b"CSPD_REGION_SIZE=0xzz\n", "CSPD_REGION_SIZE"),
+        None
+    );
+    assert_eq!(parse_hex(b"0x10000000000000000"), None);
+}
+
+#[test]
+fn errors_display_offsets() {
+    let e = FormatError::DataCrc {
+        offset: 0x1a0,
+        stored: 1,
+        computed: 2,
+    };
+    assert_eq!(e.offset(), Some(0x1a0));
+    let s = e.to_string();
+    assert!(s.starts_with("offset 0x1a0:"), "{s}");
+    assert!(s.contains("data CRC"));
+    assert_eq!(e.name(), "data-crc");
+}
+
+/// Walks a region fully; the walk must end within a bound set by the region size.
+fn walk(bytes: &[u8]) -> usize {
+    let _ = validate(bytes);
+    let _ = chain_end(bytes);
+    let Ok(r) = parse_region(bytes) else {
+        return 0;
+    };
+    let mut n = 0;
+    for item in r.records_with_free() {
+        if let Ok(rec) = item {
+            assert!(rec.data.len() <= rec.header.capacity as usize);
+            let _ = Identity::decode(rec.data);
+            let _ = PanicInfo::decode(rec.data);
+            let _ = Commit::decode(rec.data);
+        }
+        n += 1;
+        assert!(n <= bytes.len() / RECORD_ALIGN + 2, "walk does not end");
+    }
+    for off in (0..bytes.len()).step_by(8) {
+        let _ = r.salvage(off);
+    }
+    n
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = Rng(0xfeed_face_cafe_beef);
+    for _ in 0..2000 {
+        let mut buf = vec![0u8; rng.below(600)];
+        rng.fill(&mut buf);
+        // Half the time, give it a valid container header so the record walk runs.
+        if buf.len() >= 64 && rng.below(2) == 0 {
+            let h = ContainerHeader::new(rng.below(buf.len() + 64) as u64, BOOT_ID, 1);
+            buf[..64].copy_from_slice(&h.encode());
+        }
+        walk(&buf);
+        let _ = RecordHeader::decode(&buf);
+        let _ = Identity::decode(&buf);
+        let _ = PanicInfo::decode(&buf);
+    }
+}
+
+#[test]
+fn mutated_regions_never_panic() {
+    let (region, _) = sample_region();
+    let mut rng = Rng(42);
+    for i in 0..3000 {
+        let mut buf = region.clone();
+        for _ in 0..1 + rng.below(8) {
+            let at = rng.below(buf.len());
+            buf[at] = rng.next() as u8;
+        }
+        if i % 5 == 0 {
+            buf.truncate(rng.below(buf.len()));
+        }
+        // Keep the container header valid most of the time so the walk is exercised.
+        if buf.len() >= 64 && i % 3 != 0 {
+            let h = ContainerHeader::new(4096, BOOT_ID, 7);
+            buf[..64].copy_from_slice(&h.encode());
+        }
+        walk(&buf);
+    }
+}

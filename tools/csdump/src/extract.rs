@@ -1,0 +1,95 @@
+//! Writing a dump out as files: one per record, `summary.json`, and the decoded panic message.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::region::Located;
+use crate::report::record_file_name;
+use crate::report::Report;
+
+/// Name of the machine-readable summary in the output directory.
+pub const SUMMARY_FILE: &str = "summary.json";
+/// Name of the panic message file in the output directory.
+pub const PANIC_FILE: &str = "panic.txt";
+/// Name of the vmcoreinfo copy in the output directory.
+pub const VMCOREINFO_FILE: &str = "vmcoreinfo.txt";
+
+/// Why output could not be written.
+#[derive(Debug, Error)]
+#[error("{path}: {source}")]
+pub struct ExtractError {
+    /// The file or directory at fault.
+    pub path: PathBuf,
+    /// The I/O error.
+    pub source: io::Error,
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), ExtractError> {
+    fs::write(path, bytes).map_err(|source| ExtractError {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Options of [`extract`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExtractOptions {
+    /// Also write the data of records that failed a check but whose header is readable, as
+    /// `<index>-<kind>-<name>.corrupt.bin`.
+    pub salvage: bool,
+}
+
+/// Writes every record of `report` to `dir` (created if needed), then `summary.json`.
+///
+/// Returns the names of the files written, in order. `report` is updated with the names of
+/// salvaged files.
+pub fn extract(
+    located: &Located<'_>,
+    report: &mut Report,
+    dir: &Path,
+    opts: ExtractOptions,
+) -> Result<Vec<String>, ExtractError> {
+    fs::create_dir_all(dir).map_err(|source| ExtractError {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let region = &located.bytes;
+    let mut written = Vec::new();
+    for rec in &mut report.records {
+        let kind = rec.record_kind;
+        if rec.file.is_none() && opts.salvage && rec.salvageable {
+            rec.file = Some(record_file_name(rec.index, kind, rec.name.as_bytes(), true));
+        }
+        let Some(name) = &rec.file else {
+            continue;
+        };
+        let start = rec.data_offset.min(region.len());
+        let end = start.saturating_add(rec.length as usize).min(region.len());
+        let data = region.get(start..end).unwrap_or(&[]);
+        write(&dir.join(name), data)?;
+        written.push(name.clone());
+    }
+    if let Some(p) = &report.panic {
+        let mut text = p.message.clone();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        write(&dir.join(PANIC_FILE), text.as_bytes())?;
+        written.push(PANIC_FILE.into());
+    }
+    if let Some(info) = &located.vmcoreinfo {
+        write(&dir.join(VMCOREINFO_FILE), info.as_bytes())?;
+        written.push(VMCOREINFO_FILE.into());
+    }
+    let json = serde_json::to_vec_pretty(report).map_err(|e| ExtractError {
+        path: dir.join(SUMMARY_FILE),
+        source: io::Error::other(e),
+    })?;
+    write(&dir.join(SUMMARY_FILE), &json)?;
+    written.push(SUMMARY_FILE.into());
+    Ok(written)
+}

@@ -1,0 +1,285 @@
+//! Synthetic dump regions and ELF64 vmcores for tests and benchmarks.
+//!
+//! The ELF writer here is written from the ELF specification, independently of csdump's reader.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::Seek;
+use std::io::SeekFrom;
+use std::io::Write;
+use std::path::Path;
+
+use cspd_format::*;
+
+pub const BOOT_ID: [u8; 16] = *b"\x10\x32\x54\x76\x98\xba\xdc\xfe\x01\x23\x45\x67\x89\xab\xcd\xef";
+pub const PANIC_MSG: &[u8] = b"Kernel panic - not syncing: sysrq triggered crash";
+
+/// A region built by [`build_region`], with what went into it.
+pub struct Built {
+    pub bytes: Vec<u8>,
+    pub identity: Vec<u8>,
+    pub sink: Vec<u8>,
+    pub etm: Vec<u8>,
+    /// Region offsets: identity, panic, sink, etm, cpu debug, commit.
+    pub offsets: [usize; 6],
+}
+
+pub fn identity_payload() -> Vec<u8> {
+    let mut id = Identity::default();
+    id.set_release(b"7.3.0-cspd-test").unwrap();
+    id.set_build_id(&[0x5a, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07])
+        .unwrap();
+    id.kaslr_offset = 0x3b_0000;
+    id.text_addr = 0xffff_8000_803b_0000;
+    id.page_offset = 0xffff_0000_0000_0000;
+    id.memstart = 0x4000_0000;
+    id.kimage_voffset = 0xffff_7fff_c03b_0000;
+    id.region_paddr = 0x4800_0000;
+    id.region_size = 0x4000;
+    let mut buf = vec![0u8; IDENTITY_SIZE];
+    id.encode(&mut buf).unwrap();
+    buf
+}
+
+fn fill(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, error: i32) {
+    let mut h = RecordHeader::decode_at(&region[offset..], offset).unwrap();
+    let start = offset + RECORD_HEADER_SIZE;
+    region[start..start + data.len()].copy_from_slice(data);
+    h.length = data.len() as u32;
+    h.status = status;
+    h.error = error;
+    seal_record(&mut region[offset..], &h).unwrap();
+}
+
+/// Builds a committed region of `size` bytes: identity, panic info, a TMC sink with
+/// `sink_len` bytes of trace, an ETM source on CPU 1, a free slot, and a CPU debug record whose
+/// callback timed out.
+pub fn build_region(size: usize, sink_len: usize) -> Built {
+    let mut r = vec![0u8; size];
+    let ch = ContainerHeader::new(size as u64, BOOT_ID, 3);
+    init_region(&mut r, &ch).unwrap();
+    let st = ch.stamp;
+    let id_off = append_record(
+        &mut r,
+        &RecordHeader::new(RecordKind::Identity, b"identity", IDENTITY_SIZE as u32, st),
+    )
+    .unwrap();
+    let pi_off = append_record(
+        &mut r,
+        &RecordHeader::new(
+            RecordKind::PanicInfo,
+            b"panic",
+            PANIC_INFO_MAX_SIZE as u32,
+            st,
+        ),
+    )
+    .unwrap();
+    let cap = sink_len.next_multiple_of(8) as u32;
+    let sink_off = append_record(
+        &mut r,
+        &RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, st),
+    )
+    .unwrap();
+    let mut etm = RecordHeader::new(RecordKind::Source, b"etm1", 64, st);
+    etm.cpu = 1;
+    let etm_off = append_record(&mut r, &etm).unwrap();
+    append_record(&mut r, &RecordHeader::new(RecordKind::Free, b"old", 16, st)).unwrap();
+    let mut cpu = RecordHeader::new(RecordKind::CpuDebug, b"cpu_debug/0", 32, st);
+    cpu.cpu = 0;
+    let cpu_off = append_record(&mut r, &cpu).unwrap();
+
+    let identity = identity_payload();
+    fill(&mut r, id_off, &identity, RecordStatus::Ok, 0);
+    let mut buf = [0u8; PANIC_INFO_MAX_SIZE];
+    let n = PanicInfo {
+        cpu: 2,
+        message: PANIC_MSG,
+        truncated: false,
+    }
+    .encode(&mut buf)
+    .unwrap();
+    fill(&mut r, pi_off, &buf[..n], RecordStatus::Ok, 0);
+    let sink: Vec<u8> = (0..sink_len).map(|i| (i * 31 + 7) as u8).collect();
+    fill(&mut r, sink_off, &sink, RecordStatus::Ok, 0);
+    let etm_data: Vec<u8> = (0..48u8).collect();
+    fill(&mut r, etm_off, &etm_data, RecordStatus::Ok, 0);
+    fill(&mut r, cpu_off, &[], RecordStatus::CallbackError, -110);
+    let used = write_commit(&mut r).unwrap();
+    Built {
+        bytes: r,
+        identity,
+        sink,
+        etm: etm_data,
+        offsets: [
+            id_off,
+            pi_off,
+            sink_off,
+            etm_off,
+            cpu_off,
+            used - COMMIT_RECORD_SIZE,
+        ],
+    }
+}
+
+/// An ELF note.
+pub struct NoteSpec {
+    pub name: Vec<u8>,
+    pub kind: u32,
+    pub desc: Vec<u8>,
+}
+
+pub fn vmcoreinfo_note(text: &str) -> NoteSpec {
+    NoteSpec {
+        name: b"VMCOREINFO".to_vec(),
+        kind: 0,
+        desc: text.as_bytes().to_vec(),
+    }
+}
+
+/// A `PRSTATUS`-like "CORE" note, as kdump and QEMU write per CPU.
+pub fn core_note() -> NoteSpec {
+    NoteSpec {
+        name: b"CORE".to_vec(),
+        kind: 1,
+        desc: vec![0xcc; 392],
+    }
+}
+
+/// A `PT_LOAD` segment: `size` bytes of physical memory at `paddr`, with data `chunks`
+/// (offset within the segment, bytes); the rest is zero.
+pub struct LoadSpec {
+    pub paddr: u64,
+    pub size: u64,
+    pub chunks: Vec<(u64, Vec<u8>)>,
+}
+
+fn pad4(v: &mut Vec<u8>) {
+    while v.len() % 4 != 0 {
+        v.push(0);
+    }
+}
+
+/// Lays out an ELF64 core: returns the bytes of the headers and notes, and each load's file
+/// offset (page-aligned, in the order given).
+pub fn elf_layout(notes: &[NoteSpec], loads: &[LoadSpec]) -> (Vec<u8>, Vec<u64>) {
+    let mut note_bytes = Vec::new();
+    for n in notes {
+        let mut name = n.name.clone();
+        name.push(0);
+        note_bytes.extend((name.len() as u32).to_le_bytes());
+        note_bytes.extend((n.desc.len() as u32).to_le_bytes());
+        note_bytes.extend(n.kind.to_le_bytes());
+        note_bytes.extend(&name);
+        pad4(&mut note_bytes);
+        note_bytes.extend(&n.desc);
+        pad4(&mut note_bytes);
+    }
+    let phnum = loads.len() + usize::from(!notes.is_empty());
+    let phoff = 64u64;
+    let notes_off = phoff + 56 * phnum as u64;
+    let mut next = (notes_off + note_bytes.len() as u64).next_multiple_of(4096);
+    let mut offsets = Vec::new();
+    for l in loads {
+        offsets.push(next);
+        next = (next + l.size).next_multiple_of(4096);
+    }
+    let mut h = Vec::new();
+    h.extend(b"\x7fELF");
+    h.extend([2, 1, 1, 0]); // ELFCLASS64, little-endian, version 1, SysV
+    h.extend([0u8; 8]);
+    h.extend(4u16.to_le_bytes()); // ET_CORE
+    h.extend(183u16.to_le_bytes()); // EM_AARCH64
+    h.extend(1u32.to_le_bytes());
+    h.extend(0u64.to_le_bytes()); // entry
+    h.extend(phoff.to_le_bytes());
+    h.extend(0u64.to_le_bytes()); // shoff
+    h.extend(0u32.to_le_bytes()); // flags
+    h.extend(64u16.to_le_bytes()); // ehsize
+    h.extend(56u16.to_le_bytes()); // phentsize
+    h.extend((phnum as u16).to_le_bytes());
+    h.extend(64u16.to_le_bytes()); // shentsize
+    h.extend(0u16.to_le_bytes()); // shnum
+    h.extend(0u16.to_le_bytes()); // shstrndx
+    assert_eq!(h.len(), 64);
+    let mut phdr = |kind: u32, offset: u64, vaddr: u64, paddr: u64, size: u64, align: u64| {
+        h.extend(kind.to_le_bytes());
+        h.extend(if kind == 1 { 7u32 } else { 0 }.to_le_bytes());
+        h.extend(offset.to_le_bytes());
+        h.extend(vaddr.to_le_bytes());
+        h.extend(paddr.to_le_bytes());
+        h.extend(size.to_le_bytes());
+        h.extend(size.to_le_bytes());
+        h.extend(align.to_le_bytes());
+    };
+    if !notes.is_empty() {
+        phdr(4, notes_off, 0, 0, note_bytes.len() as u64, 4);
+    }
+    for (l, &off) in loads.iter().zip(&offsets) {
+        // Linear-map virtual address, as kdump writes it.
+        let vaddr = 0xffff_0000_0000_0000u64 + (l.paddr - 0x4000_0000);
+        phdr(1, off, vaddr, l.paddr, l.size, 4096);
+    }
+    h.extend(&note_bytes);
+    (h, offsets)
+}
+
+/// Builds an ELF64 core in memory.
+pub fn elf_core(notes: &[NoteSpec], loads: &[LoadSpec]) -> Vec<u8> {
+    let (mut out, offsets) = elf_layout(notes, loads);
+    for (l, &off) in loads.iter().zip(&offsets) {
+        let end = (off + l.size) as usize;
+        if out.len() < end {
+            out.resize(end, 0);
+        }
+        for (rel, bytes) in &l.chunks {
+            let at = (off + rel) as usize;
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+    }
+    out
+}
+
+/// Writes an ELF64 core to `path` as a sparse file (only headers and chunks are written).
+pub fn write_sparse_elf(path: &Path, notes: &[NoteSpec], loads: &[LoadSpec]) -> u64 {
+    let (head, offsets) = elf_layout(notes, loads);
+    let mut f = File::create(path).unwrap();
+    f.write_all(&head).unwrap();
+    let mut end = head.len() as u64;
+    for (l, &off) in loads.iter().zip(&offsets) {
+        for (rel, bytes) in &l.chunks {
+            f.seek(SeekFrom::Start(off + rel)).unwrap();
+            f.write_all(bytes).unwrap();
+        }
+        end = end.max(off + l.size);
+    }
+    f.set_len(end).unwrap();
+    end
+}
+
+/// The vmcoreinfo text the kernel would publish for a region at `paddr`.
+pub fn vmcoreinfo_text(paddr: u64, size: u64) -> String {
+    let mut buf = [0u8; VMCOREINFO_TEXT_MAX];
+    let n = format_vmcoreinfo(paddr, size, &mut buf).unwrap();
+    format!(
+        "OSRELEASE=7.3.0-cspd-test\nPAGESIZE=4096\nKERNELOFFSET=3b0000\n{}",
+        std::str::from_utf8(&buf[..n]).unwrap()
+    )
+}
+
+/// A small deterministic PRNG (xorshift64*).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % (n as u64).max(1)) as usize
+    }
+}
