@@ -8,6 +8,8 @@
 #   sample-qemu-dump     module variant, rust_panic_record.ko loaded, QMP dump-guest-memory
 #   sample-kdump         module variant, rust_panic_record.ko loaded, kdump capture kernel
 #   sample-builtin       builtin variant (sample built in), QMP dump-guest-memory
+#   dump-qemu-dump       panic-dump core + Rust and C clients, QMP dump, csdump extract checked
+#   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself)
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
@@ -59,6 +61,29 @@ scenario_sample-builtin() {
 		check_record "$d"
 }
 
+# The panic-dump core with the Rust and C sample clients; csdump extracts, check_dump.py judges.
+DUMP_APPEND="reserve_mem=1M:4096:coresight_dump cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
+
+check_dump() {
+	local dir=$1
+	"$CSDUMP" extract "$dir/vmcore.elf" -o "$dir/extract" >"$dir/csdump.txt" 2>&1 || {
+		cat "$dir/csdump.txt"
+		return 1
+	}
+	cat "$dir/csdump.txt"
+	python3 "$REPO/scripts/check_dump.py" --dir "$dir/extract" --message "$MESSAGE"
+}
+
+scenario_dump-qemu-dump() {
+	local d=$RUNS/dump-qemu-dump
+	qemu qemu-dump mod "$d" "cspd.test=panic $DUMP_APPEND" && check_dump "$d"
+}
+
+scenario_dump-kdump() {
+	local d=$RUNS/dump-kdump
+	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $DUMP_APPEND" && check_dump "$d"
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it.
 expect_failure() {
 	local what=$1
@@ -93,12 +118,15 @@ scenario_harness-wrong-record() {
 		--vmcore "$d/vmcore.elf" --message "a different panic"
 }
 
-ALL=(sample-qemu-dump sample-kdump sample-builtin harness-no-module harness-no-panic harness-wrong-record)
+ALL=(sample-qemu-dump sample-kdump sample-builtin dump-qemu-dump dump-kdump harness-no-module
+	harness-no-panic harness-wrong-record)
 
 main() {
 	ensure_cache_dir
 	command -v qemu-system-aarch64 >/dev/null ||
 		die "qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)"
+	CSDUMP=${CSDUMP:-$REPO/target/release/csdump}
+	(cd "$REPO" && cargo build --release --locked -q -p csdump) || die "could not build csdump"
 	local -a list=("$@")
 	[ ${#list[@]} -gt 0 ] || list=("${ALL[@]}")
 	local s passed=0 failed=0 start

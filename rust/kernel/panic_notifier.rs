@@ -148,6 +148,15 @@ impl<T: PanicHandler> Registration<T> {
     }
 }
 
+/// Sets whether `panic()` runs the panic notifiers before starting a kdump capture kernel.
+///
+/// This is the `crash_kexec_post_notifiers` command line switch. Without it a loaded capture
+/// kernel starts right away and no notifier runs.
+pub fn set_crash_kexec_post_notifiers(on: bool) {
+    // SAFETY: Writing the flag has no requirement; `panic()` reads it once when it starts.
+    unsafe { bindings::cspd_set_crash_kexec_post_notifiers(on) };
+}
+
 #[pinned_drop]
 impl<T: PanicHandler> PinnedDrop for Registration<T> {
     fn drop(self: Pin<&mut Self>) {

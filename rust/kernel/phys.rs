@@ -12,6 +12,13 @@ use crate::{
     page::Page, //
 };
 
+/// Returns the physical address of `ptr`, an address in the kernel's linear map (memory from
+/// `kmalloc` or the page allocator, not `vmalloc`).
+pub fn virt_to_phys<T>(ptr: *const T) -> PhysAddr {
+    // SAFETY: `virt_to_phys` only computes an address; it does not access memory.
+    unsafe { bindings::virt_to_phys(ptr.cast_mut().cast()) }
+}
+
 /// Returns the physical address of the first byte of `page`.
 pub fn page_to_phys(page: &Page) -> PhysAddr {
     // SAFETY: `page.as_ptr()` points to a valid `struct page` for as long as `page` lives.

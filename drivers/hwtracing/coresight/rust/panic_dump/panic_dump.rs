@@ -1,0 +1,735 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! CoreSight panic dump core.
+//!
+//! Owns the dump region, keeps the registrations drivers make with `coresight_dump_add()` (or
+//! [`kernel::coresight::panic_dump::Registration`]), and at panic runs their callbacks in phases
+//! (CPU debug samples, trace sources, trace sinks, the rest) before it writes the commit record.
+//! The region's layout is [`format`], shared with the host tool `csdump`.
+//!
+//! The region is, in order of preference: the `reserve_mem=` region labelled `coresight_dump`,
+//! the `memory-region` named "dump" of a device-tree node compatible with
+//! "linux,coresight-panic-dump", or (when `kernel_buffer_kib` is not zero) a kernel buffer, which
+//! only a kdump vmcore can read back. A persistent region that holds a committed dump from the
+//! previous boot is copied to debugfs (`coresight_panic_dump/last_dump`) before it is reset;
+//! writing 1 to `coresight_panic_dump/clear` frees that copy.
+
+use kernel::{
+    c_str,
+    coresight::panic_dump::{
+        DescView,
+        DumpType,
+        RawDesc, //
+    },
+    cpu::CpuId,
+    debugfs,
+    panic_notifier::{
+        self,
+        PanicHandler, //
+    },
+    prelude::*,
+    random,
+    reserved_mem::{
+        Mapping,
+        ReservedRegion, //
+    },
+    str::CString,
+    sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed,
+            Release, //
+        },
+        new_mutex, Arc, Mutex,
+    },
+    uaccess::UserSliceReader,
+    vmcore_info::{
+        self,
+        KernelIdentity, //
+    },
+};
+
+pub mod format;
+
+use format::{
+    ContainerHeader, RecordHeader, RecordKind, RecordStatus, BOOT_ID_SIZE, COMMIT_SIZE,
+    CONTAINER_HEADER_SIZE, CPU_NONE, IDENTITY_SIZE, NAME_SIZE, PANIC_INFO_MAX_SIZE, RECORD_ALIGN,
+    RECORD_HEADER_SIZE,
+};
+
+module! {
+    type: PanicDump,
+    name: "coresight_panic_dump",
+    authors: ["coresight-panic-dump developers"],
+    description: "CoreSight panic dump core",
+    license: "GPL",
+    params: {
+        kernel_buffer_kib: u32 {
+            default: 0,
+            description: "Without a reserved region, dump into a kernel buffer of this many KiB (kdump only; 0: off)",
+        },
+        post_notifiers: bool {
+            default: true,
+            description: "Make kdump run panic notifiers first (crash_kexec_post_notifiers)",
+        },
+    },
+}
+
+/// `reserve_mem=` label of the dump region.
+const RESERVE_MEM_LABEL: &CStr = c_str!("coresight_dump");
+
+/// Registrations the core can hold.
+const MAX_ENTRIES: usize = 64;
+
+/// Largest kernel buffer, in KiB, when there is no reserved region.
+const KERNEL_BUFFER_MAX_KIB: u32 = 4096;
+
+/// Entry states.
+const FREE: u32 = 0;
+const ACTIVE: u32 = 1;
+/// Deleted; the slot stays reserved for a later registration that fits.
+const RELEASED: u32 = 2;
+
+/// A registration as the panic path reads it.
+#[derive(Clone, Copy)]
+struct EntryInfo {
+    desc: DescView,
+    record: RecordKind,
+    name: [u8; NAME_SIZE],
+    seq: u64,
+    slot: usize,
+    capacity: usize,
+}
+
+/// One registration slot.
+///
+/// `info` is written only with `state` not `ACTIVE`, under the registry lock; the panic path
+/// reads it only after it saw `ACTIVE` with acquire ordering.
+struct Entry {
+    state: Atomic<u32>,
+    info: core::cell::UnsafeCell<Option<EntryInfo>>,
+}
+
+// SAFETY: Access to `info` follows the protocol above.
+unsafe impl Sync for Entry {}
+
+/// Allocation state, changed under the registry lock.
+struct Alloc {
+    /// Offset where the next new slot starts.
+    next: usize,
+    /// Registration counter, for "registration order" within a phase.
+    seq: u64,
+}
+
+/// Where the region came from, for the log.
+#[derive(Clone, Copy)]
+enum Source {
+    ReserveMem,
+    DeviceTree,
+    KernelBuffer,
+}
+
+/// The core's state; lives for the whole uptime.
+#[pin_data]
+struct Core {
+    map: Mapping,
+    /// Keeps a kernel buffer alive when the region is one.
+    _buffer: Option<KVec<u8>>,
+    header: ContainerHeader,
+    panic_slot: usize,
+    entries: [Entry; MAX_ENTRIES],
+    #[pin]
+    alloc: Mutex<Alloc>,
+    dumping: Atomic<u32>,
+}
+
+/// The single instance, set once at init and never freed.
+static CORE: Atomic<*mut Core> = Atomic::new(core::ptr::null_mut());
+
+fn core_ref() -> Option<&'static Core> {
+    let p = CORE.load(Acquire);
+    // SAFETY: `CORE` is null or points to the leaked `Core` that lives forever.
+    unsafe { p.as_ref() }
+}
+
+fn align8(n: usize) -> Option<usize> {
+    n.checked_add(RECORD_ALIGN - 1)
+        .map(|v| v & !(RECORD_ALIGN - 1))
+}
+
+fn name_field(name: &CStr) -> [u8; NAME_SIZE] {
+    let mut out = [0u8; NAME_SIZE];
+    let bytes = name.to_bytes();
+    let n = bytes.len().min(NAME_SIZE - 1);
+    out[..n].copy_from_slice(&bytes[..n]);
+    out
+}
+
+fn record_kind(t: DumpType) -> RecordKind {
+    match t {
+        DumpType::CpuDebug => RecordKind::CpuDebug,
+        DumpType::Source => RecordKind::Source,
+        DumpType::Sink => RecordKind::Sink,
+        DumpType::Other => RecordKind::Other,
+    }
+}
+
+impl Core {
+    fn stamp(&self) -> u64 {
+        self.header.stamp
+    }
+
+    fn write_header(&self, offset: usize, h: &RecordHeader) -> Result {
+        self.map.write(offset, &h.encode())
+    }
+
+    /// Writes a record header for a slot with no data yet.
+    fn write_empty(&self, offset: usize, h: &RecordHeader) -> Result {
+        let mut h = *h;
+        h.length = 0;
+        h.data_crc = format::crc32(&[]);
+        self.write_header(offset, &h)
+    }
+
+    /// Reserves a slot for `desc`: a released one that fits, or a new one at the end.
+    fn add(&self, desc: DescView) -> Result<usize> {
+        let capacity = align8(desc.max_bytes).ok_or(EOVERFLOW)?;
+        let cap32 = u32::try_from(capacity).map_err(|_| E2BIG)?;
+        let mut alloc = self.alloc.lock();
+        alloc.seq = alloc.seq.wrapping_add(1);
+        let seq = alloc.seq;
+
+        // A released slot that fits, else a free entry and a new slot.
+        let mut chosen = None;
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.state.load(Relaxed) == RELEASED {
+                // SAFETY: Not `ACTIVE`, and we hold the lock: no one else touches `info`.
+                if let Some(info) = unsafe { &*e.info.get() } {
+                    if info.capacity >= capacity {
+                        chosen = Some((i, info.slot, info.capacity));
+                        break;
+                    }
+                }
+            }
+        }
+        let (index, slot, slot_cap) = match chosen {
+            Some(c) => c,
+            None => {
+                let index = self
+                    .entries
+                    .iter()
+                    .position(|e| e.state.load(Relaxed) == FREE)
+                    .ok_or(ENOSPC)?;
+                let end = alloc
+                    .next
+                    .checked_add(RECORD_HEADER_SIZE)
+                    .and_then(|v| v.checked_add(capacity))
+                    .ok_or(ENOSPC)?;
+                // The commit record must still fit after the last slot.
+                let need = end
+                    .checked_add(RECORD_HEADER_SIZE + COMMIT_SIZE)
+                    .ok_or(ENOSPC)?;
+                if need > self.map.len() {
+                    pr_err!(
+                        "region full: {} cannot have {} bytes ({} of {} in use)\n",
+                        desc.name,
+                        desc.max_bytes,
+                        alloc.next,
+                        self.map.len()
+                    );
+                    return Err(ENOSPC);
+                }
+                let slot = alloc.next;
+                alloc.next = end;
+                (index, slot, capacity)
+            }
+        };
+        let record = record_kind(desc.kind);
+        let name = name_field(desc.name);
+        let mut h = RecordHeader::new(
+            record,
+            &name,
+            u32::try_from(slot_cap).map_err(|_| E2BIG)?,
+            self.stamp(),
+        );
+        let _ = cap32;
+        h.status = RecordStatus::NotRun;
+        h.cpu = desc.cpu.unwrap_or(CPU_NONE);
+        self.write_empty(slot, &h)?;
+        let e = &self.entries[index];
+        // SAFETY: The entry is not `ACTIVE` and we hold the lock.
+        unsafe {
+            *e.info.get() = Some(EntryInfo {
+                desc,
+                record,
+                name,
+                seq,
+                slot,
+                capacity: slot_cap,
+            })
+        };
+        e.state.store(ACTIVE, Release);
+        Ok(index)
+    }
+
+    fn del(&self, index: usize) {
+        let Some(e) = self.entries.get(index) else {
+            return;
+        };
+        let _alloc = self.alloc.lock();
+        if e.state.load(Relaxed) != ACTIVE {
+            return;
+        }
+        e.state.store(RELEASED, Release);
+        // SAFETY: No longer `ACTIVE`, and we hold the lock.
+        if let Some(info) = unsafe { &*e.info.get() } {
+            let h = RecordHeader::new(
+                RecordKind::Free,
+                b"",
+                u32::try_from(info.capacity).unwrap_or(0),
+                self.stamp(),
+            );
+            if self.write_empty(info.slot, &h).is_err() {
+                pr_err!("could not release the slot at {:#x}\n", info.slot);
+            }
+        }
+    }
+
+    /// Runs one registration's callback into its slot and seals its record.
+    ///
+    /// # Safety
+    ///
+    /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
+    unsafe fn run(&self, info: &EntryInfo) {
+        let data_off = info.slot + RECORD_HEADER_SIZE;
+        // SAFETY: The slot belongs to this registration only; by the safety requirements nothing
+        // else runs.
+        let Ok(buf) = (unsafe { self.map.slice_mut(data_off, info.capacity) }) else {
+            return;
+        };
+        let mut len = 0usize;
+        // SAFETY: `desc` was registered with `coresight_dump_add`, whose contract makes `dump` and
+        // `data` valid until deletion; the entry is `ACTIVE`. `buf` holds `capacity` bytes.
+        let ret = unsafe {
+            (info.desc.dump)(info.desc.data, buf.as_mut_ptr().cast(), buf.len(), &mut len)
+        };
+        let mut h = RecordHeader::new(
+            info.record,
+            &info.name,
+            u32::try_from(info.capacity).unwrap_or(0),
+            self.stamp(),
+        );
+        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
+        h.status = if len > info.capacity {
+            RecordStatus::Truncated
+        } else if ret < 0 && len > 0 {
+            RecordStatus::Partial
+        } else if ret < 0 {
+            RecordStatus::CallbackError
+        } else {
+            RecordStatus::Ok
+        };
+        h.error = ret.min(0);
+        // CAST: bounded by `capacity`, which fits in `u32`.
+        h.length = len.min(info.capacity) as u32;
+        // SAFETY: As above, the record's bytes are ours alone.
+        if let Ok(rec) = unsafe {
+            self.map
+                .slice_mut(info.slot, RECORD_HEADER_SIZE + info.capacity)
+        } {
+            let _ = format::seal_record(rec, &h);
+        }
+    }
+
+    /// The panic path.
+    fn dump(&self, message: &CStr) {
+        if self.dumping.cmpxchg(0, 1, Relaxed).is_err() {
+            return;
+        }
+        let cpu = CpuId::current().as_u32();
+
+        // Panic message first: it says what happened even if a callback never returns.
+        let mut pi = [0u8; PANIC_INFO_MAX_SIZE];
+        let info = format::PanicInfo {
+            cpu,
+            message: message.to_bytes(),
+            truncated: false,
+        };
+        if let Ok(n) = info.encode(&mut pi) {
+            let _ = self
+                .map
+                .write(self.panic_slot + RECORD_HEADER_SIZE, &pi[..n]);
+            let mut h = RecordHeader::new(
+                RecordKind::PanicInfo,
+                b"panic",
+                // CAST: a small constant.
+                PANIC_INFO_MAX_SIZE as u32,
+                self.stamp(),
+            );
+            h.cpu = cpu;
+            // CAST: `n <= PANIC_INFO_MAX_SIZE`.
+            h.length = n as u32;
+            h.status = RecordStatus::Ok;
+            // SAFETY: We won `dumping`; the other CPUs are stopped.
+            if let Ok(rec) = unsafe {
+                self.map
+                    .slice_mut(self.panic_slot, RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE)
+            } {
+                let _ = format::seal_record(rec, &h);
+            }
+        }
+
+        // Phases in order; within a phase, registration order (at most MAX_ENTRIES^2 steps).
+        for phase in [
+            DumpType::CpuDebug,
+            DumpType::Source,
+            DumpType::Sink,
+            DumpType::Other,
+        ] {
+            let mut last = 0u64;
+            loop {
+                let mut next: Option<EntryInfo> = None;
+                for e in &self.entries {
+                    if e.state.load(Acquire) != ACTIVE {
+                        continue;
+                    }
+                    // SAFETY: `ACTIVE` was seen with acquire: `info` is complete and stable.
+                    let Some(i) = (unsafe { *e.info.get() }) else {
+                        continue;
+                    };
+                    if i.desc.kind == phase && i.seq > last && next.is_none_or(|n| i.seq < n.seq) {
+                        next = Some(i);
+                    }
+                }
+                let Some(i) = next else {
+                    break;
+                };
+                last = i.seq;
+                // SAFETY: We won `dumping`; the other CPUs are stopped.
+                unsafe { self.run(&i) };
+            }
+        }
+
+        // SAFETY: We won `dumping`; the other CPUs are stopped; the callbacks are done.
+        if let Ok(all) = unsafe { self.map.slice_mut(0, self.map.len()) } {
+            if let Err(e) = format::write_commit(all) {
+                pr_emerg!("could not commit the dump: {}\n", Shown(e));
+                return;
+            }
+        }
+        pr_emerg!(
+            "dump committed at {:#x} (sequence {})\n",
+            self.map.phys_addr(),
+            self.header.sequence
+        );
+    }
+}
+
+/// Shows a format error in the kernel log.
+struct Shown(format::FormatError);
+
+impl kernel::fmt::Display for Shown {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        core::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// The panic notifier.
+struct Notifier;
+
+impl PanicHandler for Notifier {
+    fn on_panic(&self, message: &CStr) {
+        if let Some(core) = core_ref() {
+            core.dump(message);
+        }
+    }
+}
+
+/// A previous boot's dump, copied out of the region before it was reset.
+type LastDump = Arc<Mutex<KVVec<u8>>>;
+
+/// The `clear` file: frees the previous boot's dump.
+fn clear_last_dump(last: &LastDump, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    match buf[..n].trim_ascii() {
+        b"1" => {
+            *last.lock() = KVVec::new();
+            pr_info!("previous dump cleared\n");
+            Ok(())
+        }
+        _ => Err(EINVAL),
+    }
+}
+
+struct PanicDump {
+    _notifier: Pin<KBox<panic_notifier::Registration<Notifier>>>,
+    _debugfs: Option<DebugFiles>,
+}
+
+struct DebugFiles {
+    _last: Pin<KBox<debugfs::File<LastDump>>>,
+    _clear: Pin<KBox<debugfs::File<LastDump>>>,
+    _dir: debugfs::Dir,
+}
+
+fn find_region() -> Result<(Mapping, Option<KVec<u8>>, Source)> {
+    if let Ok(r) = ReservedRegion::from_reserve_mem(RESERVE_MEM_LABEL) {
+        return Ok((r.map()?, None, Source::ReserveMem));
+    }
+    if let Ok(r) =
+        ReservedRegion::from_of_compatible(c_str!("linux,coresight-panic-dump"), c_str!("dump"))
+    {
+        return Ok((r.map()?, None, Source::DeviceTree));
+    }
+    let kib = module_parameters::kernel_buffer_kib.value();
+    if kib == 0 {
+        return Err(ENOENT);
+    }
+    if kib > KERNEL_BUFFER_MAX_KIB {
+        pr_err!(
+            "kernel_buffer_kib={} is above the maximum {}\n",
+            kib,
+            KERNEL_BUFFER_MAX_KIB
+        );
+        return Err(EINVAL);
+    }
+    let size = usize::try_from(kib).map_err(|_| EINVAL)? * 1024;
+    let mut buf = KVec::with_capacity(size, GFP_KERNEL | __GFP_ZERO)?;
+    buf.resize(size, 0, GFP_KERNEL)?;
+    let phys = kernel::phys::virt_to_phys(buf.as_ptr());
+    let map = Mapping::new(phys, size as u64, kernel::reserved_mem::Cache::WriteBack)?;
+    Ok((map, Some(buf), Source::KernelBuffer))
+}
+
+/// Validates what a previous boot left; returns a copy of a committed dump and the next sequence.
+fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
+    let mut head = [0u8; CONTAINER_HEADER_SIZE];
+    map.read(0, &mut head)?;
+    if head.iter().all(|&b| b == 0) {
+        pr_info!("no previous dump in the region\n");
+        return Ok((None, 0));
+    }
+    let mut copy = KVVec::with_capacity(map.len(), GFP_KERNEL)?;
+    copy.resize(map.len(), 0, GFP_KERNEL)?;
+    map.read(0, &mut copy)?;
+    let next_seq = format::ContainerHeader::decode(&copy)
+        .map(|h| h.sequence.wrapping_add(1))
+        .unwrap_or(0);
+    match format::validate(&copy) {
+        Ok(s) if s.is_clean() => {
+            pr_info!(
+                "previous dump: {} records ({} ok); read it from debugfs coresight_panic_dump/last_dump\n",
+                s.records,
+                s.ok
+            );
+            copy.truncate(s.used_bytes.min(copy.len()));
+            Ok((Some(copy), next_seq))
+        }
+        Ok(s) => {
+            match s.first_error {
+                Some(e) => pr_warn!("previous dump rejected: {}; region reset\n", Shown(e)),
+                None => {
+                    pr_info!("region holds no committed dump (no panic last boot); region reset\n")
+                }
+            }
+            Ok((None, next_seq))
+        }
+        Err(e) => {
+            pr_warn!("previous dump rejected: {}; region reset\n", Shown(e));
+            Ok((None, 0))
+        }
+    }
+}
+
+/// Writes a fresh container: header, identity, panic-info slot; zeroes the rest.
+fn reset(map: &Mapping, header: &ContainerHeader) -> Result<usize> {
+    map.fill(0, map.len(), 0)?;
+    map.write(0, &header.encode())?;
+    let id = KernelIdentity::current();
+    let mut ident = format::Identity::default();
+    ident
+        .set_release(id.release.to_bytes())
+        .map_err(|_| EINVAL)?;
+    ident.set_build_id(id.build_id).map_err(|_| EINVAL)?;
+    ident.kaslr_offset = id.kaslr_offset;
+    ident.text_addr = id.text_start;
+    ident.page_offset = id.page_offset;
+    ident.memstart = id.memstart;
+    ident.kimage_voffset = id.kimage_voffset;
+    ident.region_paddr = map.phys_addr();
+    // CAST: `usize` fits in `u64`.
+    ident.region_size = map.len() as u64;
+    let first = CONTAINER_HEADER_SIZE;
+    let mut buf = [0u8; IDENTITY_SIZE];
+    let n = ident.encode(&mut buf).map_err(|_| EINVAL)?;
+    map.write(first + RECORD_HEADER_SIZE, &buf[..n])?;
+    // CAST: small constants.
+    let mut h = RecordHeader::new(
+        RecordKind::Identity,
+        b"identity",
+        IDENTITY_SIZE as u32,
+        header.stamp,
+    );
+    h.length = n as u32;
+    h.status = RecordStatus::Ok;
+    h.data_crc = format::crc32(&buf[..n]);
+    map.write(first, &h.encode())?;
+
+    let panic_slot = first + RECORD_HEADER_SIZE + IDENTITY_SIZE;
+    // CAST: a small constant.
+    let mut h = RecordHeader::new(
+        RecordKind::PanicInfo,
+        b"panic",
+        PANIC_INFO_MAX_SIZE as u32,
+        header.stamp,
+    );
+    h.status = RecordStatus::NotRun;
+    h.length = 0;
+    h.data_crc = format::crc32(&[]);
+    map.write(panic_slot, &h.encode())?;
+    Ok(panic_slot)
+}
+
+impl kernel::Module for PanicDump {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        if vmcore_info::is_kdump_kernel() {
+            pr_info!("kdump capture kernel: leaving the region as it is\n");
+            return Err(ENODEV);
+        }
+        let (map, buffer, source) = find_region().inspect_err(|_| {
+            pr_info!(
+                "no dump region (reserve_mem=SIZE:ALIGN:{}, device tree, or kernel_buffer_kib=)\n",
+                RESERVE_MEM_LABEL
+            );
+        })?;
+        let persistent = !matches!(source, Source::KernelBuffer);
+        let (previous, sequence) = if persistent {
+            take_previous(&map)?
+        } else {
+            (None, 0)
+        };
+
+        let mut boot_id = [0u8; BOOT_ID_SIZE];
+        random::fill_bytes(&mut boot_id);
+        let size = u64::try_from(map.len()).map_err(|_| EOVERFLOW)?;
+        let header = ContainerHeader::new(size, boot_id, sequence);
+        let panic_slot = reset(&map, &header)?;
+        let first_free = panic_slot + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE;
+
+        let phys = map.phys_addr();
+        let core = KBox::pin_init(
+            try_pin_init!(Core {
+                map,
+                _buffer: buffer,
+                header,
+                panic_slot,
+                entries: [const {
+                    Entry {
+                        state: Atomic::new(FREE),
+                        info: core::cell::UnsafeCell::new(None),
+                    }
+                }; MAX_ENTRIES],
+                alloc <- new_mutex!(Alloc { next: first_free, seq: 0 }),
+                dumping: Atomic::new(0),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The core is never freed or moved: the pinned box is leaked.
+        let core = unsafe { Pin::into_inner_unchecked(core) };
+        CORE.store(KBox::into_raw(core), Release);
+
+        let line = CString::try_from_fmt(fmt!("CSPD_REGION_PADDR={:#x}\n", phys))?;
+        vmcore_info::append(&line)?;
+        let line = CString::try_from_fmt(fmt!("CSPD_REGION_SIZE={:#x}\n", size))?;
+        vmcore_info::append(&line)?;
+
+        if module_parameters::post_notifiers.value() {
+            panic_notifier::set_crash_kexec_post_notifiers(true);
+        }
+        // Run before the other panic notifiers that may stop the machine (pvpanic is INT_MAX and
+        // registered earlier, so it still runs first).
+        let notifier = KBox::pin_init(
+            panic_notifier::Registration::new(i32::MAX, Ok::<_, Error>(Notifier)),
+            GFP_KERNEL,
+        )?;
+
+        let debugfs = match previous {
+            Some(dump) => Some(debug_files(dump)?),
+            None => None,
+        };
+        pr_info!(
+            "dump region at {:#x}, {} KiB ({}), sequence {}\n",
+            phys,
+            size / 1024,
+            match source {
+                Source::ReserveMem => "reserve_mem",
+                Source::DeviceTree => "device tree",
+                Source::KernelBuffer => "kernel buffer, kdump only",
+            },
+            sequence
+        );
+        Ok(Self {
+            _notifier: notifier,
+            _debugfs: debugfs,
+        })
+    }
+}
+
+fn debug_files(dump: KVVec<u8>) -> Result<DebugFiles> {
+    let last: LastDump = Arc::pin_init(new_mutex!(dump), GFP_KERNEL)?;
+    let dir = debugfs::Dir::new(c_str!("coresight_panic_dump"));
+    let last_file = KBox::pin_init(
+        dir.read_binary_file(c_str!("last_dump"), last.clone()),
+        GFP_KERNEL,
+    )?;
+    let clear = KBox::pin_init(
+        dir.write_callback_file(c_str!("clear"), last, &clear_last_dump),
+        GFP_KERNEL,
+    )?;
+    Ok(DebugFiles {
+        _last: last_file,
+        _clear: clear,
+        _dir: dir,
+    })
+}
+
+/// C API: registers a dump callback. See `include/linux/coresight-panic-dump.h`.
+///
+/// # Safety
+///
+/// `desc` must point to a valid description whose name, callback and data stay valid until
+/// [`coresight_dump_del`] is called with the returned handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coresight_dump_add(desc: *const RawDesc) -> *mut c_void {
+    // SAFETY: By the safety requirements.
+    let view = match unsafe { DescView::from_raw(desc) } {
+        Ok(v) => v,
+        Err(e) => return e.to_ptr(),
+    };
+    let Some(core) = core_ref() else {
+        return ENODEV.to_ptr();
+    };
+    match core.add(view) {
+        // Handles are entry index + 1, so that a handle is never null.
+        Ok(i) => core::ptr::without_provenance_mut(i + 1),
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// C API: removes a registration; its slot is released and its record no longer written.
+///
+/// # Safety
+///
+/// `entry` must be a handle returned by [`coresight_dump_add`] and not deleted yet.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coresight_dump_del(entry: *mut c_void) {
+    if let Some(core) = core_ref() {
+        let h = entry.addr();
+        if h >= 1 {
+            core.del(h - 1);
+        }
+    }
+}

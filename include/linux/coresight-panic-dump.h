@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CoreSight panic dump: drivers register callbacks that copy device state into a reserved
+ * memory region when the kernel panics.
+ *
+ * Each registration gets a fixed slot of @max_bytes in the region when it is added, so nothing
+ * is allocated at panic time. At panic the core calls the callbacks in phases (CPU debug
+ * samples, then trace sources, then trace sinks, then the rest), each phase in registration
+ * order, on the panicking CPU with the other CPUs stopped. A callback must not sleep, allocate,
+ * take a lock another CPU may hold, or wait without a bound. It writes at most @size bytes at
+ * @buf, stores how many it wrote in *@len, and returns 0 or a negative errno; an error costs only
+ * its own record, which says so.
+ */
+#ifndef _LINUX_CORESIGHT_PANIC_DUMP_H
+#define _LINUX_CORESIGHT_PANIC_DUMP_H
+
+#include <linux/err.h>
+#include <linux/types.h>
+
+/* What a registration dumps; decides its phase at panic time. */
+enum coresight_dump_type {
+	CORESIGHT_DUMP_CPU_DEBUG = 1,	/* phase 1: sample CPUs */
+	CORESIGHT_DUMP_SOURCE = 2,	/* phase 2: stop trace sources */
+	CORESIGHT_DUMP_SINK = 3,	/* phase 3: stop and drain trace sinks */
+	CORESIGHT_DUMP_OTHER = 4,	/* phase 4: anything else */
+};
+
+/* No CPU: the registration is not tied to one. */
+#define CORESIGHT_DUMP_NO_CPU (-1)
+
+typedef int (*coresight_dump_fn)(void *data, void *buf, size_t size, size_t *len);
+
+struct coresight_dump_desc {
+	const char *name;		/* device name, up to 31 bytes are kept */
+	enum coresight_dump_type type;
+	int cpu;			/* CPU number or CORESIGHT_DUMP_NO_CPU */
+	size_t max_bytes;		/* slot size reserved in the region */
+	coresight_dump_fn dump;
+	void *data;			/* passed to @dump */
+};
+
+struct coresight_dump_entry;
+
+#if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
+struct coresight_dump_entry *coresight_dump_add(const struct coresight_dump_desc *desc);
+void coresight_dump_del(struct coresight_dump_entry *entry);
+#else
+static inline struct coresight_dump_entry *
+coresight_dump_add(const struct coresight_dump_desc *desc)
+{
+	return ERR_PTR(-ENODEV);
+}
+
+static inline void coresight_dump_del(struct coresight_dump_entry *entry) { }
+#endif
+
+#endif /* _LINUX_CORESIGHT_PANIC_DUMP_H */

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! CoreSight panic dump registrations.
+//!
+//! A driver hands the panic-dump core a callback that copies its device's state into the reserved
+//! dump region when the kernel panics. The slot is reserved when the [`Registration`] is created,
+//! so nothing is allocated at panic time; dropping the registration releases it.
+//!
+//! C header: [`include/linux/coresight-panic-dump.h`](srctree/include/linux/coresight-panic-dump.h)
+
+use core::marker::PhantomPinned;
+
+use crate::{
+    prelude::*,
+    str::{
+        CStrExt,
+        CString, //
+    },
+    types::Opaque, //
+};
+
+/// What a registration dumps; decides the phase in which its callback runs at panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum DumpType {
+    /// Phase 1: sample CPUs (CPU debug `EDPCSR`).
+    CpuDebug = bindings::coresight_dump_type_CORESIGHT_DUMP_CPU_DEBUG,
+    /// Phase 2: stop trace sources and save their registers.
+    Source = bindings::coresight_dump_type_CORESIGHT_DUMP_SOURCE,
+    /// Phase 3: stop and drain trace sinks.
+    Sink = bindings::coresight_dump_type_CORESIGHT_DUMP_SINK,
+    /// Phase 4: anything else.
+    Other = bindings::coresight_dump_type_CORESIGHT_DUMP_OTHER,
+}
+
+impl DumpType {
+    /// Converts the C value; `None` for values the header does not define.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        [Self::CpuDebug, Self::Source, Self::Sink, Self::Other]
+            .into_iter()
+            .find(|t| *t as u32 == raw)
+    }
+}
+
+/// The C description of a registration, as `coresight_dump_add()` receives it.
+pub type RawDesc = bindings::coresight_dump_desc;
+
+/// The C callback type.
+pub type RawDumpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut usize) -> c_int;
+
+/// A registration as the core sees it, read from a [`RawDesc`].
+#[derive(Clone, Copy)]
+pub struct DescView {
+    /// Device name (NUL-terminated, owned by the caller while registered).
+    pub name: &'static CStr,
+    /// What the registration dumps.
+    pub kind: DumpType,
+    /// CPU number, or `None` when not tied to a CPU.
+    pub cpu: Option<u32>,
+    /// Slot size requested.
+    pub max_bytes: usize,
+    /// The callback.
+    pub dump: RawDumpFn,
+    /// The callback's argument.
+    pub data: *mut c_void,
+}
+
+impl DescView {
+    /// Reads and checks a C description.
+    ///
+    /// # Safety
+    ///
+    /// `desc` must point to a valid [`RawDesc`] whose `name` is a NUL-terminated string that
+    /// stays valid until the registration is deleted.
+    pub unsafe fn from_raw(desc: *const RawDesc) -> Result<Self> {
+        if desc.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The caller guarantees `desc` is valid for reads.
+        let d = unsafe { &*desc };
+        let dump = d.dump.ok_or(EINVAL)?;
+        if d.name.is_null() || d.max_bytes == 0 {
+            return Err(EINVAL);
+        }
+        let kind = DumpType::from_raw(d.type_).ok_or(EINVAL)?;
+        let cpu = match d.cpu {
+            c if c < 0 => None,
+            // CAST: non-negative `c_int` fits in `u32`.
+            c => Some(c as u32),
+        };
+        Ok(Self {
+            // SAFETY: The caller guarantees a NUL-terminated name that outlives the registration.
+            name: unsafe { CStr::from_char_ptr(d.name) },
+            kind,
+            cpu,
+            max_bytes: d.max_bytes,
+            dump,
+            data: d.data,
+        })
+    }
+}
+
+/// A dump callback, run at panic on the panicking CPU with the other CPUs stopped.
+pub trait DumpCallback: Sync {
+    /// Copies the device's state into `buf` and returns how many bytes it wrote.
+    ///
+    /// Runs in the panic path: it must not sleep, allocate, take a lock another CPU may hold, or
+    /// poll without a bound. An error is recorded in the callback's record with the bytes it
+    /// reports through `written` (a device that stopped answering half way keeps what was read).
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result;
+}
+
+/// What a registration asks of the core.
+pub struct DumpInfo<'a> {
+    /// Device name, kept in the record (31 bytes at most are kept).
+    pub name: &'a CStr,
+    /// What the registration dumps.
+    pub kind: DumpType,
+    /// CPU the data belongs to, if any.
+    pub cpu: Option<u32>,
+    /// Bytes to reserve in the region.
+    pub max_bytes: usize,
+}
+
+/// A registration with the panic-dump core; unregisters on drop.
+///
+/// # Invariants
+///
+/// `entry` is the core's handle for a registration whose `data` is a pointer to this pinned
+/// object, valid until `PinnedDrop::drop` deletes it.
+#[pin_data(PinnedDrop)]
+pub struct Registration<T: DumpCallback> {
+    #[pin]
+    desc: Opaque<RawDesc>,
+    name: CString,
+    entry: *mut bindings::coresight_dump_entry,
+    #[pin]
+    callback: T,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: The core only calls the callback (which is `Sync`) through a shared reference.
+unsafe impl<T: DumpCallback> Sync for Registration<T> {}
+
+// SAFETY: Deleting the registration does not depend on the thread that added it.
+unsafe impl<T: DumpCallback + Send> Send for Registration<T> {}
+
+impl<T: DumpCallback> Registration<T> {
+    /// Registers `callback` with the panic-dump core and reserves its slot.
+    ///
+    /// Fails with [`ENOSPC`] when the region has no room for `info.max_bytes` more, and with
+    /// [`ENODEV`] when the kernel has no panic-dump core or no region.
+    pub fn new<'a, E>(
+        info: DumpInfo<'a>,
+        callback: impl PinInit<T, E> + 'a,
+    ) -> impl PinInit<Self, Error> + 'a
+    where
+        T: 'a,
+        Error: From<E>,
+    {
+        let name = CString::try_from_fmt(fmt!("{}", info.name));
+        try_pin_init!(&this in Self {
+            callback <- callback,
+            name: name?,
+            desc <- Opaque::ffi_init(|_slot: *mut RawDesc| {}),
+            entry: core::ptr::null_mut(),
+            _pin: PhantomPinned,
+            _: {
+                let me = this.as_ptr();
+                // SAFETY: `me` points to the registration being initialised; `name` is set.
+                let name_ptr = unsafe { (*me).name.as_char_ptr() };
+                // SAFETY: As above; `desc` is in place.
+                let desc = Opaque::cast_into(unsafe { &raw const (*me).desc });
+                // SAFETY: `desc` is valid for writes.
+                unsafe {
+                    desc.write(RawDesc {
+                        name: name_ptr,
+                        type_: info.kind as u32,
+                        cpu: info.cpu.map_or(-1, |c| c as c_int),
+                        max_bytes: info.max_bytes,
+                        dump: Some(Self::trampoline),
+                        data: me.cast(),
+                    })
+                };
+                let entry = Self::add(desc)?;
+                // SAFETY: `me` is valid for writes of its fields.
+                // INVARIANT: `entry` registers `me`, which stays pinned until drop.
+                unsafe { (*me).entry = entry };
+            },
+        }? Error)
+    }
+
+    #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+    fn add(desc: *mut RawDesc) -> Result<*mut bindings::coresight_dump_entry> {
+        // SAFETY: `desc` is a fully initialised description whose name and data outlive the
+        // registration.
+        let entry = unsafe { bindings::coresight_dump_add(desc) };
+        // SAFETY: `coresight_dump_add` returns a valid pointer or an `ERR_PTR`.
+        crate::error::from_err_ptr(entry)
+    }
+
+    #[cfg(not(CONFIG_CORESIGHT_PANIC_DUMP))]
+    fn add(_desc: *mut RawDesc) -> Result<*mut bindings::coresight_dump_entry> {
+        Err(ENODEV)
+    }
+
+    /// Returns the callback.
+    pub fn callback(&self) -> &T {
+        &self.callback
+    }
+
+    /// The C callback: calls [`DumpCallback::dump`] on the registration in `data`.
+    ///
+    /// # Safety
+    ///
+    /// `data` must be the registration passed at `coresight_dump_add()` time, `buf` valid for
+    /// writes of `size` bytes with nothing else accessing them, and `len` valid for writes.
+    unsafe extern "C" fn trampoline(
+        data: *mut c_void,
+        buf: *mut c_void,
+        size: usize,
+        len: *mut usize,
+    ) -> c_int {
+        // SAFETY: By the safety requirements `data` is a live, pinned `Self`.
+        let this = unsafe { &*data.cast::<Self>() };
+        // SAFETY: By the safety requirements `buf` is valid for `size` bytes, exclusively.
+        let slot = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
+        let mut written = 0;
+        let ret = match this.callback.dump(slot, &mut written) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        // SAFETY: `len` is valid for writes.
+        unsafe { *len = written };
+        ret
+    }
+}
+
+#[pinned_drop]
+impl<T: DumpCallback> PinnedDrop for Registration<T> {
+    fn drop(self: Pin<&mut Self>) {
+        #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+        // SAFETY: By the type invariant `entry` is a live registration, deleted once, here.
+        unsafe {
+            bindings::coresight_dump_del(self.entry)
+        };
+        #[cfg(not(CONFIG_CORESIGHT_PANIC_DUMP))]
+        let _ = self;
+    }
+}

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reserved memory regions and their mappings.
+//!
+//! A region set aside at boot, either by the `reserve_mem=size:align:label` command line parameter
+//! or by a device-tree `memory-region` phandle, keeps its physical address across warm reboots:
+//! what one boot leaves there the next one (or a kdump capture kernel) can read.
+//!
+//! C headers: [`include/linux/mm.h`](srctree/include/linux/mm.h),
+//! [`include/linux/of_reserved_mem.h`](srctree/include/linux/of_reserved_mem.h),
+//! [`include/linux/io.h`](srctree/include/linux/io.h)
+
+use core::ptr::NonNull;
+
+use crate::{
+    io::{
+        PhysAddr,
+        ResourceSize, //
+    },
+    prelude::*, //
+};
+
+/// Where a reserved region came from, which decides how it may be mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `reserve_mem=`: memblock-reserved System RAM, mapped write-back.
+    ReserveMem,
+    /// A device-tree reserved-memory node; `no_map` regions are outside the linear map and are
+    /// mapped write-combined.
+    DeviceTree {
+        /// The node has the `no-map` property.
+        no_map: bool,
+    },
+}
+
+/// A physical memory region reserved at boot.
+#[derive(Clone, Copy, Debug)]
+pub struct ReservedRegion {
+    base: PhysAddr,
+    size: ResourceSize,
+    origin: Origin,
+}
+
+impl ReservedRegion {
+    /// Looks up the region a `reserve_mem=size:align:label` parameter reserved under `label`.
+    ///
+    /// Returns [`ENOENT`] when the command line has no such region.
+    pub fn from_reserve_mem(label: &CStr) -> Result<Self> {
+        let mut base: bindings::phys_addr_t = 0;
+        let mut size: bindings::phys_addr_t = 0;
+        // SAFETY: `label` is a valid NUL-terminated string; `base` and `size` are valid for writes.
+        let found = unsafe {
+            bindings::reserve_mem_find_by_name(label.as_char_ptr(), &mut base, &mut size)
+        };
+        if found == 0 || size == 0 {
+            return Err(ENOENT);
+        }
+        Ok(Self {
+            base,
+            size,
+            origin: Origin::ReserveMem,
+        })
+    }
+
+    /// Looks up the `memory-region` named `name` (in `memory-region-names`) of the first
+    /// device-tree node compatible with `compatible`.
+    ///
+    /// Returns [`ENOENT`] when there is no such node or region.
+    pub fn from_of_compatible(compatible: &CStr, name: &CStr) -> Result<Self> {
+        // SAFETY: `compatible` is a valid NUL-terminated string; a null `from` and `type` search
+        // the whole tree.
+        let np = unsafe {
+            bindings::of_find_compatible_node(
+                core::ptr::null_mut(),
+                core::ptr::null(),
+                compatible.as_char_ptr(),
+            )
+        };
+        if np.is_null() {
+            return Err(ENOENT);
+        }
+        let mut res = bindings::resource::default();
+        // SAFETY: `np` is a valid node reference (released below); `name` is NUL-terminated and
+        // `res` is valid for writes.
+        let ret = unsafe {
+            bindings::of_reserved_mem_region_to_resource_byname(np, name.as_char_ptr(), &mut res)
+        };
+        let no_map = if ret == 0 {
+            // SAFETY: `np` is a valid node reference.
+            let target = unsafe { bindings::cspd_of_memory_region(np) };
+            let no_map = !target.is_null()
+                // SAFETY: `target` is a valid node reference.
+                && unsafe { bindings::of_property_read_bool(target, c"no-map".as_char_ptr()) };
+            // SAFETY: `of_parse_phandle` returned a reference (or null, which `of_node_put` accepts).
+            unsafe { bindings::cspd_of_node_put(target) };
+            no_map
+        } else {
+            false
+        };
+        // SAFETY: `np` came from `of_find_compatible_node`, which took a reference.
+        unsafe { bindings::cspd_of_node_put(np) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
+        }
+        let size = res.end.wrapping_sub(res.start).wrapping_add(1);
+        Ok(Self {
+            base: res.start,
+            size,
+            origin: Origin::DeviceTree { no_map },
+        })
+    }
+
+    /// Physical address of the first byte.
+    pub fn base(&self) -> PhysAddr {
+        self.base
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> ResourceSize {
+        self.size
+    }
+
+    /// Where the region came from.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Maps the region: write-back for System RAM, write-combined for `no-map` regions (which
+    /// `memremap` refuses to map write-back only when they are RAM).
+    pub fn map(&self) -> Result<Mapping> {
+        let cache = match self.origin {
+            Origin::DeviceTree { no_map: true } => Cache::WriteCombine,
+            _ => Cache::WriteBack,
+        };
+        Mapping::new(self.base, self.size, cache)
+    }
+}
+
+/// Caching attribute of a [`Mapping`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cache {
+    /// `MEMREMAP_WB`: cached; the only choice for System RAM.
+    WriteBack,
+    /// `MEMREMAP_WC`: write-combined; for memory outside the linear map.
+    WriteCombine,
+}
+
+/// A `memremap` mapping of physical memory with bounds-checked, volatile access.
+///
+/// # Invariants
+///
+/// `ptr` is the start of a live `memremap` mapping of `len` bytes at physical address `phys`.
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    phys: PhysAddr,
+}
+
+// SAFETY: The mapping is plain memory; it can be used and unmapped from any thread.
+unsafe impl Send for Mapping {}
+
+// SAFETY: All access through `&self` is volatile and bounds-checked; callers coordinate concurrent
+// writers to the same bytes, as with MMIO.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `size` bytes of physical memory at `phys` with the given caching.
+    pub fn new(phys: PhysAddr, size: ResourceSize, cache: Cache) -> Result<Self> {
+        let len = usize::try_from(size).map_err(|_| EOVERFLOW)?;
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        let flags = match cache {
+            Cache::WriteBack => bindings::MEMREMAP_WB,
+            Cache::WriteCombine => bindings::MEMREMAP_WC,
+        };
+        // SAFETY: Mapping physical memory has no requirement; `memremap` validates the range and
+        // returns null on failure.
+        let ptr = unsafe { bindings::memremap(phys, len, flags as _) };
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: `ptr` maps `len` bytes at `phys`.
+        Ok(Self { ptr, len, phys })
+    }
+
+    /// Size of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: [`Mapping::new`] refuses empty ranges).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Physical address of the first byte.
+    pub fn phys_addr(&self) -> PhysAddr {
+        self.phys
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Copies `buf.len()` bytes at `offset` into `buf`.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> Result {
+        self.check(offset, buf.len())?;
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: `offset + i < len` was checked above; the mapping is live (invariant).
+            *b = unsafe { self.ptr.as_ptr().add(offset + i).read_volatile() };
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result {
+        self.check(offset, data.len())?;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: `offset + i < len` was checked above; the mapping is live (invariant).
+            unsafe { self.ptr.as_ptr().add(offset + i).write_volatile(*b) };
+        }
+        Ok(())
+    }
+
+    /// Sets `len` bytes at `offset` to `value`.
+    pub fn fill(&self, offset: usize, len: usize, value: u8) -> Result {
+        self.check(offset, len)?;
+        for i in 0..len {
+            // SAFETY: `offset + i < self.len` was checked above; the mapping is live (invariant).
+            unsafe { self.ptr.as_ptr().add(offset + i).write_volatile(value) };
+        }
+        Ok(())
+    }
+
+    /// Returns the bytes at `offset..offset + len` as a mutable slice.
+    ///
+    /// For code that fills a whole part of the region at once, such as a panic callback copying
+    /// trace into its slot.
+    ///
+    /// # Safety
+    ///
+    /// For the life of the returned slice, nothing else may access those bytes, through this
+    /// mapping or otherwise.
+    pub unsafe fn slice_mut(&self, offset: usize, len: usize) -> Result<&mut [u8]> {
+        self.check(offset, len)?;
+        // SAFETY: The range is inside the live mapping (checked above, invariant); the caller
+        // guarantees exclusive access for the life of the slice.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `memremap` (invariant) and is unmapped once, here.
+        unsafe { bindings::memunmap(self.ptr.as_ptr().cast()) };
+    }
+}

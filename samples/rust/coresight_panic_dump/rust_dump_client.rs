@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Rust panic dump client sample.
+//!
+//! Registers three dumps with the CoreSight panic dump core through
+//! `kernel::coresight::panic_dump::Registration`:
+//!
+//! - `rust-sample` (other, 4096 bytes): at panic writes byte `i` = `(i * 7 + 3) % 256`;
+//! - `rust-failing` (other, 64 bytes): writes `b"half"` and reports `EIO`, to show that a
+//!   failing callback costs only its own record;
+//! - `rust-deleted` (other, 256 bytes): dropped again at init, so its slot is released and the
+//!   dump has no record of it.
+
+use kernel::{
+    c_str,
+    coresight::panic_dump::{
+        DumpCallback,
+        DumpInfo,
+        DumpType,
+        Registration, //
+    },
+    prelude::*,
+};
+
+module! {
+    type: RustDumpClient,
+    name: "rust_dump_client",
+    authors: ["coresight-panic-dump developers"],
+    description: "Rust panic dump client sample",
+    license: "GPL",
+}
+
+/// Size of the `rust-sample` record.
+const SAMPLE_LEN: usize = 4096;
+
+/// Writes the known pattern.
+struct Pattern;
+
+impl DumpCallback for Pattern {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let n = buf.len().min(SAMPLE_LEN);
+        for (i, b) in buf[..n].iter_mut().enumerate() {
+            // CAST: the value is reduced modulo 256 first.
+            *b = ((i * 7 + 3) % 256) as u8;
+        }
+        *written = n;
+        Ok(())
+    }
+}
+
+/// Writes part of its data, then fails.
+struct Failing;
+
+impl DumpCallback for Failing {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let part = b"half";
+        let n = part.len().min(buf.len());
+        buf[..n].copy_from_slice(&part[..n]);
+        *written = n;
+        Err(EIO)
+    }
+}
+
+struct RustDumpClient {
+    _sample: Pin<KBox<Registration<Pattern>>>,
+    _failing: Pin<KBox<Registration<Failing>>>,
+}
+
+impl kernel::Module for RustDumpClient {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let deleted = KBox::pin_init(
+            Registration::<Pattern>::new(
+                DumpInfo {
+                    name: c_str!("rust-deleted"),
+                    kind: DumpType::Other,
+                    cpu: None,
+                    max_bytes: 256,
+                },
+                Ok::<_, Error>(Pattern),
+            ),
+            GFP_KERNEL,
+        )?;
+        let sample = KBox::pin_init(
+            Registration::new(
+                DumpInfo {
+                    name: c_str!("rust-sample"),
+                    kind: DumpType::Other,
+                    cpu: None,
+                    max_bytes: SAMPLE_LEN,
+                },
+                Ok::<_, Error>(Pattern),
+            ),
+            GFP_KERNEL,
+        )?;
+        let failing = KBox::pin_init(
+            Registration::new(
+                DumpInfo {
+                    name: c_str!("rust-failing"),
+                    kind: DumpType::Other,
+                    cpu: None,
+                    max_bytes: 64,
+                },
+                Ok::<_, Error>(Failing),
+            ),
+            GFP_KERNEL,
+        )?;
+        drop(deleted);
+        pr_info!("registered rust-sample and rust-failing; rust-deleted added and removed\n");
+        Ok(Self {
+            _sample: sample,
+            _failing: failing,
+        })
+    }
+}
