@@ -42,7 +42,8 @@ e2e:
 demo: setup
 	bash scripts/kernel.sh all mod
 	bash scripts/initramfs.sh mod
-	bash scripts/e2e.sh sample-qemu-dump sample-kdump
+	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump
+	cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
 
 ## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
 check: setup
