@@ -25,7 +25,7 @@ LLVM_SUFFIX=-19
 kmake() {
 	make -C "$KSRC" O="$KOUT" ARCH=arm64 LLVM="$LLVM_SUFFIX" \
 		RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc HOSTRUSTC=/usr/bin/rustc \
-		BINDGEN=/usr/local/bin/bindgen "$@"
+		BINDGEN=/usr/local/bin/bindgen CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFMT=/usr/bin/rustfmt "$@"
 }
 
 say() { printf '==> %s\n' "$*"; }
