@@ -76,12 +76,9 @@ fn identity() -> Identity {
 /// Writes `data` into the record at `offset` and seals it with `status`.
 fn fill_record(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, error: i32) {
     let mut h = RecordHeader::decode_at(&region[offset..], offset).unwrap();
-    let start = offset + RECORD_HEADER_SIZE;
-    region[start..start + data.len()].copy_from_slice(data);
-    h.length = data.len() as u32;
     h.status = status;
     h.error = error;
-    seal_record(&mut region[offset..], &h).unwrap();
+    write_record(&mut region[offset..], &h, data).unwrap();
 }
 
 /// Builds a committed region with identity, panic info, a sink, a free slot and a CPU debug
@@ -916,4 +913,36 @@ fn mutated_regions_never_panic() {
         }
         walk(&buf);
     }
+}
+
+#[test]
+fn write_record_seals_data_and_refuses_more_than_capacity() {
+    let mut slot = vec![0u8; RECORD_HEADER_SIZE + 16];
+    let h = RecordHeader::new(RecordKind::Other, b"w", 16, 7);
+    let written = write_record(&mut slot, &h, b"0123456789").unwrap();
+    assert_eq!(written.length, 10);
+    assert_eq!(written.data_crc, crc32(b"0123456789"));
+    assert_eq!(
+        &slot[RECORD_HEADER_SIZE..RECORD_HEADER_SIZE + 10],
+        b"0123456789"
+    );
+    assert_eq!(RecordHeader::decode(&slot).unwrap(), written);
+
+    let before = slot.clone();
+    let err = write_record(&mut slot, &h, &[1u8; 17]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FormatError::FieldTooLong {
+                length: 17,
+                max: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(slot, before, "a refused write changes nothing");
+
+    let mut short = vec![0u8; RECORD_HEADER_SIZE + 4];
+    assert!(write_record(&mut short, &h, b"0123456789").is_err());
 }

@@ -44,12 +44,9 @@ pub fn identity_payload() -> Vec<u8> {
 
 fn fill(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, error: i32) {
     let mut h = RecordHeader::decode_at(&region[offset..], offset).unwrap();
-    let start = offset + RECORD_HEADER_SIZE;
-    region[start..start + data.len()].copy_from_slice(data);
-    h.length = data.len() as u32;
     h.status = status;
     h.error = error;
-    seal_record(&mut region[offset..], &h).unwrap();
+    write_record(&mut region[offset..], &h, data).unwrap();
 }
 
 /// Builds a committed region of `size` bytes: identity, panic info, a TMC sink with

@@ -1061,6 +1061,32 @@ pub fn seal_record(slot: &mut [u8], header: &RecordHeader) -> Result<RecordHeade
     Ok(h)
 }
 
+/// Writes `data` into the data area of the record at the start of `slot` and seals it.
+///
+/// The header written is `header` with `length` set to `data.len()` and the data CRC computed.
+/// Returns the header as written.
+pub fn write_record(
+    slot: &mut [u8],
+    header: &RecordHeader,
+    data: &[u8],
+) -> Result<RecordHeader, FormatError> {
+    let length = u32::try_from(data.len()).unwrap_or(u32::MAX);
+    if length > header.capacity {
+        return Err(FormatError::FieldTooLong {
+            field: "record data",
+            length: data.len(),
+            max: usize::try_from(header.capacity).unwrap_or(usize::MAX),
+        });
+    }
+    let start = RECORD_HEADER_SIZE;
+    let end = start.saturating_add(data.len());
+    out_need(slot, end)?;
+    put(slot, start, data);
+    let mut h = *header;
+    h.length = length;
+    seal_record(slot, &h)
+}
+
 fn put_padded(
     out: &mut [u8],
     off: usize,
