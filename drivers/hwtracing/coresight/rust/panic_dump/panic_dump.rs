@@ -180,22 +180,15 @@ impl Core {
         self.header.stamp
     }
 
+    /// Writes a record header; a new header describes a slot with no data yet.
     fn write_header(&self, offset: usize, h: &RecordHeader) -> Result {
         self.map.write(offset, &h.encode())
-    }
-
-    /// Writes a record header for a slot with no data yet.
-    fn write_empty(&self, offset: usize, h: &RecordHeader) -> Result {
-        let mut h = *h;
-        h.length = 0;
-        h.data_crc = format::crc32(&[]);
-        self.write_header(offset, &h)
     }
 
     /// Reserves a slot for `desc`: a released one that fits, or a new one at the end.
     fn add(&self, desc: DescView) -> Result<usize> {
         let capacity = align8(desc.max_bytes).ok_or(EOVERFLOW)?;
-        let cap32 = u32::try_from(capacity).map_err(|_| E2BIG)?;
+        u32::try_from(capacity).map_err(|_| E2BIG)?;
         let mut alloc = self.alloc.lock();
         alloc.seq = alloc.seq.wrapping_add(1);
         let seq = alloc.seq;
@@ -253,10 +246,8 @@ impl Core {
             u32::try_from(slot_cap).map_err(|_| E2BIG)?,
             self.stamp(),
         );
-        let _ = cap32;
-        h.status = RecordStatus::NotRun;
         h.cpu = desc.cpu.unwrap_or(CPU_NONE);
-        self.write_empty(slot, &h)?;
+        self.write_header(slot, &h)?;
         let e = &self.entries[index];
         // SAFETY: The entry is not `ACTIVE` and we hold the lock.
         unsafe {
@@ -290,7 +281,7 @@ impl Core {
                 u32::try_from(info.capacity).unwrap_or(0),
                 self.stamp(),
             );
-            if self.write_empty(info.slot, &h).is_err() {
+            if self.write_header(info.slot, &h).is_err() {
                 pr_err!("could not release the slot at {:#x}\n", info.slot);
             }
         }
@@ -357,9 +348,6 @@ impl Core {
             truncated: false,
         };
         if let Ok(n) = info.encode(&mut pi) {
-            let _ = self
-                .map
-                .write(self.panic_slot + RECORD_HEADER_SIZE, &pi[..n]);
             let mut h = RecordHeader::new(
                 RecordKind::PanicInfo,
                 b"panic",
@@ -368,15 +356,13 @@ impl Core {
                 self.stamp(),
             );
             h.cpu = cpu;
-            // CAST: `n <= PANIC_INFO_MAX_SIZE`.
-            h.length = n as u32;
             h.status = RecordStatus::Ok;
             // SAFETY: We won `dumping`; the other CPUs are stopped.
             if let Ok(rec) = unsafe {
                 self.map
                     .slice_mut(self.panic_slot, RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE)
             } {
-                let _ = format::seal_record(rec, &h);
+                let _ = format::write_record(rec, &h, &pi[..n]);
             }
         }
 
@@ -525,7 +511,6 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
                 s.records,
                 s.ok
             );
-            copy.truncate(s.used_bytes.min(copy.len()));
             Ok((Some(copy), next_seq))
         }
         Ok(s) => {
@@ -545,9 +530,13 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
 }
 
 /// Writes a fresh container: header, identity, panic-info slot; zeroes the rest.
+///
+/// Called at init, before the core is published: nothing else accesses the region.
 fn reset(map: &Mapping, header: &ContainerHeader) -> Result<usize> {
-    map.fill(0, map.len(), 0)?;
-    map.write(0, &header.encode())?;
+    // SAFETY: At init the region is ours alone (see above), and the slice dies with this call.
+    let region = unsafe { map.slice_mut(0, map.len())? };
+    format::init_region(region, header).map_err(|_| EINVAL)?;
+
     let id = KernelIdentity::current();
     let mut ident = format::Identity::default();
     ident
@@ -562,34 +551,33 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<usize> {
     ident.region_paddr = map.phys_addr();
     // CAST: `usize` fits in `u64`.
     ident.region_size = map.len() as u64;
-    let first = CONTAINER_HEADER_SIZE;
     let mut buf = [0u8; IDENTITY_SIZE];
     let n = ident.encode(&mut buf).map_err(|_| EINVAL)?;
-    map.write(first + RECORD_HEADER_SIZE, &buf[..n])?;
-    // CAST: small constants.
+    let first = CONTAINER_HEADER_SIZE;
+    // CAST: a small constant.
     let mut h = RecordHeader::new(
         RecordKind::Identity,
         b"identity",
         IDENTITY_SIZE as u32,
         header.stamp,
     );
-    h.length = n as u32;
     h.status = RecordStatus::Ok;
-    h.data_crc = format::crc32(&buf[..n]);
-    map.write(first, &h.encode())?;
+    let identity = region.get_mut(first..).ok_or(EINVAL)?;
+    format::write_record(identity, &h, &buf[..n]).map_err(|_| EINVAL)?;
 
+    // The panic-info slot waits, not run, for the panic.
     let panic_slot = first + RECORD_HEADER_SIZE + IDENTITY_SIZE;
     // CAST: a small constant.
-    let mut h = RecordHeader::new(
+    let h = RecordHeader::new(
         RecordKind::PanicInfo,
         b"panic",
         PANIC_INFO_MAX_SIZE as u32,
         header.stamp,
     );
-    h.status = RecordStatus::NotRun;
-    h.length = 0;
-    h.data_crc = format::crc32(&[]);
-    map.write(panic_slot, &h.encode())?;
+    region
+        .get_mut(panic_slot..panic_slot + RECORD_HEADER_SIZE)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&h.encode());
     Ok(panic_slot)
 }
 
