@@ -176,7 +176,7 @@ impl Mapping {
         };
         // SAFETY: Mapping physical memory has no requirement; `memremap` validates the range and
         // returns null on failure.
-        let ptr = unsafe { bindings::memremap(phys, len, flags as _) };
+        let ptr = unsafe { bindings::memremap(phys, len, flags as usize) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` maps `len` bytes at `phys`.
         Ok(Self { ptr, len, phys })
@@ -243,6 +243,10 @@ impl Mapping {
     ///
     /// For the life of the returned slice, nothing else may access those bytes, through this
     /// mapping or otherwise.
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "the bytes are not Rust-owned memory; exclusivity is the caller's safety duty"
+    )]
     pub unsafe fn slice_mut(&self, offset: usize, len: usize) -> Result<&mut [u8]> {
         self.check(offset, len)?;
         // SAFETY: The range is inside the live mapping (checked above, invariant); the caller

@@ -196,7 +196,7 @@ impl<T: DumpCallback> Registration<T> {
         // SAFETY: `desc` is a fully initialised description whose name and data outlive the
         // registration.
         let entry = unsafe { bindings::coresight_dump_add(desc) };
-        // SAFETY: `coresight_dump_add` returns a valid pointer or an `ERR_PTR`.
+        // `coresight_dump_add` returns a valid pointer or an `ERR_PTR`.
         crate::error::from_err_ptr(entry)
     }
 
