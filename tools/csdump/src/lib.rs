@@ -4,9 +4,16 @@
 //! The library does no I/O below [`extract`]: [`region::locate`] and [`report::analyze`] take
 //! bytes, so tests and fuzzers feed them directly.
 
+pub mod capture;
+pub mod decode;
+pub mod elf;
 pub mod extract;
+pub mod ini;
+pub mod perf;
+pub mod prepanic;
 pub mod region;
 pub mod report;
+pub mod snapshot;
 pub mod vmcore;
 
 pub use cspd_format as format;
@@ -21,6 +28,11 @@ pub fn fuzz_entry(data: &[u8]) {
             let _ = report::render_text(&report);
             let _ = serde_json::to_string(&report);
         }
+        if let Ok(c) = capture::Capture::from_dump(&located) {
+            let _ = perf::metadata_bytes(&c);
+            let _ = perf::write_perf_data(&c, &mut std::io::sink());
+            let _ = c.cpus();
+        }
     }
     if let Ok(elf) = vmcore::ElfCore::parse(data) {
         let _ = elf.vmcoreinfo();
@@ -30,4 +42,6 @@ pub fn fuzz_entry(data: &[u8]) {
         }
     }
     let _ = cspd_format::validate(data);
+    let _ = elf::Vmlinux::parse(data);
+    let _ = decode::parse_line(&String::from_utf8_lossy(data.get(..4096).unwrap_or(data)));
 }

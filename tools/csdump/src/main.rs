@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use clap::Subcommand;
+use csdump::capture::Capture;
 use csdump::extract::extract;
 use csdump::extract::ExtractOptions;
 use csdump::region::locate;
@@ -65,6 +66,60 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Writes perf's files: cstrace.bin, metadata.bin and perf.data.
+    ///
+    /// cstrace.bin is each sink's trace as drained (barrier included; `cstrace-<i>-<name>.bin`
+    /// when there are several sinks); metadata.bin is perf's `cs_etm` auxtrace info (global
+    /// header and one ETMv4 block per CPU, from the saved registers); perf.data holds the
+    /// `cs_etm` event, that metadata, the trace and a kernel map at the dump's `_text`, so that
+    /// `perf script --vmlinux vmlinux --itrace=i1i` decodes it. INPUT may also be an OpenCSD
+    /// snapshot directory.
+    #[command(after_help = EXIT_HELP)]
+    Perf {
+        /// The vmcore, region file or snapshot directory.
+        input: PathBuf,
+        /// Output directory (created if needed).
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        output: PathBuf,
+    },
+    /// Writes an OpenCSD snapshot directory (for trc_pkt_lister and other OpenCSD tools).
+    ///
+    /// snapshot.ini, one device file per ETM with its registers, one core file per CPU with
+    /// the memory images of the kernel text (from --vmlinux, relocated by the dump's KASLR
+    /// offset; or those of a snapshot input), trace.ini binding the buffers to the sources.
+    #[command(after_help = EXIT_HELP)]
+    Snapshot {
+        /// The vmcore, region file or snapshot directory.
+        input: PathBuf,
+        /// Output directory (created if needed).
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        output: PathBuf,
+        /// vmlinux of the kernel that wrote the dump: its text becomes the memory images.
+        #[arg(long, value_name = "FILE")]
+        vmlinux: Option<PathBuf>,
+    },
+    /// Prints, per CPU (panic CPU first), the CPU debug sample and the last branches and
+    /// functions executed before the panic, decoded with OpenCSD's trc_pkt_lister.
+    #[command(after_help = EXIT_HELP)]
+    Report {
+        /// The vmcore, region file or snapshot directory.
+        input: PathBuf,
+        /// vmlinux of the kernel that wrote the dump: instruction decode and symbols.
+        #[arg(long, value_name = "FILE")]
+        vmlinux: Option<PathBuf>,
+        /// Prints the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also writes an HTML page with a per-CPU timeline.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// How many branches and functions to show per CPU.
+        #[arg(long, default_value_t = 16)]
+        last: usize,
+        /// The trc_pkt_lister program to run.
+        #[arg(long, value_name = "PROGRAM", default_value = "trc_pkt_lister")]
+        decoder: PathBuf,
+    },
 }
 
 /// An input file mapped into memory.
@@ -111,8 +166,122 @@ fn warn(report: &Report) {
     }
 }
 
+/// Opens `input` (a dump file or a snapshot directory) and runs `f` on its capture.
+///
+/// Returns `f`'s result and whether the input was clean (no damaged record, no warning).
+fn with_capture<R>(
+    input: &Path,
+    f: impl FnOnce(&Capture<'_>) -> anyhow::Result<R>,
+) -> anyhow::Result<(R, bool)> {
+    let name = input.display().to_string();
+    if input.is_dir() {
+        let capture = Capture::from_snapshot_dir(input)?;
+        for w in &capture.warnings {
+            eprintln!("csdump: warning: {name}: {w}");
+        }
+        let clean = capture.warnings.is_empty();
+        return Ok((f(&capture)?, clean));
+    }
+    let file = Input::open(input)?;
+    let located = locate(file.bytes()).with_context(|| name.clone())?;
+    let report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
+    warn(&report);
+    let capture = Capture::from_dump(&located).with_context(|| name.clone())?;
+    for w in &capture.warnings {
+        eprintln!("csdump: warning: {name}: {w}");
+    }
+    let clean = report.clean && capture.warnings.is_empty();
+    Ok((f(&capture)?, clean))
+}
+
+fn read_vmlinux(path: &Path) -> anyhow::Result<Input> {
+    Input::open(path)
+}
+
 fn run(cli: Cli) -> anyhow::Result<bool> {
     match cli.command {
+        Command::Perf { input, output } => {
+            let (out, clean) = with_capture(&input, |c| Ok(csdump::perf::write_perf(c, &output)?))?;
+            for s in &out.skipped {
+                eprintln!("csdump: warning: not written: {s}");
+            }
+            for f in &out.files {
+                println!("wrote {}", f.display());
+            }
+            println!("{} trace bytes in perf.data", out.trace_bytes);
+            Ok(clean && out.skipped.is_empty())
+        }
+        Command::Snapshot {
+            input,
+            output,
+            vmlinux,
+        } => {
+            let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
+            let image = match (&vm, &vmlinux) {
+                (Some(v), Some(p)) => Some(csdump::snapshot::VmlinuxImage {
+                    bytes: v.bytes(),
+                    elf: csdump::elf::Vmlinux::parse(v.bytes())
+                        .with_context(|| p.display().to_string())?,
+                }),
+                _ => None,
+            };
+            let (out, clean) = with_capture(&input, |c| {
+                Ok(csdump::snapshot::write_snapshot(
+                    c,
+                    &output,
+                    image.as_ref(),
+                )?)
+            })?;
+            for n in &out.notes {
+                eprintln!("csdump: note: {n}");
+            }
+            println!(
+                "wrote {} files to {} ({} bytes of memory images)",
+                out.files.len(),
+                output.display(),
+                out.memory_bytes
+            );
+            Ok(clean)
+        }
+        Command::Report {
+            input,
+            vmlinux,
+            json,
+            html,
+            last,
+            decoder,
+        } => {
+            let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
+            let image = match (&vm, &vmlinux) {
+                (Some(v), Some(p)) => Some(csdump::snapshot::VmlinuxImage {
+                    bytes: v.bytes(),
+                    elf: csdump::elf::Vmlinux::parse(v.bytes())
+                        .with_context(|| p.display().to_string())?,
+                }),
+                _ => None,
+            };
+            let opts = csdump::prepanic::Options { last, decoder };
+            let (rep, clean) = with_capture(&input, |c| {
+                Ok(csdump::prepanic::build(c, image.as_ref(), &opts))
+            })?;
+            for e in &rep.decoder_errors {
+                eprintln!("csdump: note: decoder: {e}");
+            }
+            for w in &rep.warnings {
+                eprintln!("csdump: warning: {w}");
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rep)?);
+            } else {
+                print!("{}", csdump::prepanic::render_text(&rep));
+            }
+            if let Some(h) = html {
+                std::fs::write(&h, csdump::prepanic::render_html(&rep))
+                    .with_context(|| h.display().to_string())?;
+                eprintln!("csdump: wrote {}", h.display());
+            }
+            Ok(clean && rep.warnings.is_empty())
+        }
         Command::Info { input, json } => {
             let file = Input::open(&input)?;
             let name = input.display().to_string();

@@ -1,0 +1,524 @@
+//! The trace a dump (or an OpenCSD snapshot directory) holds, in the form the `perf`,
+//! `snapshot` and `report` commands use: sinks with their raw trace, ETMv4 sources with their
+//! saved registers, CPU debug samples, and what is known of the kernel's address layout.
+//!
+//! Trace bytes are borrowed from the input (a mapped vmcore or region file): nothing is copied
+//! until it is written out.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::path::PathBuf;
+
+use cspd_format::Identity;
+use cspd_format::PanicInfo;
+use cspd_format::RecordKind;
+use cspd_format::RecordStatus;
+use cspd_format::CPU_NONE;
+use cspd_hw::cpu_debug::CpuSample;
+use cspd_hw::etm4x;
+use cspd_hw::etm4x::SaveOutcome;
+use cspd_hw::etm4x::SavedState;
+use cspd_hw::tmc::TmcRecord;
+use cspd_hw::tmc::TmcRecordHeader;
+use cspd_hw::tmc::CS_FRAME_LEN;
+use thiserror::Error;
+
+use crate::ini::parse_number;
+use crate::ini::Ini;
+use crate::region::Located;
+
+/// Why a capture could not be read at all.
+#[derive(Debug, Error)]
+pub enum CaptureError {
+    /// The dump's container header is unreadable.
+    #[error("region: {0}")]
+    Format(#[from] cspd_format::FormatError),
+    /// A snapshot file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file at fault.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The snapshot directory lacks something it must have.
+    #[error("{0}")]
+    Snapshot(String),
+}
+
+/// Where a capture came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A coresight-panic-dump region (in a vmcore or a region file).
+    Dump,
+    /// An OpenCSD snapshot directory.
+    Snapshot(PathBuf),
+}
+
+/// One trace sink's buffer.
+#[derive(Debug, Clone)]
+pub struct Sink<'a> {
+    /// Device name (`tmc_etf0`, or the snapshot buffer name).
+    pub name: String,
+    /// The trace as drained (barrier included), borrowed from the input when possible.
+    pub trace: Cow<'a, [u8]>,
+    /// The TMC record header, for a dump.
+    pub tmc: Option<TmcRecordHeader>,
+}
+
+impl Sink<'_> {
+    /// Returns the trace cut to a whole number of 16-byte frames, as decoders need it.
+    pub fn frames(&self) -> &[u8] {
+        let n = self.trace.len() - self.trace.len() % CS_FRAME_LEN;
+        self.trace.get(..n).unwrap_or(&[])
+    }
+}
+
+/// One ETMv4 trace unit and its registers saved at panic (or read from a snapshot).
+#[derive(Debug, Clone)]
+pub struct Etm {
+    /// Device name.
+    pub name: String,
+    /// The saved state; `cpu` is the CPU it traces.
+    pub state: SavedState,
+}
+
+impl Etm {
+    /// Returns the CoreSight trace ID (`TRCTRACEIDR.TRACEID`).
+    pub fn trace_id(&self) -> u8 {
+        // CAST: masked to the 7-bit field.
+        (self.state.trctraceidr & 0x7F) as u8
+    }
+}
+
+/// A memory image (kernel text) a decoder can read instructions from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemImage {
+    /// Virtual address of the first byte.
+    pub address: u64,
+    /// File holding the bytes.
+    pub path: PathBuf,
+    /// Offset of the first byte in the file.
+    pub offset: u64,
+    /// Number of bytes.
+    pub length: u64,
+}
+
+/// What is known of the kernel that wrote the trace.
+#[derive(Debug, Clone, Default)]
+pub struct KernelInfo {
+    /// Kernel release.
+    pub release: Option<String>,
+    /// GNU build id of vmlinux (empty when unknown).
+    pub build_id: Vec<u8>,
+    /// KASLR offset (0 when unknown).
+    pub kaslr_offset: u64,
+    /// Runtime address of `_text`, when known.
+    pub text: Option<u64>,
+}
+
+/// Everything the trace commands need from one input.
+#[derive(Debug, Clone)]
+pub struct Capture<'a> {
+    /// Where it came from.
+    pub origin: Origin,
+    /// Trace sinks, in record order.
+    pub sinks: Vec<Sink<'a>>,
+    /// Usable ETMv4 sources, in record order, one per trace ID.
+    pub etms: Vec<Etm>,
+    /// CPU debug samples.
+    pub samples: Vec<CpuSample>,
+    /// Kernel layout.
+    pub kernel: KernelInfo,
+    /// CPU that panicked.
+    pub panic_cpu: Option<u32>,
+    /// Panic message.
+    pub panic_message: Option<String>,
+    /// Memory images named by a snapshot.
+    pub memory: Vec<MemImage>,
+    /// Core device type names from a snapshot, by CPU.
+    pub core_types: Vec<(u32, String)>,
+    /// What could not be used, in words for the user.
+    pub warnings: Vec<String>,
+}
+
+impl<'a> Capture<'a> {
+    fn empty(origin: Origin) -> Self {
+        Self {
+            origin,
+            sinks: Vec::new(),
+            etms: Vec::new(),
+            samples: Vec::new(),
+            kernel: KernelInfo::default(),
+            panic_cpu: None,
+            panic_message: None,
+            memory: Vec::new(),
+            core_types: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Reads the trace records of a located dump region.
+    ///
+    /// Only records that pass every check are used; a damaged one is skipped (the region
+    /// report names it). A record that cannot be used for trace gets a warning.
+    pub fn from_dump(located: &'a Located<'a>) -> Result<Self, CaptureError> {
+        let bytes: &'a [u8] = &located.bytes;
+        let region = cspd_format::parse_region(bytes)?;
+        let mut c = Capture::empty(Origin::Dump);
+        let mut sources = Vec::new();
+        for rec in region.records().flatten() {
+            let h = &rec.header;
+            let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
+            let partial = matches!(h.status, RecordStatus::Truncated | RecordStatus::Partial);
+            match h.kind {
+                RecordKind::Identity if c.kernel.text.is_none() => {
+                    if let Ok(id) = Identity::decode(rec.data) {
+                        c.kernel = kernel_info(&id);
+                    }
+                }
+                RecordKind::PanicInfo if c.panic_cpu.is_none() => {
+                    if let Ok(p) = PanicInfo::decode(rec.data) {
+                        c.panic_cpu = (p.cpu != CPU_NONE).then_some(p.cpu);
+                        c.panic_message = Some(String::from_utf8_lossy(p.message).into_owned());
+                    }
+                }
+                RecordKind::Sink => {
+                    if h.status != RecordStatus::Ok && !partial {
+                        c.warnings
+                            .push(format!("sink {name}: status {}, no trace", h.status.name()));
+                        continue;
+                    }
+                    match TmcRecord::parse(rec.data) {
+                        Ok((tmc, trace)) => {
+                            c.add_sink(Sink {
+                                name,
+                                trace: Cow::Borrowed(trace),
+                                tmc: Some(tmc),
+                            });
+                        }
+                        Err(e) => c.warnings.push(format!("sink {name}: {e}; no trace")),
+                    }
+                }
+                RecordKind::Source => {
+                    if h.status != RecordStatus::Ok && !partial {
+                        c.warnings.push(format!(
+                            "source {name}: status {}, no registers",
+                            h.status.name()
+                        ));
+                        continue;
+                    }
+                    match SavedState::decode(rec.data) {
+                        Ok(s) => sources.push(Etm { name, state: s }),
+                        Err(e) => c.warnings.push(format!(
+                            "source {name}: not an ETMv4 saved state ({e:?}); skipped"
+                        )),
+                    }
+                }
+                RecordKind::CpuDebug => match CpuSample::decode(rec.data) {
+                    Ok(s) => c.samples.push(s),
+                    Err(e) => c.warnings.push(format!("cpu debug {name}: {e}; no sample")),
+                },
+                _ => {}
+            }
+        }
+        for etm in sources {
+            c.add_etm(etm);
+        }
+        c.finish();
+        Ok(c)
+    }
+
+    /// Reads an OpenCSD snapshot directory: its trace buffers, ETM registers, core memory
+    /// images.
+    pub fn from_snapshot_dir(dir: &Path) -> Result<Capture<'static>, CaptureError> {
+        let read = |name: &str| -> Result<String, CaptureError> {
+            let path = dir.join(name);
+            fs::read_to_string(&path).map_err(|source| CaptureError::Io { path, source })
+        };
+        let snap = Ini::parse(&read("snapshot.ini")?);
+        let mut c = Capture::empty(Origin::Snapshot(dir.to_path_buf()));
+        let mut etm_by_name: Vec<(String, SavedState, String)> = Vec::new();
+        let devices = snap
+            .section("device_list")
+            .map(|s| s.entries.clone())
+            .unwrap_or_default();
+        for (_, file) in &devices {
+            let dev = match read(file) {
+                Ok(t) => Ini::parse(&t),
+                Err(e) => {
+                    c.warnings.push(format!("{e}"));
+                    continue;
+                }
+            };
+            let name = dev.get("device", "name").unwrap_or(file).to_string();
+            let class = dev.get("device", "class").unwrap_or("").to_string();
+            let kind = dev.get("device", "type").unwrap_or("").to_string();
+            if class.eq_ignore_ascii_case("core") {
+                let cpu = trailing_number(&name);
+                if let Some(cpu) = cpu {
+                    c.core_types.push((cpu, kind.clone()));
+                }
+                for s in dev.sections.iter().filter(|s| s.name.starts_with("dump")) {
+                    let (Some(f), Some(addr)) = (s.get("file"), s.get("address")) else {
+                        continue;
+                    };
+                    let Some(address) = parse_number(addr) else {
+                        continue;
+                    };
+                    let path = dir.join(f);
+                    let Ok(meta) = fs::metadata(&path) else {
+                        c.warnings
+                            .push(format!("{}: memory image missing", path.display()));
+                        continue;
+                    };
+                    let offset = s.get("offset").and_then(parse_number).unwrap_or(0);
+                    let length = s
+                        .get("length")
+                        .and_then(parse_number)
+                        .unwrap_or(meta.len())
+                        .min(meta.len().saturating_sub(offset));
+                    let m = MemImage {
+                        address,
+                        path,
+                        offset,
+                        length,
+                    };
+                    // Every core of a snapshot usually names the same images.
+                    if !c.memory.contains(&m) {
+                        c.memory.push(m);
+                    }
+                }
+            } else if class.eq_ignore_ascii_case("trace_source") {
+                let regs = dev.section("regs");
+                let reg = |n: &str| -> u32 {
+                    regs.and_then(|r| {
+                        r.entries
+                            .iter()
+                            .find(|(k, _)| reg_name(k).eq_ignore_ascii_case(n))
+                            .and_then(|(_, v)| parse_number(v))
+                    })
+                    // CAST: registers are 32-bit; wider values are cut.
+                    .map_or(0, |v| v as u32)
+                };
+                let etmv4 = kind.eq_ignore_ascii_case("ETM4") || kind.eq_ignore_ascii_case("ETE");
+                let mut s = SavedState {
+                    outcome: SaveOutcome::Ok,
+                    flags: etm4x::SAVED_REGS_VALID,
+                    trcconfigr: reg("TRCCONFIGR"),
+                    trctraceidr: reg("TRCTRACEIDR"),
+                    authstatus: reg("TRCAUTHSTATUS"),
+                    devarch: if etmv4 { etm4x::DEVARCH_ETMV4 } else { 0 },
+                    ..SavedState::default()
+                };
+                for n in 0..etm4x::NR_IDR {
+                    if let Some(slot) = s.idr.get_mut(n) {
+                        *slot = reg(&format!("TRCIDR{n}"));
+                    }
+                }
+                if !etmv4 {
+                    c.warnings.push(format!(
+                        "source {name}: unknown ETM architecture (type {kind:?}); skipped"
+                    ));
+                    continue;
+                }
+                etm_by_name.push((name, s, kind));
+            }
+        }
+        let trace = snap.get("trace", "metadata").unwrap_or("trace.ini");
+        let trace = Ini::parse(&read(trace)?);
+        // Which CPU each source traces.
+        if let Some(cts) = trace.section("core_trace_sources") {
+            for (core, src) in &cts.entries {
+                if let Some((_, s, _)) = etm_by_name.iter_mut().find(|(n, _, _)| n == src) {
+                    s.cpu = trailing_number(core).unwrap_or(0);
+                }
+            }
+        }
+        let buffers = trace.get("trace_buffers", "buffers").unwrap_or("");
+        for b in buffers.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+            let Some(sec) = trace.section(b) else {
+                c.warnings
+                    .push(format!("trace.ini: buffer section [{b}] missing"));
+                continue;
+            };
+            let name = sec.get("name").unwrap_or(b).to_string();
+            let Some(file) = sec.get("file") else {
+                c.warnings
+                    .push(format!("trace.ini: buffer {name} has no file"));
+                continue;
+            };
+            let format = sec.get("format").unwrap_or("coresight");
+            if !format.eq_ignore_ascii_case("coresight") {
+                c.warnings.push(format!(
+                    "buffer {name}: format {format:?} is not CoreSight frames; skipped"
+                ));
+                continue;
+            }
+            let path = dir.join(file);
+            let bytes = fs::read(&path).map_err(|source| CaptureError::Io { path, source })?;
+            c.add_sink(Sink {
+                name,
+                trace: Cow::Owned(bytes),
+                tmc: None,
+            });
+        }
+        for (name, state, _) in etm_by_name {
+            c.add_etm(Etm { name, state });
+        }
+        // The kernel text, if a memory image holds kernel addresses.
+        c.kernel.text = c
+            .memory
+            .iter()
+            .map(|m| m.address)
+            .filter(|&a| a >= KERNEL_SPACE)
+            .min();
+        if c.sinks.is_empty() {
+            return Err(CaptureError::Snapshot(format!(
+                "{}: no CoreSight trace buffer in trace.ini",
+                dir.display()
+            )));
+        }
+        c.finish();
+        Ok(c)
+    }
+
+    fn add_sink(&mut self, sink: Sink<'a>) {
+        let rem = sink.trace.len() % CS_FRAME_LEN;
+        if rem != 0 {
+            self.warnings.push(format!(
+                "sink {}: {} trace bytes is not a whole number of {CS_FRAME_LEN}-byte frames; \
+                 the last {rem} bytes are left out of perf.data and the snapshot",
+                sink.name,
+                sink.trace.len()
+            ));
+        }
+        self.sinks.push(sink);
+    }
+
+    fn add_etm(&mut self, etm: Etm) {
+        let s = &etm.state;
+        let name = &etm.name;
+        if s.outcome == SaveOutcome::NotEtmV4
+            || s.devarch & etm4x::DEVARCH_ID_MASK != etm4x::DEVARCH_ETMV4
+        {
+            self.warnings.push(format!(
+                "source {name} (CPU {}): unknown ETM architecture (TRCDEVARCH {:#010x}); skipped",
+                s.cpu, s.devarch
+            ));
+            return;
+        }
+        if !s.regs_valid() {
+            self.warnings.push(format!(
+                "source {name} (CPU {}): registers not saved ({}); skipped",
+                s.cpu,
+                s.outcome.name()
+            ));
+            return;
+        }
+        let id = etm.trace_id();
+        if !(etm4x::TRACE_ID_MIN..=etm4x::TRACE_ID_MAX).contains(&id) {
+            self.warnings.push(format!(
+                "source {name} (CPU {}): invalid trace ID {id:#x}; skipped",
+                s.cpu
+            ));
+            return;
+        }
+        if let Some(other) = self.etms.iter().find(|e| e.state.cpu == s.cpu) {
+            self.warnings.push(format!(
+                "source {name}: CPU {} already has a trace unit ({}); skipped",
+                s.cpu, other.name
+            ));
+            return;
+        }
+        if let Some(other) = self.etms.iter().find(|e| e.trace_id() == id) {
+            self.warnings.push(format!(
+                "source {name} (CPU {}): trace ID {id:#x} already used by {}; skipped",
+                s.cpu, other.name
+            ));
+            return;
+        }
+        if s.outcome != SaveOutcome::Ok {
+            self.warnings.push(format!(
+                "source {name} (CPU {}): save outcome {}; registers used anyway",
+                s.cpu,
+                s.outcome.name()
+            ));
+        }
+        self.etms.push(etm);
+    }
+
+    fn finish(&mut self) {
+        if self.etms.is_empty() {
+            self.warnings.push(
+                "no usable ETMv4 source record: the trace cannot be decoded \
+                 (no metadata.bin, perf.data or snapshot device files)"
+                    .into(),
+            );
+        }
+        if self.sinks.is_empty() {
+            self.warnings.push("no trace sink record".into());
+        }
+    }
+
+    /// Returns the CPUs that have an ETM, a sample, or panicked; the panic CPU first.
+    pub fn cpus(&self) -> Vec<u32> {
+        let mut set = BTreeSet::new();
+        set.extend(self.etms.iter().map(|e| e.state.cpu));
+        set.extend(self.samples.iter().map(|s| s.cpu));
+        set.extend(self.panic_cpu);
+        let mut v: Vec<u32> = set.into_iter().collect();
+        if let Some(p) = self.panic_cpu {
+            v.retain(|&c| c != p);
+            v.insert(0, p);
+        }
+        v
+    }
+
+    /// Returns the ETM that emits trace ID `id`.
+    pub fn etm_for_id(&self, id: u8) -> Option<&Etm> {
+        self.etms.iter().find(|e| e.trace_id() == id)
+    }
+
+    /// Returns the address perf and the report use for `_text` (runtime).
+    pub fn text_addr(&self) -> u64 {
+        self.kernel
+            .text
+            .unwrap_or(DEFAULT_TEXT.wrapping_add(self.kernel.kaslr_offset))
+    }
+}
+
+/// Lowest address of the arm64 kernel half (any VA size).
+pub const KERNEL_SPACE: u64 = 0xFFFF_0000_0000_0000;
+/// `_text` of an arm64 kernel without KASLR (48-bit VA, `KIMAGE_VADDR`), used when the input
+/// names none.
+pub const DEFAULT_TEXT: u64 = 0xFFFF_8000_8000_0000;
+
+fn kernel_info(id: &Identity) -> KernelInfo {
+    KernelInfo {
+        release: Some(String::from_utf8_lossy(id.release_bytes()).into_owned()),
+        build_id: id.build_id_bytes().to_vec(),
+        kaslr_offset: id.kaslr_offset,
+        text: (id.text_addr != 0).then_some(id.text_addr),
+    }
+}
+
+/// `TRCCONFIGR(0x004)` → `TRCCONFIGR`.
+fn reg_name(k: &str) -> &str {
+    k.split('(').next().unwrap_or(k).trim()
+}
+
+/// `cpu_12` → 12.
+fn trailing_number(s: &str) -> Option<u32> {
+    let digits: String = s
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().ok()
+}

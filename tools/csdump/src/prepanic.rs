@@ -1,0 +1,485 @@
+//! The pre-panic report: per CPU, the panic CPU first, the CPU debug sample and the last
+//! branches and functions executed before the panic, decoded through OpenCSD and symbolised
+//! with vmlinux; rendered as text, JSON or an HTML page with a per-CPU timeline.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::PathBuf;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+use serde::Serialize;
+
+use crate::capture::Capture;
+use crate::capture::Origin;
+use crate::decode::run_trc_pkt_lister;
+use crate::decode::Element;
+use crate::elf::Symbolizer;
+use crate::snapshot::kernel_relocation;
+use crate::snapshot::write_snapshot;
+use crate::snapshot::VmlinuxImage;
+
+/// Report options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many branches and functions to keep per CPU.
+    pub last: usize,
+    /// The `trc_pkt_lister` program.
+    pub decoder: PathBuf,
+}
+
+/// An address and its symbol.
+#[derive(Debug, Clone, Serialize)]
+pub struct Addr {
+    /// The address, hex.
+    pub addr: String,
+    /// `function+0xoff`, when vmlinux has a symbol for it.
+    pub symbol: Option<String>,
+}
+
+/// A taken branch (or a jump the decoder could not follow further).
+#[derive(Debug, Clone, Serialize)]
+pub struct Branch {
+    /// The branch instruction (absent when the decoder only saw the target).
+    pub from: Option<Addr>,
+    /// Where execution went.
+    pub to: Addr,
+    /// Branch type as OpenCSD names it.
+    pub kind: String,
+}
+
+/// A run of execution inside one function (or at one address, without symbols).
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionRun {
+    /// Function name, or the address where the run starts.
+    pub name: String,
+    /// First address of the run, hex.
+    pub start: String,
+    /// Instructions executed in the run (0 when unknown).
+    pub instructions: u64,
+}
+
+/// The CPU debug sample, as the C driver prints it, with the PC's symbol.
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleInfo {
+    /// What happened (`sampled`, `powered down…`).
+    pub outcome: String,
+    /// The sampled PC, hex.
+    pub pc: Option<Addr>,
+    /// The C driver's lines.
+    pub text: String,
+}
+
+/// What one CPU did before the panic.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuReport {
+    /// Logical CPU.
+    pub cpu: u32,
+    /// Whether this CPU panicked.
+    pub panic: bool,
+    /// Trace ID of its ETM.
+    pub trace_id: Option<u8>,
+    /// The CPU debug sample.
+    pub sample: Option<SampleInfo>,
+    /// Trace elements decoded for the CPU.
+    pub elements: u64,
+    /// Last functions, oldest first.
+    pub functions: Vec<FunctionRun>,
+    /// Last branches, oldest first.
+    pub branches: Vec<Branch>,
+    /// Why there is no trace for the CPU, if there is none.
+    pub no_trace: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrePanic {
+    /// Kernel release, when known.
+    pub release: Option<String>,
+    /// Runtime `_text`, hex.
+    pub text: String,
+    /// KASLR offset, hex.
+    pub kaslr_offset: String,
+    /// The panic CPU.
+    pub panic_cpu: Option<u32>,
+    /// The panic message.
+    pub panic_message: Option<String>,
+    /// How the trace was decoded.
+    pub decoder: String,
+    /// Whether addresses are symbolised.
+    pub symbols: bool,
+    /// Per CPU, panic CPU first.
+    pub cpus: Vec<CpuReport>,
+    /// Errors the decoder printed (a packet cut at the end of a circular buffer is usual).
+    pub decoder_errors: Vec<String>,
+    /// What went wrong.
+    pub warnings: Vec<String>,
+}
+
+fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
+    Addr {
+        addr: format!("{a:#x}"),
+        symbol: sym.and_then(|s| s.name(a)),
+    }
+}
+
+fn scratch_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    std::env::temp_dir().join(format!("csdump-report-{}-{nanos}", std::process::id()))
+}
+
+/// Turns a CPU's last elements into its last functions and branches.
+fn summarise(
+    els: &VecDeque<Element>,
+    sym: Option<&Symbolizer>,
+    last: usize,
+) -> (Vec<FunctionRun>, Vec<Branch>) {
+    let mut funcs: Vec<FunctionRun> = Vec::new();
+    let mut branches = Vec::new();
+    let mut pending: Option<(u64, String)> = None;
+    for e in els {
+        if let Some(a) = e.addr() {
+            if let Some((from, kind)) = pending.take() {
+                branches.push(Branch {
+                    from: Some(addr(sym, from)),
+                    to: addr(sym, a),
+                    kind,
+                });
+            } else if matches!(e, Element::NoAccess { .. }) {
+                branches.push(Branch {
+                    from: None,
+                    to: addr(sym, a),
+                    kind: "target".into(),
+                });
+            }
+            let name = sym
+                .and_then(|s| s.function(a).map(str::to_string))
+                .unwrap_or_else(|| format!("{a:#x}"));
+            let n = match e {
+                Element::Range { count, .. } => u64::from(*count),
+                _ => 0,
+            };
+            match funcs.last_mut() {
+                Some(f) if f.name == name => f.instructions += n,
+                _ => funcs.push(FunctionRun {
+                    name,
+                    start: format!("{a:#x}"),
+                    instructions: n,
+                }),
+            }
+        }
+        match e {
+            Element::Range {
+                end,
+                last_size,
+                taken: true,
+                branch,
+                ..
+            } => pending = Some((end.wrapping_sub(u64::from(*last_size)), branch.clone())),
+            _ => pending = None,
+        }
+    }
+    funcs.drain(..funcs.len().saturating_sub(last));
+    branches.drain(..branches.len().saturating_sub(last));
+    (funcs, branches)
+}
+
+/// Builds the report: writes a scratch snapshot, decodes it, symbolises.
+pub fn build(
+    capture: &Capture<'_>,
+    vmlinux: Option<&VmlinuxImage<'_>>,
+    opts: &Options,
+) -> PrePanic {
+    let sym = vmlinux.map(|v| Symbolizer {
+        vmlinux: v.elf.clone(),
+        offset: kernel_relocation(capture, &v.elf),
+    });
+    let mut warnings = Vec::new();
+    let keep = opts.last.saturating_mul(8).max(64);
+    let mut decoded = None;
+    let decoder;
+    if capture.etms.is_empty() || capture.sinks.iter().all(|s| s.frames().is_empty()) {
+        decoder = "not run: no ETMv4 source or no trace".to_string();
+    } else {
+        let dir = scratch_dir();
+        let result = write_snapshot(capture, &dir, vmlinux).and_then(|_| {
+            let idx = capture
+                .sinks
+                .iter()
+                .position(|s| !s.frames().is_empty())
+                .unwrap_or(0);
+            run_trc_pkt_lister(
+                &opts.decoder,
+                &dir,
+                &format!("ETB_{idx}"),
+                &dir.join("decode.ppl"),
+                keep,
+            )
+        });
+        let _ = fs::remove_dir_all(&dir);
+        match result {
+            Ok(d) => {
+                decoder = format!("OpenCSD ({})", opts.decoder.display());
+                decoded = Some(d);
+            }
+            Err(e) => {
+                decoder = format!("not run: {e}");
+                warnings.push(format!("trace not decoded: {e}"));
+            }
+        }
+    }
+    let has_memory = vmlinux.is_some()
+        || matches!(capture.origin, Origin::Snapshot(_)) && !capture.memory.is_empty();
+    if decoded.is_some() && !has_memory {
+        warnings.push(
+            "no kernel image (--vmlinux): only branch targets are known, not the instructions \
+             between them"
+                .into(),
+        );
+    }
+    let mut cpus = Vec::new();
+    for cpu in capture.cpus() {
+        let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
+        let sample = capture.samples.iter().find(|s| s.cpu == cpu).map(|s| {
+            let pc = (s.outcome == cspd_hw::cpu_debug::Outcome::Sampled)
+                .then(|| addr(sym.as_ref(), s.pc.pc));
+            let mut text = format!("{}", s.report());
+            if let Some(Addr {
+                symbol: Some(name), ..
+            }) = &pc
+            {
+                text = text
+                    .lines()
+                    .map(|l| {
+                        if l.trim_start().starts_with("EDPCSR:") {
+                            format!("{l} {name}")
+                        } else {
+                            l.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+            SampleInfo {
+                outcome: s.outcome.reason().to_string(),
+                pc,
+                text,
+            }
+        });
+        let id = etm.map(|e| e.trace_id());
+        let (mut functions, mut branches, mut elements, mut no_trace) =
+            (Vec::new(), Vec::new(), 0, None);
+        match (id, &decoded) {
+            (None, _) => no_trace = Some("no ETMv4 source record for this CPU".into()),
+            (Some(_), None) => no_trace = Some(decoder.clone()),
+            (Some(id), Some(d)) => match d.by_id.get(&id) {
+                Some(els) => {
+                    elements = d.totals.get(&id).copied().unwrap_or(0);
+                    (functions, branches) = summarise(els, sym.as_ref(), opts.last);
+                }
+                None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
+            },
+        }
+        cpus.push(CpuReport {
+            cpu,
+            panic: capture.panic_cpu == Some(cpu),
+            trace_id: id,
+            sample,
+            elements,
+            functions,
+            branches,
+            no_trace,
+        });
+    }
+    PrePanic {
+        release: capture.kernel.release.clone(),
+        text: format!("{:#x}", capture.text_addr()),
+        kaslr_offset: format!("{:#x}", capture.kernel.kaslr_offset),
+        panic_cpu: capture.panic_cpu,
+        panic_message: capture.panic_message.clone(),
+        decoder,
+        symbols: sym.is_some(),
+        decoder_errors: decoded
+            .as_ref()
+            .map(|d| d.errors.clone())
+            .unwrap_or_default(),
+        cpus,
+        warnings,
+    }
+}
+
+fn show(a: &Addr) -> String {
+    match &a.symbol {
+        Some(s) => format!("{} {s}", a.addr),
+        None => a.addr.clone(),
+    }
+}
+
+/// Renders the report as text.
+pub fn render_text(r: &PrePanic) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "kernel:  {} (_text {}, KASLR offset {})",
+        r.release.as_deref().unwrap_or("unknown"),
+        r.text,
+        r.kaslr_offset
+    );
+    if let Some(m) = &r.panic_message {
+        let cpu = r.panic_cpu.map_or("?".into(), |c| c.to_string());
+        let _ = writeln!(s, "panic:   CPU {cpu}: {}", m.trim_end());
+    }
+    let _ = writeln!(s, "decoder: {}", r.decoder);
+    for c in &r.cpus {
+        let _ = writeln!(
+            s,
+            "\nCPU {}{}{}",
+            c.cpu,
+            if c.panic { " (panic CPU)" } else { "" },
+            c.trace_id.map_or(String::new(), |id| format!(
+                ", trace ID {id:#x}, {} trace elements",
+                c.elements
+            ))
+        );
+        if let Some(sm) = &c.sample {
+            let _ = writeln!(s, "  CPU debug sample:");
+            for l in sm.text.lines() {
+                let _ = writeln!(s, "    {l}");
+            }
+        }
+        if let Some(why) = &c.no_trace {
+            let _ = writeln!(s, "  no trace: {why}");
+            continue;
+        }
+        let _ = writeln!(s, "  last functions (oldest first, last one at the panic):");
+        for f in &c.functions {
+            if f.instructions > 0 {
+                let _ = writeln!(s, "    {:<40} {} instructions", f.name, f.instructions);
+            } else {
+                let _ = writeln!(s, "    {}", f.name);
+            }
+        }
+        let _ = writeln!(s, "  last branches (oldest first):");
+        for b in &c.branches {
+            let from = b.from.as_ref().map_or("?".into(), show);
+            let _ = writeln!(s, "    {from} -> {} [{}]", show(&b.to), b.kind);
+        }
+    }
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn color(name: &str) -> String {
+    let h = name.bytes().fold(2166136261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16777619)
+    });
+    format!("hsl({},60%,65%)", h % 360)
+}
+
+/// Renders an HTML page with the report and a per-CPU timeline (inline SVG).
+pub fn render_html(r: &PrePanic) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>csdump: before the panic</title>\n<style>body{font-family:sans-serif;margin:1em}pre{background:#f4f4f4;padding:.5em}svg text{font-size:10px}</style></head><body>\n",
+    );
+    let _ = writeln!(s, "<h1>Before the panic</h1>");
+    let _ = writeln!(
+        s,
+        "<p>Kernel {} (_text {}, KASLR offset {}). Decoder: {}.</p>",
+        esc(r.release.as_deref().unwrap_or("unknown")),
+        r.text,
+        r.kaslr_offset,
+        esc(&r.decoder)
+    );
+    if let Some(m) = &r.panic_message {
+        let _ = writeln!(
+            s,
+            "<p><b>Panic</b> on CPU {}: <code>{}</code></p>",
+            r.panic_cpu.map_or("?".into(), |c| c.to_string()),
+            esc(m.trim_end())
+        );
+    }
+    // Timeline: one lane per CPU, the last functions left to right, ending at the panic.
+    let lane = 36;
+    let width = 1000;
+    let left = 80;
+    let height = lane * r.cpus.len().max(1) + 20;
+    let _ = writeln!(
+        s,
+        "<h2>Timeline</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">",
+        width + left + 20
+    );
+    for (i, c) in r.cpus.iter().enumerate() {
+        let y = 10 + i * lane;
+        let _ = writeln!(
+            s,
+            "<text x=\"0\" y=\"{}\">CPU {}{}</text>",
+            y + 18,
+            c.cpu,
+            if c.panic { " (panic)" } else { "" }
+        );
+        let n = c.functions.len();
+        if n == 0 {
+            let _ = writeln!(
+                s,
+                "<text x=\"{left}\" y=\"{}\" fill=\"#888\">no trace</text>",
+                y + 18
+            );
+            continue;
+        }
+        let w = width / n.max(1);
+        for (j, f) in c.functions.iter().enumerate() {
+            let x = left + j * w;
+            let _ = writeln!(
+                s,
+                "<g><title>{} ({} instructions, from {})</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"26\" fill=\"{}\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
+                esc(&f.name),
+                f.instructions,
+                f.start,
+                w,
+                color(&f.name),
+                x + 2,
+                y + 17,
+                esc(&f.name.chars().take(w / 6).collect::<String>())
+            );
+        }
+    }
+    let _ = writeln!(s, "</svg>");
+    for c in &r.cpus {
+        let _ = writeln!(
+            s,
+            "<h2>CPU {}{}</h2>",
+            c.cpu,
+            if c.panic { " (panic CPU)" } else { "" }
+        );
+        if let Some(sm) = &c.sample {
+            let _ = writeln!(s, "<pre>{}</pre>", esc(&sm.text));
+        }
+        if let Some(why) = &c.no_trace {
+            let _ = writeln!(s, "<p>No trace: {}</p>", esc(why));
+            continue;
+        }
+        let _ = writeln!(s, "<h3>Last branches</h3><ol>");
+        for b in &c.branches {
+            let from = b.from.as_ref().map_or("?".into(), show);
+            let _ = writeln!(
+                s,
+                "<li><code>{} &rarr; {}</code> [{}]</li>",
+                esc(&from),
+                esc(&show(&b.to)),
+                esc(&b.kind)
+            );
+        }
+        let _ = writeln!(s, "</ol>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
