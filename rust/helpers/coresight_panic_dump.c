@@ -24,11 +24,22 @@ __rust_helper void rust_helper_cspd_set_crash_kexec_post_notifiers(bool on)
 	crash_kexec_post_notifiers = on;
 }
 
-/* vmcoreinfo_append_str() is variadic and built-in only: take one preformatted line. */
+/*
+ * vmcoreinfo_append_str() is variadic and built-in only: take one preformatted line. The ELF note
+ * that crash tools read is rebuilt from the data only at boot and at kdump time; rebuild it here
+ * too (as update_vmcoreinfo_note() does), so that a hypervisor's memory dump sees the line.
+ */
 __rust_helper int rust_helper_cspd_vmcoreinfo_append(const char *line)
 {
 #ifdef CONFIG_VMCORE_INFO
+	Elf_Word *buf;
+
+	if (!vmcoreinfo_data || !vmcoreinfo_note)
+		return -ENODEV;
 	vmcoreinfo_append_str("%s", line);
+	buf = append_elf_note(vmcoreinfo_note, VMCOREINFO_NOTE_NAME, 0, vmcoreinfo_data,
+			      vmcoreinfo_size);
+	final_note(buf);
 	return 0;
 #else
 	return -EOPNOTSUPP;

@@ -16,9 +16,11 @@ use crate::{
 
 /// Appends `line` (which should end in `\n`) to the vmcoreinfo note.
 ///
-/// Only code built into the kernel can do this, and it must happen before user space loads a
-/// capture kernel with `kexec -p`: the note is copied then. Returns [`EOPNOTSUPP`] when the kernel
-/// has no vmcoreinfo (`CONFIG_VMCORE_INFO`).
+/// The note is rebuilt at once, so a hypervisor's memory dump (QEMU `dump-guest-memory` with the
+/// `vmcoreinfo` device) sees the line too. Only code built into the kernel can do this, and it
+/// must happen before user space loads a capture kernel with `kexec -p`: the note is copied then.
+/// Returns [`EOPNOTSUPP`] when the kernel has no vmcoreinfo (`CONFIG_VMCORE_INFO`), [`ENODEV`]
+/// before it is set up.
 pub fn append(line: &CStr) -> Result {
     // SAFETY: `line` is a valid NUL-terminated string, formatted with "%s" by the helper.
     to_result(unsafe { bindings::cspd_vmcoreinfo_append(line.as_char_ptr()) })
