@@ -9,7 +9,12 @@
 #   sample-kdump         module variant, rust_panic_record.ko loaded, kdump capture kernel
 #   sample-builtin       builtin variant (sample built in), QMP dump-guest-memory
 #   dump-qemu-dump       panic-dump core + Rust and C clients, QMP dump, csdump extract checked
+#   dump-builtin         the same with the core and both clients built into the image
 #   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself)
+#   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
+#   dump-warm-corrupt    the dump is corrupted during the warm reset: rejected with a logged reason
+#   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
+#   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
@@ -84,6 +89,119 @@ scenario_dump-kdump() {
 	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $DUMP_APPEND" && check_dump "$d"
 }
 
+scenario_dump-builtin() {
+	local d=$RUNS/dump-builtin
+	qemu qemu-dump builtin "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump" && check_dump "$d"
+}
+
+# A region too small for every client: the registration that does not fit fails with a clear
+# error at dump_add time (never at panic time), and the others are dumped.
+scenario_dump-region-full() {
+	local d=$RUNS/dump-region-full
+	qemu qemu-dump mod "$d" \
+		"cspd.test=panic reserve_mem=7K:4096:coresight_dump cspd.insmod=rust_dump_client.ko,c_dump_client.ko" ||
+		return 1
+	grep -q "coresight_panic_dump: region full: c-sample cannot have 1040 bytes" "$d/console.log" ||
+		{ echo "the core did not say the region was full" >&2; return 1; }
+	grep -q "c_dump_client: coresight_dump_add failed: -28" "$d/console.log" ||
+		{ echo "the C client did not get -ENOSPC" >&2; return 1; }
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
+	python3 - "$d/extract/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+names = sorted(r["name"] for r in s["records"])
+assert s["commit"]["state"] == "ok", s["commit"]
+assert names == ["identity", "panic", "rust-failing", "rust-sample"], names
+print("region full: c-sample refused at registration; the others dumped and committed:", names)
+PY
+}
+
+# Warm reboot: the first boot panics and reboots itself (panic=1) with its RAM; the second boot
+# finds the dump in debugfs, saves it to the disk (the host's region file), then clears it.
+WARM_APPEND="panic=1 reserve_mem=1M:4096:coresight_dump cspd.test=warm cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
+
+scenario_dump-warm-reboot() {
+	local d=$RUNS/dump-warm-reboot
+	qemu warm mod "$d" "$WARM_APPEND" || return 1
+	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
+	check_dump "$d" || return 1
+	local size
+	size=$(stat -c %s "$d/vmcore.elf")
+	grep -q "coresight_panic_dump: previous dump: 5 records" "$d/console.log" ||
+		{ echo "the second boot did not report the previous dump" >&2; return 1; }
+	grep -q "CSPD: clear rejected a bad value; last dump still $size bytes" "$d/console.log" ||
+		{ echo "writing 2 to clear was not rejected, or changed the dump" >&2; return 1; }
+	grep -q "CSPD: last dump after clear: 0 bytes" "$d/console.log" ||
+		{ echo "clear did not empty last_dump" >&2; return 1; }
+	echo "warm reboot: $size byte dump read back from debugfs, bad clear value rejected, clear emptied it"
+}
+
+# The same, with QEMU's generic loader writing 4 bytes into the rust-sample record's data at every
+# reset: the warm reset after the panic corrupts the committed dump, and the second boot must
+# reject it with a logged reason and expose nothing.
+scenario_dump-warm-corrupt() {
+	local ref=$RUNS/dump-warm-reboot d=$RUNS/dump-warm-corrupt
+	[ -f "$ref/extract/summary.json" ] || scenario_dump-warm-reboot || return 1
+	local addr
+	addr=$(python3 - "$ref/extract/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+base = int(s["identity"]["region_paddr"], 16)
+rec = next(r for r in s["records"] if r["name"] == "rust-sample")
+print(hex(base + rec["offset"] + 80 + 16))  # 80: record header size
+PY
+) || return 1
+	qemu warm mod "$d" "$WARM_APPEND" \
+		--qemu-arg "-device loader,addr=$addr,data=0xdeadbeef,data-len=4" || return 1
+	[ ! -f "$d/vmcore.elf" ] || { echo "the corrupted dump was exposed" >&2; return 1; }
+	grep -E "coresight_panic_dump: previous dump rejected: .*(crc|CRC)" "$d/console.log" ||
+		{ echo "the second boot did not log why it rejected the dump" >&2; return 1; }
+}
+
+# A device-tree region instead of reserve_mem=: QEMU's own DTB with a no-map reserved-memory node
+# and a node compatible with "linux,coresight-panic-dump" that names it "dump" (mapped WC).
+DT_REGION=0x7f000000
+make_dtb() {
+	local out=$1
+	command -v dtc >/dev/null || die "dtc is missing: run scripts/setup.sh (package device-tree-compiler)"
+	qemu-system-aarch64 -M "virt,dumpdtb=$out.base" -cpu cortex-a57 -smp 2 -m 1G -display none \
+		-nic none -device vmcoreinfo >/dev/null 2>&1 || return 1
+	{
+		dtc -q -I dtb -O dts "$out.base"
+		cat <<DTS
+/ {
+	reserved-memory {
+		#address-cells = <2>;
+		#size-cells = <2>;
+		ranges;
+		cspd_dump: coresight-dump@${DT_REGION#0x} {
+			reg = <0x0 $DT_REGION 0x0 0x100000>;
+			no-map;
+		};
+	};
+	coresight-panic-dump {
+		compatible = "linux,coresight-panic-dump";
+		memory-region = <&cspd_dump>;
+		memory-region-names = "dump";
+	};
+};
+DTS
+	} | dtc -q -I dts -O dtb -o "$out" - || return 1
+	rm -f "$out.base"
+}
+
+scenario_dump-dt-region() {
+	local d=$RUNS/dump-dt-region
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	qemu warm mod "$d" "panic=1 cspd.test=warm cspd.insmod=rust_dump_client.ko,c_dump_client.ko" \
+		--qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+	grep -q "coresight_panic_dump: dump region at $DT_REGION, 1024 KiB (device tree)" "$d/console.log" ||
+		{ echo "the core did not take the device-tree region" >&2; return 1; }
+	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
+	check_dump "$d"
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it.
 expect_failure() {
 	local what=$1
@@ -118,9 +236,8 @@ scenario_harness-wrong-record() {
 		--vmcore "$d/vmcore.elf" --message "a different panic"
 }
 
-# sample-builtin needs the builtin variant (make check-builtin); the default list does not.
-ALL=(sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump harness-no-module harness-no-panic
-	harness-wrong-record)
+ALL=(sample-qemu-dump sample-kdump sample-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
+	dump-dt-region dump-region-full harness-no-module harness-no-panic harness-wrong-record)
 
 main() {
 	ensure_cache_dir

@@ -11,6 +11,8 @@ Two capture methods:
   kdump      the guest loads a capture kernel with `kexec -s -p` and boots with
              crash_kexec_post_notifiers; after the panic the capture kernel copies /proc/vmcore to
              a raw virtio disk, which becomes the vmcore on the host.
+  warm       panic=1 reboots the guest with its RAM; the second boot saves the previous boot's
+             dump from debugfs to a virtio disk, which becomes the region file on the host.
   boot       no capture: boot, wait for a console line, stop (used to look at a live guest).
 
 Every wait has a timeout; on any failure the script says what it waited for and exits non-zero.
@@ -240,6 +242,53 @@ def run_kdump(a, workdir):
         stop(proc)
 
 
+def run_warm(a, workdir):
+    """Panic, let the guest reboot itself (panic=1, RAM kept), and take what the second boot saved.
+
+    The second boot copies the previous boot's dump (debugfs last_dump) to the virtio disk and
+    powers off; the disk, cut to the size it printed, becomes the region file. When the second
+    boot finds no dump, the region file is not written and the run still succeeds: the caller
+    judges the console.
+    """
+    disk = os.path.abspath(a.vmcore)
+    with open(disk, "wb") as f:
+        f.truncate(int(a.disk_size))
+    args = base_args(a, workdir) + [
+        "-append", a.append,
+        "-drive", f"file={disk},format=raw,if=none,id=vmcore",
+        "-device", "virtio-blk-pci,drive=vmcore",
+    ]
+    proc = start(args, workdir)
+    console = Console(os.path.join(workdir, "console.log"))
+    try:
+        try:
+            console.wait_for(PANIC_LINE, a.panic_timeout, proc, "the panic")
+        except Failure as e:
+            raise Failure(f"{e} (last console line: {last_line(console.text)!r})")
+        try:
+            proc.wait(timeout=a.capture_timeout)
+        except subprocess.TimeoutExpired:
+            console.poll()
+            raise Failure(f"the second boot did not finish within {a.capture_timeout} s "
+                          f"(last console line: {last_line(console.text)!r})")
+        console.poll()
+        m = re.search(r"CSPD: last dump saved: (\d+) bytes", console.text)
+        if m:
+            size = int(m.group(1))
+            with open(disk, "r+b") as f:
+                f.truncate(size)
+            print(f"warm: {size} byte region saved by the second boot: {disk}")
+        elif "CSPD: no last dump after reboot" in console.text:
+            os.unlink(disk)
+            print("warm: the second boot found no previous dump")
+        else:
+            raise Failure("the second boot neither saved a dump nor reported none "
+                          f"(last console line: {last_line(console.text)!r})")
+    finally:
+        console.poll()
+        stop(proc)
+
+
 def run_boot(a, workdir):
     args = base_args(a, workdir) + ["-append", a.append]
     proc = start(args, workdir)
@@ -258,7 +307,7 @@ def last_line(text):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["qemu-dump", "kdump", "boot"])
+    p.add_argument("mode", choices=["qemu-dump", "kdump", "warm", "boot"])
     p.add_argument("--kernel", required=True)
     p.add_argument("--initrd", required=True)
     p.add_argument("--append", required=True)
@@ -281,7 +330,7 @@ def main():
             print(f"error: {f} does not exist", file=sys.stderr)
             return 1
     try:
-        {"qemu-dump": run_qemu_dump, "kdump": run_kdump, "boot": run_boot}[a.mode](a, a.workdir)
+        {"qemu-dump": run_qemu_dump, "kdump": run_kdump, "warm": run_warm, "boot": run_boot}[a.mode](a, a.workdir)
     except Failure as e:
         print(f"error: {a.mode}: {e} (console: {os.path.join(a.workdir, 'console.log')})", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ HOST_PKGS=(
 	# Rust 1.96 with its library source, which the kernel compiles against
 	rustc-web cargo-web rust-web-src rustfmt-web rust-web-clippy
 	# guest and capture
-	qemu-system-arm
+	qemu-system-arm device-tree-compiler
 	# judges of what csdump writes
 	linux-perf libopencsd-bin libopencsd-dev
 )
