@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo check check-builtin setup kernel kernel-builtin initramfs e2e host-test lint help
+.PHONY: demo check setup kernel kernel-builtin initramfs e2e host-test lint help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -45,16 +45,13 @@ demo: setup
 	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump
 	cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
 
-## check            every test: host tests, lint, the module kernel build, the QEMU scenarios
+## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
 check: setup
 	$(MAKE) host-test
 	$(MAKE) lint
 	bash scripts/kernel.sh all mod
+	bash scripts/kernel.sh all builtin
 	bash scripts/initramfs.sh mod
+	bash scripts/initramfs.sh builtin
 	bash scripts/e2e.sh
 
-## check-builtin    the builtin variant (W=1, CLIPPY=1) and its QEMU scenario
-check-builtin: setup
-	bash scripts/kernel.sh all builtin
-	bash scripts/initramfs.sh builtin
-	bash scripts/e2e.sh sample-builtin
