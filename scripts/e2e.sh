@@ -13,8 +13,10 @@
 #   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself)
 #   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
 #   dump-warm-corrupt    the dump is corrupted during the warm reset: rejected with a logged reason
+#   dump-hung-callback   a callback that never returns: reset, the committed dump names it
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
+#   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
@@ -63,7 +65,22 @@ scenario_sample-builtin() {
 	local d=$RUNS/sample-builtin
 	qemu qemu-dump builtin "$d" "cspd.test=panic" &&
 		grep -q "built-in: true" "$d/console.log" &&
+		grep -F "rust_amba_probe" "$d/console.log" | grep -qF "$AMBA_LINE" &&
 		check_record "$d"
+}
+
+# kernel::amba at probe: the sample binds to QEMU's PL031 and reads its ID registers over MMIO.
+AMBA_LINE="periphid 0x00141031 read over MMIO (bus: 0x00141031), cid 0xb105f00d, matched 0x41031/0xfffff"
+
+scenario_amba-probe() {
+	local d=$RUNS/amba-probe
+	rm -rf "$d"
+	mkdir -p "$d"
+	python3 "$REPO/scripts/qemu.py" boot --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
+		--append "$BASE_APPEND cspd.insmod=rust_amba_probe.ko" --workdir "$d" \
+		--panic-timeout 120 || return 1
+	grep -F "rust_amba_probe" "$d/console.log" | grep -F "$AMBA_LINE" ||
+		{ echo "the AMBA sample did not bind and read the PL031 IDs" >&2; return 1; }
 }
 
 # The panic-dump core with the Rust and C sample clients; csdump extracts, check_dump.py judges.
@@ -134,6 +151,29 @@ scenario_dump-warm-reboot() {
 	grep -q "CSPD: last dump after clear: 0 bytes" "$d/console.log" ||
 		{ echo "clear did not empty last_dump" >&2; return 1; }
 	echo "warm reboot: $size byte dump read back from debugfs, bad clear value rejected, clear emptied it"
+}
+
+# A callback that never returns: the first boot hangs in its panic path; the harness resets the
+# machine as a watchdog would; the dump committed before the callback ran names it as unfinished
+# (partial, -ETIMEDOUT), keeps what ran before it, and shows what never ran (c-sample, later).
+scenario_dump-hung-callback() {
+	local d=$RUNS/dump-hung-callback
+	qemu warm mod "$d" "$WARM_APPEND cspd.modparm_rust_dump_client=hang=1" \
+		--reset-on "rust-hang: spinning forever" || return 1
+	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
+	python3 - "$d/extract/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["commit"]["state"] == "ok", s["commit"]
+r = {x["name"]: (x["status"], x["error"]) for x in s["records"]}
+assert r["rust-sample"] == ("ok", 0), r
+assert r["rust-failing"] == ("partial", -5), r
+assert r["rust-hang"] == ("partial", -110), r
+assert r["c-sample"] == ("not-run", 0), r
+assert s["panic"]["message"] == "sysrq triggered crash", s["panic"]
+print("hung callback: committed dump names it partial/-ETIMEDOUT; earlier records kept; later not run")
+PY
 }
 
 # The same, with QEMU's generic loader writing 4 bytes into the rust-sample record's data at every
@@ -236,8 +276,8 @@ scenario_harness-wrong-record() {
 		--vmcore "$d/vmcore.elf" --message "a different panic"
 }
 
-ALL=(sample-qemu-dump sample-kdump sample-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-dt-region dump-region-full harness-no-module harness-no-panic harness-wrong-record)
+ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
+	dump-hung-callback dump-dt-region dump-region-full harness-no-module harness-no-panic harness-wrong-record)
 
 main() {
 	ensure_cache_dir

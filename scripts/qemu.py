@@ -258,13 +258,24 @@ def run_warm(a, workdir):
         "-drive", f"file={disk},format=raw,if=none,id=vmcore",
         "-device", "virtio-blk-pci,drive=vmcore",
     ]
+    qmp_path = os.path.join(workdir, "qmp.sock")
+    if a.reset_on:
+        if os.path.exists(qmp_path):
+            os.unlink(qmp_path)
+        args += ["-qmp", f"unix:{qmp_path},server=on,wait=off"]
     proc = start(args, workdir)
     console = Console(os.path.join(workdir, "console.log"))
     try:
+        qmp = Qmp(qmp_path, 30) if a.reset_on else None
         try:
             console.wait_for(PANIC_LINE, a.panic_timeout, proc, "the panic")
         except Failure as e:
             raise Failure(f"{e} (last console line: {last_line(console.text)!r})")
+        if qmp is not None:
+            # The guest will not reboot by itself: reset it as a watchdog would.
+            console.wait_for(a.reset_on, 60, proc, repr(a.reset_on))
+            time.sleep(1)
+            qmp.command("system_reset")
         try:
             proc.wait(timeout=a.capture_timeout)
         except subprocess.TimeoutExpired:
@@ -319,6 +330,8 @@ def main():
     p.add_argument("--disk-size", default=str(1536 << 20), help="virtio disk for kdump, bytes")
     p.add_argument("--panic-timeout", type=int, default=240, help="seconds from start to the panic")
     p.add_argument("--capture-timeout", type=int, default=300, help="seconds from the panic to the saved vmcore")
+    p.add_argument("--reset-on", help="warm: reset the machine (QMP system_reset) 1 s after this "
+                   "console text, for a guest that hangs in its panic path")
     p.add_argument("--wait-for", default="CSPD: idle", help="console text that ends a 'boot' run")
     p.add_argument("--qemu-arg", action="append", help="extra QEMU arguments")
     a = p.parse_args()

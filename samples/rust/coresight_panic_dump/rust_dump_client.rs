@@ -9,7 +9,9 @@
 //! - `rust-failing` (other, 64 bytes): writes `b"half"` and reports `EIO`, to show that a
 //!   failing callback costs only its own record;
 //! - `rust-deleted` (other, 256 bytes): dropped again at init, so its slot is released and the
-//!   dump has no record of it.
+//!   dump has no record of it;
+//! - with `hang=1`, `rust-hang` (other, 64 bytes): its callback never returns, to show that the
+//!   dump committed before it still names it (a watchdog or a reset then recovers the region).
 
 use kernel::{
     c_str,
@@ -28,6 +30,12 @@ module! {
     authors: ["coresight-panic-dump developers"],
     description: "Rust panic dump client sample",
     license: "GPL",
+    params: {
+        hang: bool {
+            default: false,
+            description: "Also register a callback that never returns",
+        },
+    },
 }
 
 /// Size of the `rust-sample` record.
@@ -61,9 +69,22 @@ impl DumpCallback for Failing {
     }
 }
 
+/// Never returns: stands for a device that hangs the bus.
+struct Hang;
+
+impl DumpCallback for Hang {
+    fn dump(&self, _buf: &mut [u8], _written: &mut usize) -> Result {
+        pr_emerg!("rust-hang: spinning forever\n");
+        loop {
+            core::hint::spin_loop();
+        }
+    }
+}
+
 struct RustDumpClient {
     _sample: Pin<KBox<Registration<Pattern>>>,
     _failing: Pin<KBox<Registration<Failing>>>,
+    _hang: Option<Pin<KBox<Registration<Hang>>>>,
 }
 
 impl kernel::Module for RustDumpClient {
@@ -104,11 +125,28 @@ impl kernel::Module for RustDumpClient {
             ),
             GFP_KERNEL,
         )?;
+        let hang = if module_parameters::hang.value() {
+            Some(KBox::pin_init(
+                Registration::new(
+                    DumpInfo {
+                        name: c_str!("rust-hang"),
+                        kind: DumpType::Other,
+                        cpu: None,
+                        max_bytes: 64,
+                    },
+                    Ok::<_, Error>(Hang),
+                ),
+                GFP_KERNEL,
+            )?)
+        } else {
+            None
+        };
         drop(deleted);
         pr_info!("registered rust-sample and rust-failing; rust-deleted added and removed\n");
         Ok(Self {
             _sample: sample,
             _failing: failing,
+            _hang: hang,
         })
     }
 }

@@ -293,6 +293,24 @@ impl Core {
     ///
     /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
     unsafe fn run(&self, info: &EntryInfo) {
+        let mut h = RecordHeader::new(
+            info.record,
+            &info.name,
+            u32::try_from(info.capacity).unwrap_or(0),
+            self.stamp(),
+        );
+        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
+
+        // Until the callback returns, its record says it did not finish, and the dump is
+        // committed that way: a callback that never returns (a device that hangs the bus, a
+        // driver bug) leaves a readable dump that names it, for a watchdog reset to recover.
+        h.status = RecordStatus::Partial;
+        h.error = ETIMEDOUT.to_errno();
+        if self.write_header(info.slot, &h).is_ok() {
+            // SAFETY: By the safety requirements.
+            unsafe { self.commit() };
+        }
+
         let data_off = info.slot + RECORD_HEADER_SIZE;
         // SAFETY: The slot belongs to this registration only; by the safety requirements nothing
         // else runs.
@@ -305,13 +323,6 @@ impl Core {
         let ret = unsafe {
             (info.desc.dump)(info.desc.data, buf.as_mut_ptr().cast(), buf.len(), &mut len)
         };
-        let mut h = RecordHeader::new(
-            info.record,
-            &info.name,
-            u32::try_from(info.capacity).unwrap_or(0),
-            self.stamp(),
-        );
-        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
         h.status = if len > info.capacity {
             RecordStatus::Truncated
         } else if ret < 0 && len > 0 {
@@ -330,6 +341,25 @@ impl Core {
                 .slice_mut(info.slot, RECORD_HEADER_SIZE + info.capacity)
         } {
             let _ = format::seal_record(rec, &h);
+        }
+    }
+
+    /// Writes (or rewrites) the commit record after the last record.
+    ///
+    /// # Safety
+    ///
+    /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
+    unsafe fn commit(&self) -> bool {
+        // SAFETY: By the safety requirements nothing else accesses the region.
+        let Ok(all) = (unsafe { self.map.slice_mut(0, self.map.len()) }) else {
+            return false;
+        };
+        match format::write_commit(all) {
+            Ok(_) => true,
+            Err(e) => {
+                pr_emerg!("could not commit the dump: {}\n", Shown(e));
+                false
+            }
         }
     }
 
@@ -365,6 +395,8 @@ impl Core {
                 let _ = format::write_record(rec, &h, &pi[..n]);
             }
         }
+        // SAFETY: We won `dumping`; the other CPUs are stopped.
+        unsafe { self.commit() };
 
         // Phases in order; within a phase, registration order (at most MAX_ENTRIES^2 steps).
         for phase in [
@@ -398,11 +430,8 @@ impl Core {
         }
 
         // SAFETY: We won `dumping`; the other CPUs are stopped; the callbacks are done.
-        if let Ok(all) = unsafe { self.map.slice_mut(0, self.map.len()) } {
-            if let Err(e) = format::write_commit(all) {
-                pr_emerg!("could not commit the dump: {}\n", Shown(e));
-                return;
-            }
+        if !unsafe { self.commit() } {
+            return;
         }
         pr_emerg!(
             "dump committed at {:#x} (sequence {})\n",
