@@ -17,6 +17,8 @@
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
+#   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1: knob, report per sim CPU, csdump agrees
+#   cpu-debug-builtin    the same built in, enabled by coresight_cpu_debug.enable=1
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
@@ -131,6 +133,65 @@ assert s["commit"]["state"] == "ok", s["commit"]
 assert names == ["identity", "panic", "rust-failing", "rust-sample"], names
 print("region full: c-sample refused at registration; the others dumped and committed:", names)
 PY
+}
+
+# CPU debug: the Rust coresight_cpu_debug with its model-backed interfaces (one per CPU) prints
+# the C driver's report at panic with symbolised PCs, and csdump shows the same register values.
+check_cpu_debug() {
+	local d=$1
+	python3 - "$d/console.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+assert "ARM external debug module:" in text, "no report header"
+want = {0: "store_enable", 1: "show_enable"}
+for cpu, fn in want.items():
+    p = f"coresight-cpu-debug cpu-debug-sim.{cpu}: "
+    assert p + f"CPU[{cpu}]:" in text, f"no report for CPU {cpu}"
+    assert p + " EDPRSR:  00000001 (Power:On DLK:Unlock)" in text, f"EDPRSR line of CPU {cpu}"
+    m = re.search(re.escape(p) + r" EDPCSR:  (\S+)", text)
+    assert m and fn in m.group(1) and "+0x0/" in m.group(1), f"EDPCSR of CPU {cpu}: {m and m.group(1)}"
+    assert p + f" EDCIDSR: {0x100 + cpu:08x}" in text, f"EDCIDSR of CPU {cpu}"
+    assert p + " EDVIDSR: 90000000 (State:Non-secure Mode:EL1/0 Width:64bits VMID:0)" in text, \
+        f"EDVIDSR of CPU {cpu}"
+print("report printed for every sim CPU with symbolised PCs")
+PY
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
+	local rc=0
+	"$CSDUMP" report "$d/vmcore.elf" --json >"$d/report.json" 2>"$d/report.err" || rc=$?
+	[ $rc = 0 ] || [ $rc = 2 ] || { cat "$d/report.err"; return 1; }
+	python3 - "$d/console.log" "$d/report.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1], errors="replace").read()
+rep = json.load(open(sys.argv[2]))
+samples = {c["cpu"]: c["sample"] for c in rep["cpus"] if c.get("sample")}
+for cpu in (0, 1):
+    s = samples.get(cpu)
+    assert s and s["outcome"] == "sampled", f"csdump has no sample for CPU {cpu}: {s}"
+    p = f"coresight-cpu-debug cpu-debug-sim.{cpu}: "
+    for reg in ("EDPRSR", "EDCIDSR", "EDVIDSR"):
+        kline = re.search(re.escape(p) + r" (" + reg + r":.*)", text).group(1).strip()
+        assert any(l.strip() == kline for l in s["text"].splitlines()), \
+            f"CPU {cpu} {reg}: kernel {kline!r}, csdump {s['text']!r}"
+print("csdump shows the same EDPRSR, EDCIDSR and EDVIDSR as the kernel for every CPU")
+PY
+}
+
+scenario_cpu-debug-module() {
+	local d=$RUNS/cpu-debug-module
+	qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump cspd.knob=1 cspd.insmod=coresight_cpu_debug.ko cspd.modparm_coresight_cpu_debug=debug=1" ||
+		return 1
+	grep -q "CSPD: knob read 1" "$d/console.log" &&
+		grep -q "CSPD: knob after 0: 0" "$d/console.log" &&
+		grep -q "CSPD: knob rejected 2: 0" "$d/console.log" &&
+		grep -q "CSPD: knob after 1: 1" "$d/console.log" ||
+		{ echo "the debugfs enable knob did not toggle as expected" >&2; return 1; }
+	check_cpu_debug "$d"
+}
+
+scenario_cpu-debug-builtin() {
+	local d=$RUNS/cpu-debug-builtin
+	qemu qemu-dump builtin "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump coresight_cpu_debug.enable=1" &&
+		check_cpu_debug "$d"
 }
 
 # Warm reboot: the first boot panics and reboots itself (panic=1) with its RAM; the second boot
@@ -276,7 +337,7 @@ scenario_harness-wrong-record() {
 		--vmcore "$d/vmcore.elf" --message "a different panic"
 }
 
-ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
+ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-dt-region dump-region-full harness-no-module harness-no-panic harness-wrong-record)
 
 main() {

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Arm CoreSight CPU debug module driver.
+//!
+//! Each CPU's external debug interface (ARMv8-A, DDI 0487 part H) samples the CPU's program
+//! counter in `EDPCSR`. At panic this driver, in the panic dump's "sample CPUs" phase, reads every
+//! CPU's sample, prints it the way the C `coresight-cpu-debug` driver does, and saves the raw
+//! registers, the calibrated PC and the decoded fields in the dump. A CPU it cannot sample gets a
+//! record saying why; none is skipped silently.
+//!
+//! Sampling is off until enabled: `debug=1` or `enable=1` at load,
+//! `coresight_cpu_debug.enable=1` on the command line, `CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON`,
+//! or `/sys/kernel/debug/coresight_cpu_debug/enable`.
+//!
+//! With `CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM`, one model-backed debug interface per CPU (the
+//! register-level model in `samples/rust/coresight_sim`) goes through the same sampling code, for
+//! machines such as QEMU's that have no CoreSight hardware.
+
+use kernel::{
+    amba, c_str,
+    coresight::{
+        self,
+        panic_dump::{
+            DumpCallback,
+            DumpInfo,
+            DumpType,
+            Registration, //
+        },
+    },
+    debugfs,
+    device::{
+        Core,
+        Device, //
+    },
+    driver, fmt,
+    io::{
+        mem::IoMem,
+        Io, //
+    },
+    kallsyms::Symbol,
+    prelude::*,
+    str::CString,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+    },
+    time::{
+        delay::udelay,
+        Delta, //
+    },
+    uaccess::UserSliceReader,
+};
+
+#[path = "../common/access.rs"]
+pub mod access;
+pub mod hw;
+#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+#[path = "../../../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
+pub mod model;
+
+use access::CsAccess;
+use hw::{
+    ArchData,
+    CpuSample,
+    Edcidsr,
+    Edprsr,
+    Edvidsr,
+    Outcome,
+    PcKind, //
+};
+
+module! {
+    type: CpuDebugModule,
+    name: "coresight_cpu_debug",
+    authors: ["coresight-panic-dump developers"],
+    description: "Arm CoreSight CPU debug module driver",
+    license: "GPL",
+    params: {
+        debug: bool {
+            default: false,
+            description: "Sample every CPU's PC at panic (same as enable)",
+        },
+        enable: bool {
+            default: false,
+            description: "Sample every CPU's PC at panic",
+        },
+    },
+}
+
+/// Name the C driver has; the report's lines carry it.
+const DRIVER_NAME: &CStr = c_str!("coresight-cpu-debug");
+
+/// Size of the debug register frame.
+const FRAME: usize = 0x1000;
+
+/// Bytes reserved in the dump for one CPU's record.
+const RECORD_BYTES: usize = hw::RECORD_LEN;
+
+/// Whether sampling at panic is on.
+static ENABLED: Atomic<bool> = Atomic::new(false);
+
+/// Whether this panic's report header was printed (by the first CPU's sampler).
+static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
+
+/// Register access through the device's MMIO frame.
+struct Mmio<'a, 'b>(&'b IoMem<'a, FRAME>);
+
+impl CsAccess for Mmio<'_, '_> {
+    fn read32(&mut self, offset: u32) -> u32 {
+        // An offset outside the frame reads as all ones, like an absent register.
+        usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.try_read32(o).ok())
+            .unwrap_or(u32::MAX)
+    }
+
+    fn write32(&mut self, offset: u32, value: u32) {
+        if let Ok(o) = usize::try_from(offset) {
+            let _ = self.0.try_write32(value, o);
+        }
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        udelay(Delta::from_micros(i64::from(us)));
+    }
+}
+
+/// How a sampler reaches its registers.
+trait Backend: Send + Sync {
+    /// Runs `f` with register access.
+    ///
+    /// # Safety
+    ///
+    /// No other call to `with_io` on the same backend may run at the same time.
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
+}
+
+impl Backend for IoMem<'_, FRAME> {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        f(&mut Mmio(self))
+    }
+}
+
+/// The model of one CPU's debug interface.
+#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+struct Sim(core::cell::UnsafeCell<model::CpuDebugModel>);
+
+// SAFETY: The model is only reached through `with_io`, whose callers never overlap (probe, then
+// the panic path on one CPU).
+#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+unsafe impl Sync for Sim {}
+
+#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+impl Backend for Sim {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        // SAFETY: By the safety requirements this is the only access to the model.
+        f(unsafe { &mut *self.0.get() })
+    }
+}
+
+/// Where the report's lines go.
+enum Reporter {
+    /// A bound device: `dev_emerg!`, prefixed as the C driver's lines are.
+    Device(ARef<Device>),
+    /// A sim interface: the same text after its name.
+    Named(CString),
+}
+
+/// Samples one CPU at panic.
+struct Sampler<B: Backend> {
+    cpu: u32,
+    arch: ArchData,
+    backend: B,
+    out: Reporter,
+}
+
+/// Shows a `core::fmt::Display` value through the kernel's formatting.
+struct Shown<T>(T);
+
+impl<T: core::fmt::Display> fmt::Display for Shown<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        core::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Prints one line of the report through `$s.out`.
+macro_rules! report_line {
+    ($s:expr, $($arg:tt)*) => {
+        match &$s.out {
+            Reporter::Device(dev) => dev_emerg!(dev, "{}\n", fmt!($($arg)*)),
+            Reporter::Named(name) => pr_emerg!("{}: {}\n", &**name, fmt!($($arg)*)),
+        }
+    };
+}
+
+impl<B: Backend> Sampler<B> {
+    /// Prints the sample as the C driver does, with the PC symbolised.
+    fn report(&self, s: &CpuSample) {
+        report_line!(self, "CPU[{}]:", s.cpu);
+        if s.outcome == Outcome::NotImplemented {
+            report_line!(self, " not sampled: {}", s.outcome.reason());
+            return;
+        }
+        report_line!(self, " {}", Shown(Edprsr(s.edprsr)));
+        match s.outcome {
+            Outcome::Sampled => {}
+            Outcome::PoweredDown | Outcome::DoubleLocked => {
+                report_line!(self, "No permission to access debug registers!");
+                report_line!(self, " not sampled: {}", s.outcome.reason());
+                return;
+            }
+            _ => {
+                report_line!(self, "CPU is in Debug state or profiling is prohibited!");
+                report_line!(self, " not sampled: {}", s.outcome.reason());
+                return;
+            }
+        }
+        match s.pc.kind {
+            PcKind::ImplementationDefined => {
+                report_line!(self, "Instruction offset is implementation defined");
+            }
+            PcKind::AArch32NoState => {
+                report_line!(self, "AArch32 instruction set state not sampled");
+            }
+            _ => {}
+        }
+        report_line!(self, " EDPCSR:  {}", Symbol(s.pc.pc));
+        if s.cidsr().is_some() {
+            report_line!(self, " {}", Shown(Edcidsr(s.edcidsr)));
+        }
+        if s.vidsr().is_some() {
+            report_line!(self, " {}", Shown(Edvidsr(s.edvidsr)));
+        }
+    }
+}
+
+impl<B: Backend> DumpCallback for Sampler<B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        if !ENABLED.load(Relaxed) {
+            // Off: nothing read, and the record says so.
+            return Err(EPERM);
+        }
+        if !HEADER_PRINTED.xchg(true, Relaxed) {
+            pr_emerg!("ARM external debug module:\n");
+        }
+        // SAFETY: The panic dump runs each callback once, on one CPU.
+        let sample = unsafe {
+            self.backend
+                .with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch))
+        };
+        self.report(&sample);
+        *written = sample.encode(buf).map_err(|_| ENOSPC)?;
+        Ok(())
+    }
+}
+
+/// A sampler's registration with the panic dump.
+type SamplerReg<B> = Pin<KBox<Registration<Sampler<B>>>>;
+
+/// Registers the dump of one CPU's sampler.
+fn register<B: Backend>(sampler: Sampler<B>, name: &CStr) -> Result<SamplerReg<B>> {
+    let cpu = sampler.cpu;
+    KBox::pin_init(
+        Registration::new(
+            DumpInfo {
+                name,
+                kind: DumpType::CpuDebug,
+                cpu: Some(cpu),
+                max_bytes: RECORD_BYTES,
+            },
+            Ok::<_, Error>(sampler),
+        ),
+        GFP_KERNEL,
+    )
+}
+
+/// The AMBA driver for the real debug interfaces.
+struct CpuDebug;
+
+/// `DEVARCH`/`DEVTYPE` of an ARMv8 external debug interface, for UCI matching.
+static UCI_DEBUG: amba::CsUci = amba::CsUci::new(0x4770_6a15, 0xfff0_ffff, 0x0000_0015);
+
+kernel::amba_device_table!(
+    AMBA_TABLE,
+    [
+        // Cortex-A53, A57, A72, A73.
+        amba::DeviceId::new(0x000b_bd03, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd07, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd08, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd09, 0x000f_ffff),
+        // Qualcomm Kryo, matched by UCI.
+        amba::DeviceId::with_uci(0x000f_0205, 0x000f_ffff, &UCI_DEBUG),
+        amba::DeviceId::with_uci(0x000f_0211, 0x000f_ffff, &UCI_DEBUG),
+    ]
+);
+
+impl amba::Driver for CpuDebug {
+    type Data<'bound> = SamplerReg<IoMem<'bound, FRAME>>;
+    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound amba::Device<Core<'_>>,
+        _id: &'bound amba::DeviceId,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = adev.as_ref();
+        let cpu = coresight::get_cpu(dev)
+            .inspect_err(|_| dev_err!(dev, "no CPU for this debug interface\n"))?;
+        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        // SAFETY: Probe is the only user of the frame until the registration below exists.
+        let arch =
+            unsafe { iomem.with_io(|io| ArchData::read(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
+                dev_err!(dev, "CPU{}: {}\n", cpu, Shown(e));
+                ENODEV
+            })?;
+        let name = CString::try_from_fmt(fmt!("{}", dev.name()))?;
+        let plain: &Device = dev;
+        let sampler = Sampler {
+            cpu,
+            arch,
+            backend: iomem,
+            out: Reporter::Device(ARef::from(plain)),
+        };
+        let reg = register(sampler, &name)?;
+        dev_info!(dev, "Coresight debug-CPU{} initialized\n", cpu);
+        Ok(reg)
+    }
+}
+
+/// The `enable` debugfs file: reads `1` or `0`.
+fn show_enable(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(ENABLED.load(Relaxed)))
+}
+
+/// The `enable` debugfs file: takes `1` or `0`; anything else is rejected and changes nothing.
+fn store_enable(_: &(), reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    let on = match buf[..n].trim_ascii() {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(EINVAL),
+    };
+    ENABLED.store(on, Relaxed);
+    pr_info!(
+        "PC sampling at panic {}\n",
+        if on { "enabled" } else { "disabled" }
+    );
+    Ok(())
+}
+
+struct CpuDebugModule {
+    _driver: Pin<KBox<driver::Registration<amba::Adapter<CpuDebug>>>>,
+    #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+    _sims: KVec<SamplerReg<Sim>>,
+    _knob: Pin<KBox<debugfs::File<()>>>,
+    _dir: debugfs::Dir,
+}
+
+/// Creates one model-backed debug interface per possible CPU, each sampling a CPU whose PC is in
+/// a different function of this driver.
+#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+fn sim_devices() -> Result<KVec<SamplerReg<Sim>>> {
+    let pcs = [
+        (store_enable as *const ()).addr(),
+        (show_enable as *const ()).addr(),
+        (sim_devices as *const ()).addr(),
+        (register::<Sim> as *const ()).addr(),
+    ];
+    let mut sims = KVec::new();
+    for cpu in 0..kernel::cpu::nr_cpu_ids() {
+        let pc = pcs[usize::try_from(cpu).unwrap_or(0) % pcs.len()];
+        let mut m = model::CpuDebugModel::new(model::CpuDebugConfig::v8());
+        m.set_cpu_state(model::CpuState {
+            context_id: 0x100 + cpu,
+            ..model::CpuState::aarch64_el1(pc as u64)
+        });
+        let sim = Sim(core::cell::UnsafeCell::new(m));
+        // SAFETY: The model was just created; nothing else reaches it.
+        let arch = unsafe { sim.with_io(|io| ArchData::read(io, cfg!(CONFIG_64BIT))) }
+            .map_err(|_| ENODEV)?;
+        let name = CString::try_from_fmt(fmt!("{} cpu-debug-sim.{}", DRIVER_NAME, cpu))?;
+        let sampler = Sampler {
+            cpu,
+            arch,
+            backend: sim,
+            out: Reporter::Named(name),
+        };
+        let dump_name = CString::try_from_fmt(fmt!("cpu-debug-sim.{}", cpu))?;
+        sims.push(register(sampler, &dump_name)?, GFP_KERNEL)?;
+    }
+    pr_info!("{} model-backed CPU debug interfaces (sim)\n", sims.len());
+    Ok(sims)
+}
+
+impl kernel::Module for CpuDebugModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let on = module_parameters::debug.value()
+            || module_parameters::enable.value()
+            || cfg!(CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON);
+        ENABLED.store(on, Relaxed);
+
+        let dir = debugfs::Dir::new(c_str!("coresight_cpu_debug"));
+        let knob = KBox::pin_init(
+            dir.read_write_callback_file(c_str!("enable"), (), &show_enable, &store_enable),
+            GFP_KERNEL,
+        )?;
+        #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+        let sims = sim_devices()?;
+        let driver = KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?;
+        pr_info!(
+            "PC sampling at panic {}\n",
+            if on { "enabled" } else { "disabled" }
+        );
+        Ok(Self {
+            _driver: driver,
+            #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
+            _sims: sims,
+            _knob: knob,
+            _dir: dir,
+        })
+    }
+}
