@@ -19,6 +19,7 @@
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
 #   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1: knob, report per sim CPU, csdump agrees
 #   cpu-debug-builtin    the same built in, enabled by coresight_cpu_debug.enable=1
+#   harness-bad-input    clear messages for a non-7.3 tree, an unwritable cache, QEMU missing
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
@@ -337,8 +338,43 @@ scenario_harness-wrong-record() {
 		--vmcore "$d/vmcore.elf" --message "a different panic"
 }
 
+# The scripts stop with a clear message on bad input: a kernel tree that is not 7.3, a cache
+# directory that cannot be written, QEMU missing.
+# Runs a command that must fail and whose output must contain a message.
+expect_message() {
+	local what=$1 msg=$2 out
+	shift 2
+	if out=$("$@" 2>&1); then
+		echo "harness did not detect: $what" >&2
+		return 1
+	fi
+	if ! grep -qF -- "$msg" <<<"$out"; then
+		echo "$out" | tail -n 3
+		echo "no clear message for $what (expected: $msg)" >&2
+		return 1
+	fi
+	echo "detected as expected: $what: $(grep -F -- "$msg" <<<"$out" | head -n 1)"
+}
+
+scenario_harness-bad-input() {
+	local t rc=0
+	t=$(mktemp -d)
+	mkdir -p "$t/linux" "$t/bin"
+	printf 'VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 0\n' >"$t/linux/Makefile"
+	ln -s "$(python3 -c "import sys; print(sys.executable)")" "$t/bin/python3"
+	expect_message "a kernel tree that is not 7.3" "is version 6.1, but this project is written for Linux 7.3" \
+		env KSRC="$t/linux" bash "$REPO/scripts/kernel.sh" source || rc=1
+	expect_message "a cache directory that cannot be written" "cache directory /proc/cspd-cache" \
+		env CSPD_CACHE=/proc/cspd-cache bash "$REPO/scripts/kernel.sh" source || rc=1
+	expect_message "QEMU missing" "qemu-system-aarch64 is missing" \
+		env PATH="$t/bin" python3 "$REPO/scripts/qemu.py" boot --kernel "$(kernel_of mod)" \
+		--initrd "$(initrd_of mod)" --append x --workdir "$t/run" || rc=1
+	rm -rf "$t"
+	return $rc
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-hung-callback dump-dt-region dump-region-full harness-no-module harness-no-panic harness-wrong-record)
+	dump-hung-callback dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record)
 
 main() {
 	ensure_cache_dir
