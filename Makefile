@@ -42,8 +42,12 @@ e2e:
 demo: setup
 	bash scripts/kernel.sh all mod
 	bash scripts/initramfs.sh mod
-	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump
-	cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
+	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module
+	@echo; echo "== csdump's summary of the dump kdump recovered"
+	@cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
+	@echo; echo "== the CPU debug report the panicking kernel printed"
+	@grep -a "ARM external debug module\|coresight-cpu-debug" \
+		$${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/cpu-debug-module/console.log
 
 ## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
 check: setup
