@@ -198,6 +198,20 @@ fn read_vmlinux(path: &Path) -> anyhow::Result<Input> {
     Input::open(path)
 }
 
+/// Parses a vmlinux opened with [`read_vmlinux`]; errors name the file.
+fn vmlinux_image<'a>(
+    vm: Option<&'a Input>,
+    path: Option<&Path>,
+) -> anyhow::Result<Option<csdump::snapshot::VmlinuxImage<'a>>> {
+    match (vm, path) {
+        (Some(v), Some(p)) => Ok(Some(csdump::snapshot::VmlinuxImage {
+            bytes: v.bytes(),
+            elf: csdump::elf::Vmlinux::parse(v.bytes()).with_context(|| p.display().to_string())?,
+        })),
+        _ => Ok(None),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<bool> {
     match cli.command {
         Command::Perf { input, output } => {
@@ -217,14 +231,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             vmlinux,
         } => {
             let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
-            let image = match (&vm, &vmlinux) {
-                (Some(v), Some(p)) => Some(csdump::snapshot::VmlinuxImage {
-                    bytes: v.bytes(),
-                    elf: csdump::elf::Vmlinux::parse(v.bytes())
-                        .with_context(|| p.display().to_string())?,
-                }),
-                _ => None,
-            };
+            let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
             let (out, clean) = with_capture(&input, |c| {
                 Ok(csdump::snapshot::write_snapshot(
                     c,
@@ -252,14 +259,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             decoder,
         } => {
             let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
-            let image = match (&vm, &vmlinux) {
-                (Some(v), Some(p)) => Some(csdump::snapshot::VmlinuxImage {
-                    bytes: v.bytes(),
-                    elf: csdump::elf::Vmlinux::parse(v.bytes())
-                        .with_context(|| p.display().to_string())?,
-                }),
-                _ => None,
-            };
+            let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
             let opts = csdump::prepanic::Options { last, decoder };
             let (rep, clean) = with_capture(&input, |c| {
                 Ok(csdump::prepanic::build(c, image.as_ref(), &opts))
