@@ -14,6 +14,7 @@
 #   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
 #   dump-warm-corrupt    the dump is corrupted during the warm reset: rejected with a logged reason
 #   dump-hung-callback   a callback that never returns: reset, the committed dump names it
+#   dump-nested-panic    a callback that panics: the dump runs once and stays readable
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
@@ -238,6 +239,30 @@ print("hung callback: committed dump names it partial/-ETIMEDOUT; earlier record
 PY
 }
 
+# A callback that panics: the nested panic must not run the dump again nor corrupt it; the dump
+# committed before that callback ran names it, and the panic message stays the first one.
+scenario_dump-nested-panic() {
+	local d=$RUNS/dump-nested-panic
+	qemu qemu-dump mod "$d" "cspd.test=panic $DUMP_APPEND cspd.modparm_rust_dump_client=panic_in_dump=1" ||
+		return 1
+	grep -q "rust-panics: a panic inside a dump callback" "$d/console.log" ||
+		{ echo "the callback did not panic" >&2; return 1; }
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
+	python3 - "$d/extract/summary.json" "$d/console.log" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+console = open(sys.argv[2], errors="replace").read()
+assert s["commit"]["state"] == "ok", s["commit"]
+r = {x["name"]: (x["status"], x["error"]) for x in s["records"]}
+assert r["rust-sample"] == ("ok", 0), r
+assert r["rust-panics"] == ("partial", -110), r
+assert r["c-sample"] == ("not-run", 0), r
+assert s["panic"]["message"] == "sysrq triggered crash", s["panic"]
+assert console.count("coresight_panic_dump: dump committed") == 0, "the dump ran to its end twice?"
+print("nested panic: dump ran once, committed, names the callback; first panic message kept")
+PY
+}
+
 # The same, with QEMU's generic loader writing 4 bytes into the rust-sample record's data at every
 # reset: the warm reset after the panic corrupts the committed dump, and the second boot must
 # reject it with a logged reason and expose nothing.
@@ -374,7 +399,7 @@ scenario_harness-bad-input() {
 }
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-hung-callback dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record)
+	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record)
 
 main() {
 	ensure_cache_dir

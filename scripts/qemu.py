@@ -187,9 +187,22 @@ def run_qemu_dump(a, workdir):
             console.poll()
             raise Failure(f"the guest did not panic within {a.panic_timeout} s "
                           f"(last console line: {last_line(console.text)!r})")
-        # pvpanic ran first and QEMU paused the guest: let the rest of panic() run.
+        # pvpanic ran first and QEMU paused the guest: let the rest of panic() run. A nested
+        # panic (one raised inside a panic notifier) pauses it again: resume it each time.
+        qmp.events.clear()
         qmp.command("cont")
-        console.wait_for(PANIC_END, 120, proc, "the end of panic() after the notifiers")
+        deadline = time.monotonic() + 120
+        while PANIC_END not in console.text:
+            if time.monotonic() > deadline:
+                raise Failure("timed out after 120 s waiting for the end of panic() after the "
+                              f"notifiers (last console line: {last_line(console.text)!r})")
+            try:
+                qmp.wait_event("GUEST_PANICKED", 0.5)
+                qmp.events.clear()
+                qmp.command("cont")
+            except Failure:
+                pass
+            console.poll()
         qmp.command("stop")
         out = os.path.abspath(a.vmcore)
         if os.path.exists(out):

@@ -11,7 +11,9 @@
 //! - `rust-deleted` (other, 256 bytes): dropped again at init, so its slot is released and the
 //!   dump has no record of it;
 //! - with `hang=1`, `rust-hang` (other, 64 bytes): its callback never returns, to show that the
-//!   dump committed before it still names it (a watchdog or a reset then recovers the region).
+//!   dump committed before it still names it (a watchdog or a reset then recovers the region);
+//! - with `panic_in_dump=1`, `rust-panics` (other, 64 bytes): its callback panics, to show that
+//!   the nested panic neither runs the dump again nor corrupts it.
 
 use kernel::{
     c_str,
@@ -34,6 +36,10 @@ module! {
         hang: bool {
             default: false,
             description: "Also register a callback that never returns",
+        },
+        panic_in_dump: bool {
+            default: false,
+            description: "Also register a callback that panics",
         },
     },
 }
@@ -81,10 +87,20 @@ impl DumpCallback for Hang {
     }
 }
 
+/// Panics inside the panic dump: a second panic while the first one's dump runs.
+struct Panics;
+
+impl DumpCallback for Panics {
+    fn dump(&self, _buf: &mut [u8], _written: &mut usize) -> Result {
+        panic!("rust-panics: a panic inside a dump callback");
+    }
+}
+
 struct RustDumpClient {
     _sample: Pin<KBox<Registration<Pattern>>>,
     _failing: Pin<KBox<Registration<Failing>>>,
     _hang: Option<Pin<KBox<Registration<Hang>>>>,
+    _panics: Option<Pin<KBox<Registration<Panics>>>>,
 }
 
 impl kernel::Module for RustDumpClient {
@@ -141,12 +157,29 @@ impl kernel::Module for RustDumpClient {
         } else {
             None
         };
+        let panics = if module_parameters::panic_in_dump.value() {
+            Some(KBox::pin_init(
+                Registration::new(
+                    DumpInfo {
+                        name: c_str!("rust-panics"),
+                        kind: DumpType::Other,
+                        cpu: None,
+                        max_bytes: 64,
+                    },
+                    Ok::<_, Error>(Panics),
+                ),
+                GFP_KERNEL,
+            )?)
+        } else {
+            None
+        };
         drop(deleted);
         pr_info!("registered rust-sample and rust-failing; rust-deleted added and removed\n");
         Ok(Self {
             _sample: sample,
             _failing: failing,
             _hang: hang,
+            _panics: panics,
         })
     }
 }
