@@ -6,7 +6,7 @@
 //! (the `cs_etm` global header and one ETMv4 block per traced CPU, from the saved registers),
 //! then per sink a `PERF_RECORD_ITRACE_START`, the trace as `PERF_RECORD_AUXTRACE` and a
 //! `PERF_RECORD_AUX`; and feature sections (OS release, version, architecture, CPU count,
-//! CPU description, command line, build id).
+//! CPU description, command line, build id, event description, PMU mappings, auxtrace index).
 //!
 //! The attribute has no `PERF_SAMPLE_TIME`: perf then decodes "timeless", all of a buffer at
 //! once, which is what a panic dump is (no timestamps are needed in the trace).
@@ -34,6 +34,8 @@ pub const PERF_AUXTRACE_CS_ETM: u32 = 3;
 /// `cs_etm` auxtrace info header version written (`CS_HEADER_VERSION_1`: per-CPU blocks carry
 /// their number of parameters).
 pub const CS_HEADER_VERSION: u64 = 1;
+/// Name of the `cs_etm` event, as `perf record -e cs_etm//` names it.
+pub const CS_ETM_EVENT_NAME: &str = "cs_etm//";
 /// Sample id of the `cs_etm` event.
 pub const EVENT_ID: u64 = 1;
 
@@ -70,6 +72,8 @@ const HEADER_ARCH: usize = 6;
 const HEADER_NRCPUS: usize = 7;
 const HEADER_CPUDESC: usize = 8;
 const HEADER_CMDLINE: usize = 11;
+const HEADER_EVENT_DESC: usize = 12;
+const HEADER_PMU_MAPPINGS: usize = 16;
 const HEADER_AUXTRACE: usize = 18;
 
 /// Name of the kernel map in a kernel `PERF_RECORD_MMAP`; `_text` is the relocation symbol.
@@ -202,6 +206,30 @@ impl<W: Write> Counter<'_, W> {
     }
 }
 
+/// The `perf_event_attr` (`PERF_ATTR_SIZE_VER7`) of the `cs_etm` event.
+fn event_attr() -> Vec<u8> {
+    let mut a = Vec::with_capacity(ATTR_SIZE as usize);
+    a.extend_from_slice(&CS_ETM_PMU_TYPE.to_le_bytes());
+    // CAST: 128.
+    a.extend_from_slice(&(ATTR_SIZE as u32).to_le_bytes());
+    let words = [
+        0, // config
+        1, // sample_period
+        PERF_SAMPLE_IDENTIFIER
+            | PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_CPU
+            | PERF_SAMPLE_PERIOD,
+        0, // read_format
+        ATTR_DISABLED | ATTR_EXCLUDE_HV | ATTR_ENABLE_ON_EXEC | ATTR_SAMPLE_ID_ALL,
+    ];
+    for w in words {
+        a.extend_from_slice(&u64::to_le_bytes(w));
+    }
+    a.resize(ATTR_SIZE as usize, 0);
+    a
+}
+
 /// Pads `s` with NULs to a multiple of `align` bytes, at least one NUL included.
 fn padded_str(s: &str, align: usize) -> Vec<u8> {
     let mut b = s.as_bytes().to_vec();
@@ -263,6 +291,23 @@ fn features(capture: &Capture<'_>) -> Vec<(usize, Vec<u8>)> {
     cmd.extend_from_slice(&feat_string("csdump"));
     cmd.extend_from_slice(&feat_string("perf"));
     f.push((HEADER_CMDLINE, cmd));
+    // HEADER_EVENT_DESC (`write_event_desc`): count, attr size, then per event its attr, number
+    // of ids, name and ids. The name is what perf shows for the event; without it perf calls a
+    // dynamic PMU type "unknown attr type".
+    let mut desc = 1u32.to_le_bytes().to_vec();
+    // CAST: 128.
+    desc.extend_from_slice(&(ATTR_SIZE as u32).to_le_bytes());
+    desc.extend_from_slice(&event_attr());
+    desc.extend_from_slice(&1u32.to_le_bytes());
+    desc.extend_from_slice(&feat_string(CS_ETM_EVENT_NAME));
+    desc.extend_from_slice(&EVENT_ID.to_le_bytes());
+    f.push((HEADER_EVENT_DESC, desc));
+    // HEADER_PMU_MAPPINGS (`write_pmu_mappings`): count, then per PMU its type and name. The
+    // file's only event is `cs_etm`, so that is the only PMU it names.
+    let mut pmus = 1u32.to_le_bytes().to_vec();
+    pmus.extend_from_slice(&CS_ETM_PMU_TYPE.to_le_bytes());
+    pmus.extend_from_slice(&feat_string("cs_etm"));
+    f.push((HEADER_PMU_MAPPINGS, pmus));
     f
 }
 
@@ -327,21 +372,7 @@ pub fn write_perf_data<W: Write>(capture: &Capture<'_>, w: &mut W) -> io::Result
     c.put(&bitmap)?;
 
     // struct perf_file_attr: perf_event_attr (VER7), then the ids section.
-    c.u32(CS_ETM_PMU_TYPE)?;
-    // CAST: 128.
-    c.u32(ATTR_SIZE as u32)?;
-    c.u64(0)?; // config
-    c.u64(1)?; // sample_period
-    c.u64(
-        PERF_SAMPLE_IDENTIFIER
-            | PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_CPU
-            | PERF_SAMPLE_PERIOD,
-    )?;
-    c.u64(0)?; // read_format
-    c.u64(ATTR_DISABLED | ATTR_EXCLUDE_HV | ATTR_ENABLE_ON_EXEC | ATTR_SAMPLE_ID_ALL)?;
-    c.put(&[0u8; 128 - 48])?;
+    c.put(&event_attr())?;
     c.u64(ids_off)?;
     c.u64(8)?;
     c.u64(EVENT_ID)?;

@@ -345,6 +345,49 @@ fn snapshot_decodes_like_the_original() {
     }
 }
 
+/// perf knows the event and its PMU by name: the header lists the event description and the
+/// `cs_etm` PMU mapping, and neither `perf script` nor `perf evlist` falls back to "unknown
+/// attr type".
+fn assert_perf_names_cs_etm(data: &Path) {
+    let h = Command::new("perf")
+        .args(["report", "--header-only", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&h.stdout);
+    let mapping = format!("# pmu mappings: cs_etm = {}", csdump::perf::CS_ETM_PMU_TYPE);
+    assert!(head.contains(&mapping), "{head}");
+    assert!(head.contains("# event : name = cs_etm//,"), "{head}");
+    assert!(
+        !head.contains("PMU_MAPPINGS") && !head.contains("EVENT_DESC"),
+        "{head}"
+    );
+    let s = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(s.status.success(), "perf script: {err}");
+    assert!(!err.contains("unknown attr type"), "perf script: {err}");
+    // Without a kernel image perf warns of the missing DSO, and of nothing else.
+    for l in err.lines() {
+        assert!(
+            l.is_empty()
+                || l == "Warning:"
+                || l.starts_with("CS ETM Trace: ")
+                || l.trim_start().starts_with("Enable CONFIG_PROC_KCORE"),
+            "perf script: {err}"
+        );
+    }
+    let e = Command::new("perf")
+        .args(["evlist", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&e.stdout).trim(), "cs_etm//");
+}
+
 #[test]
 fn perf_sees_the_same_packets_and_decodes_kernel_code() {
     if !have("perf") || !have("trc_pkt_lister") {
@@ -382,6 +425,7 @@ fn perf_sees_the_same_packets_and_decodes_kernel_code() {
                 .unwrap();
             let text = String::from_utf8_lossy(&d.stdout);
             assert!(text.contains("PERF_RECORD_AUXTRACE_INFO type: 3"), "{name}");
+            assert_perf_names_cs_etm(&out.join("perf.data"));
             assert_eq!(
                 packets(&text),
                 want,
@@ -420,6 +464,12 @@ fn perf_sees_the_same_packets_and_decodes_kernel_code() {
             .arg(out.join("perf.data"))
             .output()
             .unwrap();
+        // With the kernel image at hand perf has nothing to warn about.
+        let err = String::from_utf8_lossy(&s.stderr);
+        assert!(
+            !err.to_lowercase().contains("warning") && !err.contains("unknown attr type"),
+            "{what}: perf script: {err}"
+        );
         let ips: Vec<u64> = String::from_utf8_lossy(&s.stdout)
             .lines()
             .filter_map(|l| u64::from_str_radix(l.trim(), 16).ok())
