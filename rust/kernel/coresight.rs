@@ -2,14 +2,46 @@
 
 //! CoreSight: Arm's debug and trace components.
 //!
+//! A driver describes its component with a [`Desc`], implements the operations of its kind
+//! ([`Operations`]: sink, link or source callbacks, and the trace ID) and registers it with
+//! [`Registration`]. The C CoreSight core then lists the component under
+//! `/sys/bus/coresight/devices/`, gives sinks an `enable_sink` and sources an `enable_source`
+//! attribute, and builds trace paths through the connections that the firmware (the device tree
+//! graph) describes, including C funnels and replicators.
+//!
+//! The core calls the operations with its `coresight_mutex` held or from perf, never at the same
+//! time as the registration is dropped: [`Registration`]'s drop unregisters the component first.
+//!
 //! C header: [`include/linux/coresight.h`](srctree/include/linux/coresight.h)
 
 use crate::{
-    device::Device,
-    prelude::*, //
+    container_of,
+    device::{
+        Bound,
+        Device, //
+    },
+    error::{
+        from_err_ptr,
+        from_result,
+        to_result,
+        VTABLE_DEFAULT_ERROR, //
+    },
+    prelude::*,
+    types::Opaque, //
+};
+
+use core::{
+    marker::{
+        PhantomData,
+        PhantomPinned, //
+    },
+    ptr::NonNull, //
 };
 
 pub mod panic_dump;
+
+#[cfg(CONFIG_CORESIGHT_RUST_SIM)]
+pub mod sim;
 
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`
 /// phandle in the device tree).
@@ -19,4 +51,578 @@ pub fn get_cpu(dev: &Device) -> Result<u32> {
     // SAFETY: `dev.as_raw()` is a valid `struct device` for the duration of the call.
     let cpu = unsafe { bindings::coresight_get_cpu(dev.as_raw()) };
     u32::try_from(cpu).map_err(|_| ENODEV)
+}
+
+/// Who is using a component (`enum cs_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Not in use.
+    Disabled,
+    /// Enabled through sysfs (`enable_sink`, `enable_source`).
+    Sysfs,
+    /// Enabled by a perf session.
+    Perf,
+}
+
+impl Mode {
+    fn from_raw(raw: bindings::cs_mode) -> Option<Self> {
+        match raw {
+            bindings::cs_mode_CS_MODE_DISABLED => Some(Self::Disabled),
+            bindings::cs_mode_CS_MODE_SYSFS => Some(Self::Sysfs),
+            bindings::cs_mode_CS_MODE_PERF => Some(Self::Perf),
+            _ => None,
+        }
+    }
+
+    fn to_raw(self) -> bindings::cs_mode {
+        match self {
+            Self::Disabled => bindings::cs_mode_CS_MODE_DISABLED,
+            Self::Sysfs => bindings::cs_mode_CS_MODE_SYSFS,
+            Self::Perf => bindings::cs_mode_CS_MODE_PERF,
+        }
+    }
+}
+
+/// What kind of sink a component is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkKind {
+    /// An output port to an off-chip trace port.
+    Port,
+    /// An on-chip buffer (ETB, ETF).
+    Buffer,
+    /// A router to system memory (ETR).
+    SysMem,
+}
+
+/// What kind of link a component is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    /// Many inputs to one output (funnel).
+    Merge,
+    /// One input to many outputs (replicator).
+    Split,
+    /// A FIFO (ETF in hardware FIFO mode).
+    Fifo,
+}
+
+/// What kind of source a component is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A processor's trace unit (ETM), tied to one CPU.
+    Proc,
+    /// A bus trace source.
+    Bus,
+    /// A software source (STM).
+    Software,
+}
+
+/// The type of a component and its subtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A sink: the end of a trace path.
+    Sink(SinkKind),
+    /// A link between components.
+    Link(LinkKind),
+    /// A component that is a link or a sink depending on its mode (TMC-ETF).
+    LinkSink(LinkKind, SinkKind),
+    /// A trace source.
+    Source(SourceKind),
+}
+
+impl Kind {
+    fn raw(
+        self,
+    ) -> (
+        bindings::coresight_dev_type,
+        bindings::coresight_dev_subtype,
+    ) {
+        // SAFETY: The C union of subtypes is plain integers; all-zero is valid.
+        let mut sub: bindings::coresight_dev_subtype = unsafe { core::mem::zeroed() };
+        let sink = |k: SinkKind| match k {
+            SinkKind::Port => bindings::coresight_dev_subtype_sink_CORESIGHT_DEV_SUBTYPE_SINK_PORT,
+            SinkKind::Buffer => {
+                bindings::coresight_dev_subtype_sink_CORESIGHT_DEV_SUBTYPE_SINK_BUFFER
+            }
+            SinkKind::SysMem => {
+                bindings::coresight_dev_subtype_sink_CORESIGHT_DEV_SUBTYPE_SINK_SYSMEM
+            }
+        };
+        let link = |k: LinkKind| match k {
+            LinkKind::Merge => bindings::coresight_dev_subtype_link_CORESIGHT_DEV_SUBTYPE_LINK_MERG,
+            LinkKind::Split => {
+                bindings::coresight_dev_subtype_link_CORESIGHT_DEV_SUBTYPE_LINK_SPLIT
+            }
+            LinkKind::Fifo => bindings::coresight_dev_subtype_link_CORESIGHT_DEV_SUBTYPE_LINK_FIFO,
+        };
+        let ty = match self {
+            Self::Sink(k) => {
+                sub.__bindgen_anon_1.sink_subtype = sink(k);
+                bindings::coresight_dev_type_CORESIGHT_DEV_TYPE_SINK
+            }
+            Self::Link(k) => {
+                sub.__bindgen_anon_1.link_subtype = link(k);
+                bindings::coresight_dev_type_CORESIGHT_DEV_TYPE_LINK
+            }
+            Self::LinkSink(l, s) => {
+                sub.__bindgen_anon_1.link_subtype = link(l);
+                sub.__bindgen_anon_1.sink_subtype = sink(s);
+                bindings::coresight_dev_type_CORESIGHT_DEV_TYPE_LINKSINK
+            }
+            Self::Source(k) => {
+                sub.source_subtype = match k {
+                    SourceKind::Proc => {
+                        bindings::coresight_dev_subtype_source_CORESIGHT_DEV_SUBTYPE_SOURCE_PROC
+                    }
+                    SourceKind::Bus => {
+                        bindings::coresight_dev_subtype_source_CORESIGHT_DEV_SUBTYPE_SOURCE_BUS
+                    }
+                    SourceKind::Software => {
+                        bindings::coresight_dev_subtype_source_CORESIGHT_DEV_SUBTYPE_SOURCE_SOFTWARE
+                    }
+                };
+                bindings::coresight_dev_type_CORESIGHT_DEV_TYPE_SOURCE
+            }
+        };
+        (ty, sub)
+    }
+}
+
+/// A registered CoreSight component (`struct coresight_device`), as the operations see it.
+///
+/// # Invariants
+///
+/// The wrapped `struct coresight_device` is registered with the CoreSight core.
+#[repr(transparent)]
+pub struct CsDevice(Opaque<bindings::coresight_device>);
+
+impl CsDevice {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a registered `struct coresight_device` that stays registered for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::coresight_device) -> &'a Self {
+        // SAFETY: `CsDevice` is a transparent wrapper of the C struct; the caller guarantees
+        // validity for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::coresight_device {
+        self.0.get()
+    }
+
+    /// Returns the component's device on the CoreSight bus (`/sys/bus/coresight/devices/<name>`).
+    pub fn as_device(&self) -> &Device {
+        // SAFETY: By the type invariant the component is registered, so its embedded
+        // `struct device` is valid for as long as `self`.
+        unsafe { Device::from_raw(&raw mut (*self.as_raw()).dev) }
+    }
+
+    /// Returns the current mode (`coresight_get_mode()`).
+    pub fn mode(&self) -> Mode {
+        // SAFETY: By the type invariant `self` is a valid component.
+        let raw = unsafe { bindings::coresight_get_mode(self.as_raw()) };
+        Mode::from_raw(raw).unwrap_or(Mode::Disabled)
+    }
+
+    /// Takes the component for `mode` if it is not in use (`coresight_take_mode()`); returns
+    /// whether it was taken.
+    pub fn take_mode(&self, mode: Mode) -> bool {
+        // SAFETY: By the type invariant `self` is a valid component.
+        unsafe { bindings::coresight_take_mode(self.as_raw(), mode.to_raw()) }
+    }
+
+    /// Sets the mode (`coresight_set_mode()`): to [`Mode::Disabled`] when done, or to the mode
+    /// it already has.
+    pub fn set_mode(&self, mode: Mode) {
+        // SAFETY: By the type invariant `self` is a valid component.
+        unsafe { bindings::coresight_set_mode(self.as_raw(), mode.to_raw()) }
+    }
+
+    /// Returns the CPU the component is tied to, if any.
+    pub fn cpu(&self) -> Option<u32> {
+        // SAFETY: By the type invariant `self` is valid; `cpu` is set at registration and not
+        // changed afterwards.
+        let cpu = unsafe { (*self.as_raw()).cpu };
+        u32::try_from(cpu).ok()
+    }
+
+    /// Returns the trace ID the core allocates for this CPU-bound source (the C helper
+    /// `coresight_etm_get_trace_id()`): one ID per CPU in sysfs mode, one per sink's ID map in
+    /// perf mode.
+    pub fn etm_trace_id(&self, mode: Mode, sink: Option<&CsDevice>) -> Result<u8> {
+        let sink = sink.map_or(core::ptr::null_mut(), |s| s.as_raw());
+        // SAFETY: `self` is a valid component, `sink` is null or a valid component.
+        let id =
+            unsafe { bindings::coresight_etm_get_trace_id(self.as_raw(), mode.to_raw(), sink) };
+        to_result(id)?;
+        u8::try_from(id).map_err(|_| EINVAL)
+    }
+}
+
+/// The path from a source to a sink that the core built (`struct coresight_path`).
+#[repr(transparent)]
+pub struct Path(Opaque<bindings::coresight_path>);
+
+impl Path {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a valid `struct coresight_path` for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::coresight_path) -> &'a Self {
+        // SAFETY: Transparent wrapper; validity guaranteed by the caller.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the trace ID assigned to the path's source.
+    pub fn trace_id(&self) -> u8 {
+        // SAFETY: By the requirements of `from_raw` the path is valid.
+        unsafe { (*self.0.get()).trace_id }
+    }
+}
+
+/// A connection between two ports (`struct coresight_connection`), as link operations see it.
+#[repr(transparent)]
+pub struct Connection(Opaque<bindings::coresight_connection>);
+
+impl Connection {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a valid `struct coresight_connection` for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::coresight_connection) -> &'a Self {
+        // SAFETY: Transparent wrapper; validity guaranteed by the caller.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the output port of the connection's source side.
+    pub fn src_port(&self) -> i32 {
+        // SAFETY: The connection is valid (see `from_raw`).
+        unsafe { (*self.0.get()).src_port }
+    }
+
+    /// Returns the input port of the connection's destination side.
+    pub fn dest_port(&self) -> i32 {
+        // SAFETY: The connection is valid (see `from_raw`).
+        unsafe { (*self.0.get()).dest_port }
+    }
+}
+
+/// The operations of a component, called by the CoreSight core.
+///
+/// Implement the ones the component's [`Kind`] needs: `sink_enable`/`sink_disable` for sinks,
+/// `link_enable`/`link_disable` for links, `source_enable`/`source_disable` for sources, and
+/// `trace_id` for sources that take an ID from the core.
+#[vtable]
+pub trait Operations: Send + Sync {
+    /// Returns the trace ID of this source for `mode` (`trace_id` op).
+    fn trace_id(&self, _csdev: &CsDevice, _mode: Mode, _sink: Option<&CsDevice>) -> Result<u8> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Enables the sink for `mode` on `path`.
+    fn sink_enable(&self, _csdev: &CsDevice, _mode: Mode, _path: &Path) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Drops one user of the sink; disables it when it was the last one. Returns [`EBUSY`] when
+    /// other users remain.
+    fn sink_disable(&self, _csdev: &CsDevice) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Enables the flow from `inport` to `outport`.
+    fn link_enable(&self, _csdev: &CsDevice, _in: &Connection, _out: &Connection) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Disables the flow from `inport` to `outport`.
+    fn link_disable(&self, _csdev: &CsDevice, _in: &Connection, _out: &Connection) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Starts tracing for `mode`, with the trace ID of `path`.
+    fn source_enable(&self, _csdev: &CsDevice, _mode: Mode, _path: &Path) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Stops tracing.
+    fn source_disable(&self, _csdev: &CsDevice) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// How a component is described to the core.
+pub struct Desc<'a> {
+    /// Name on the CoreSight bus, such as `tmc_etf0` or `etm1`.
+    pub name: &'a CStr,
+    /// Type and subtype.
+    pub kind: Kind,
+    /// The CPU the component is tied to (required for [`SourceKind::Proc`]).
+    pub cpu: Option<u32>,
+}
+
+/// A component registered with the CoreSight core; unregistered on drop.
+///
+/// The connections come from the firmware description of the parent device (its device tree
+/// graph), read with `coresight_get_platform_data()`.
+///
+/// # Invariants
+///
+/// `csdev` is the component returned by `coresight_register()` for `ops`, until drop.
+#[pin_data(PinnedDrop)]
+pub struct Registration<T: Operations> {
+    #[pin]
+    ops: Opaque<bindings::coresight_ops>,
+    csdev: NonNull<bindings::coresight_device>,
+    data: T,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: The component may be unregistered from any thread; `T` is `Send`.
+unsafe impl<T: Operations> Send for Registration<T> {}
+
+// SAFETY: `&Registration` only gives out `&T` (which is `Sync`) and the component pointer.
+unsafe impl<T: Operations> Sync for Registration<T> {}
+
+impl<T: Operations> Registration<T> {
+    /// Registers the component `desc` of the bound device `dev`, whose operations are `data`'s.
+    pub fn new<'a>(
+        dev: &'a Device<Bound>,
+        desc: Desc<'a>,
+        data: T,
+    ) -> impl PinInit<Self, Error> + 'a
+    where
+        T: 'a,
+    {
+        try_pin_init!(&this in Self {
+            ops: Opaque::new(OpsTable::<T>::OPS),
+            csdev: {
+                // SAFETY: `this` points to the registration being initialised; `ops` was
+                // initialised above and is pinned with it.
+                let ops = unsafe { Opaque::cast_into(&raw const (*this.as_ptr()).ops) }.cast_const();
+                // SAFETY: `dev` is a bound device.
+                let pdata =
+                    from_err_ptr(unsafe { bindings::coresight_get_platform_data(dev.as_raw()) })?;
+                let (ty, subtype) = desc.kind.raw();
+                // SAFETY: An all-zero `coresight_desc` is valid (no access functions).
+                let mut raw: bindings::coresight_desc = unsafe { core::mem::zeroed() };
+                raw.type_ = ty;
+                raw.subtype = subtype;
+                raw.ops = ops;
+                raw.pdata = pdata;
+                raw.dev = dev.as_raw();
+                raw.name = desc.name.as_char_ptr();
+                if let Some(cpu) = desc.cpu {
+                    raw.flags = bindings::CORESIGHT_DESC_CPU_BOUND;
+                    raw.cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
+                }
+                // SAFETY: `raw` is fully initialised; the core copies what it keeps (the name
+                // with `dev_set_name()`) and releases `pdata` itself on failure. `ops` lives in
+                // this pinned registration, which unregisters before it goes away.
+                let csdev = from_err_ptr(unsafe { bindings::coresight_register(&mut raw) })?;
+                NonNull::new(csdev).ok_or(EINVAL)?
+            },
+            data,
+            _pin: PhantomPinned,
+        })
+    }
+
+    /// Returns the registered component.
+    pub fn csdev(&self) -> &CsDevice {
+        // SAFETY: By the type invariant the component stays registered while `self` exists.
+        unsafe { CsDevice::from_raw(self.csdev.as_ptr()) }
+    }
+
+    /// Returns the operations' data.
+    pub fn data(&self) -> &T {
+        &self.data
+    }
+}
+
+#[pinned_drop]
+impl<T: Operations> PinnedDrop for Registration<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: By the type invariant `csdev` is registered; after this no operation runs.
+        unsafe { bindings::coresight_unregister(self.csdev.as_ptr()) };
+    }
+}
+
+/// The C operation tables of `T`.
+struct OpsTable<T: Operations>(PhantomData<T>);
+
+impl<T: Operations> OpsTable<T> {
+    const SINK: bindings::coresight_ops_sink = bindings::coresight_ops_sink {
+        enable: Some(Self::sink_enable),
+        disable: Some(Self::sink_disable),
+        alloc_buffer: None,
+        free_buffer: None,
+        update_buffer: None,
+    };
+
+    const LINK: bindings::coresight_ops_link = bindings::coresight_ops_link {
+        enable: Some(Self::link_enable),
+        disable: Some(Self::link_disable),
+    };
+
+    const SOURCE: bindings::coresight_ops_source = bindings::coresight_ops_source {
+        enable: Some(Self::source_enable),
+        disable: Some(Self::source_disable),
+        resume_perf: None,
+        pause_perf: None,
+    };
+
+    const OPS: bindings::coresight_ops = bindings::coresight_ops {
+        trace_id: if T::HAS_TRACE_ID {
+            Some(Self::trace_id)
+        } else {
+            None
+        },
+        pm_save_disable: None,
+        pm_restore_enable: None,
+        sink_ops: if T::HAS_SINK_ENABLE {
+            &Self::SINK
+        } else {
+            core::ptr::null()
+        },
+        link_ops: if T::HAS_LINK_ENABLE {
+            &Self::LINK
+        } else {
+            core::ptr::null()
+        },
+        source_ops: if T::HAS_SOURCE_ENABLE {
+            &Self::SOURCE
+        } else {
+            core::ptr::null()
+        },
+        helper_ops: core::ptr::null(),
+        panic_ops: core::ptr::null(),
+    };
+
+    /// Returns the operations' data of a component registered by [`Registration`].
+    ///
+    /// # Safety
+    ///
+    /// `csdev` is a valid component registered by a `Registration<T>`.
+    unsafe fn data<'a>(csdev: *mut bindings::coresight_device) -> (&'a T, &'a CsDevice) {
+        // SAFETY: `csdev->ops` points to the `ops` field of the pinned `Registration<T>` that
+        // registered it, which outlives every call of an operation.
+        let reg = unsafe {
+            let ops = (*csdev)
+                .ops
+                .cast_mut()
+                .cast::<Opaque<bindings::coresight_ops>>();
+            &*container_of!(ops, Registration<T>, ops)
+        };
+        // SAFETY: `csdev` is registered while the operation runs.
+        (&reg.data, unsafe { CsDevice::from_raw(csdev) })
+    }
+
+    unsafe extern "C" fn trace_id(
+        csdev: *mut bindings::coresight_device,
+        mode: bindings::cs_mode,
+        sink: *mut bindings::coresight_device,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            // SAFETY: `sink` is null or a registered component.
+            let sink = (!sink.is_null()).then(|| unsafe { CsDevice::from_raw(sink) });
+            let mode = Mode::from_raw(mode).ok_or(EINVAL)?;
+            Ok(c_int::from(data.trace_id(cs, mode, sink)?))
+        })
+    }
+
+    unsafe extern "C" fn sink_enable(
+        csdev: *mut bindings::coresight_device,
+        mode: bindings::cs_mode,
+        path: *mut bindings::coresight_path,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            // SAFETY: The core passes a valid path.
+            let path = unsafe { Path::from_raw(path) };
+            data.sink_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, path)?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn sink_disable(csdev: *mut bindings::coresight_device) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            data.sink_disable(cs)?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn link_enable(
+        csdev: *mut bindings::coresight_device,
+        inport: *mut bindings::coresight_connection,
+        outport: *mut bindings::coresight_connection,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`, with
+            // valid connections.
+            let (data, cs, i, o) = unsafe {
+                let (d, c) = Self::data(csdev);
+                (
+                    d,
+                    c,
+                    Connection::from_raw(inport),
+                    Connection::from_raw(outport),
+                )
+            };
+            data.link_enable(cs, i, o)?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn link_disable(
+        csdev: *mut bindings::coresight_device,
+        inport: *mut bindings::coresight_connection,
+        outport: *mut bindings::coresight_connection,
+    ) {
+        // SAFETY: The core calls this for a component registered by `Registration<T>`, with
+        // valid connections.
+        let (data, cs, i, o) = unsafe {
+            let (d, c) = Self::data(csdev);
+            (
+                d,
+                c,
+                Connection::from_raw(inport),
+                Connection::from_raw(outport),
+            )
+        };
+        data.link_disable(cs, i, o);
+    }
+
+    unsafe extern "C" fn source_enable(
+        csdev: *mut bindings::coresight_device,
+        _event: *mut bindings::perf_event,
+        mode: bindings::cs_mode,
+        path: *mut bindings::coresight_path,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            // SAFETY: The core passes a valid path.
+            let path = unsafe { Path::from_raw(path) };
+            data.source_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, path)?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn source_disable(
+        csdev: *mut bindings::coresight_device,
+        _event: *mut bindings::perf_event,
+    ) {
+        // SAFETY: The core calls this for a component registered by `Registration<T>`.
+        let (data, cs) = unsafe { Self::data(csdev) };
+        data.source_disable(cs);
+    }
 }

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Wiring for model-backed CoreSight components on machines without CoreSight hardware.
+//!
+//! The Rust TMC and ETMv4 drivers can each back a device with a register-level model instead of
+//! MMIO (`CONFIG_CORESIGHT_TMC_RUST_SIM`, `CONFIG_CORESIGHT_ETM4X_RUST_SIM`). The two models live
+//! in different modules, so the trace bus between them (AMBA ATB) is modelled here, in the kernel
+//! crate both link against: a simulated source [`emit`]s the bytes of its trace stream under its
+//! trace ID, and a simulated sink [`take`]s them into its formatter when it flushes.
+//!
+//! Nothing here sleeps or allocates; [`emit`] and [`take`] only try to claim a channel, so they
+//! are safe to call at panic time while another CPU was stopped in the middle of one.
+//!
+//! [`kernel_text`] and [`path_start`] give simulated trace units real code to trace.
+
+use crate::sync::atomic::{
+    Acquire,
+    Atomic,
+    Relaxed,
+    Release, //
+};
+use core::cell::UnsafeCell;
+
+/// Number of sources that can have trace in flight at the same time.
+pub const CHANNELS: usize = 8;
+
+/// Bytes one source can have in flight.
+pub const CHANNEL_BYTES: usize = 16 * 1024;
+
+/// Channel states.
+const FREE: u32 = 0;
+const BUSY: u32 = 1;
+const FULL: u32 = 2;
+
+/// One source's trace in flight.
+struct Channel {
+    state: Atomic<u32>,
+    id: UnsafeCell<u8>,
+    len: UnsafeCell<usize>,
+    buf: UnsafeCell<[u8; CHANNEL_BYTES]>,
+}
+
+// SAFETY: `id`, `len` and `buf` are only accessed by the holder of the `BUSY` state, taken with
+// an atomic compare-and-exchange; `FULL` publishes them with release/acquire ordering.
+unsafe impl Sync for Channel {}
+
+#[expect(clippy::declare_interior_mutable_const)]
+const EMPTY: Channel = Channel {
+    state: Atomic::new(FREE),
+    id: UnsafeCell::new(0),
+    len: UnsafeCell::new(0),
+    buf: UnsafeCell::new([0; CHANNEL_BYTES]),
+};
+
+static BUS: [Channel; CHANNELS] = [EMPTY; CHANNELS];
+
+/// Puts `bytes` of the trace stream of source `id` on the bus; returns how many were taken (0
+/// when every channel is in use).
+pub fn emit(id: u8, bytes: &[u8]) -> usize {
+    for ch in &BUS {
+        if ch.state.cmpxchg(FREE, BUSY, Acquire).is_err() {
+            continue;
+        }
+        let n = bytes.len().min(CHANNEL_BYTES);
+        // SAFETY: This thread holds the channel in the `BUSY` state.
+        unsafe {
+            let buf = &mut *ch.buf.get();
+            buf[..n].copy_from_slice(&bytes[..n]);
+            *ch.id.get() = id;
+            *ch.len.get() = n;
+        }
+        ch.state.store(FULL, Release);
+        return n;
+    }
+    0
+}
+
+/// Hands every stream in flight to `sink` (trace ID, bytes) and frees its channel. Streams come
+/// in the order of the channels, each whole.
+pub fn take(mut sink: impl FnMut(u8, &[u8])) {
+    for ch in &BUS {
+        if ch.state.cmpxchg(FULL, BUSY, Acquire).is_err() {
+            continue;
+        }
+        // SAFETY: This thread holds the channel in the `BUSY` state; `FULL` published the data.
+        let (id, data) = unsafe {
+            let len = (*ch.len.get()).min(CHANNEL_BYTES);
+            (*ch.id.get(), &(&*ch.buf.get())[..len])
+        };
+        sink(id, data);
+        ch.state.store(FREE, Release);
+    }
+}
+
+/// Returns the number of streams in flight.
+pub fn pending() -> usize {
+    BUS.iter().filter(|c| c.state.load(Relaxed) == FULL).count()
+}
+
+/// Returns the kernel's text section (`_stext` to `_etext`) with its address.
+pub fn kernel_text() -> (u64, &'static [u8]) {
+    // SAFETY: The helpers only return the linker symbols' addresses.
+    let (start, end) = unsafe {
+        (
+            bindings::cspd_kernel_text_start(),
+            bindings::cspd_kernel_text_end(),
+        )
+    };
+    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+    // SAFETY: The kernel text is mapped, readable and never freed or written after boot.
+    let text = unsafe { core::slice::from_raw_parts(start as *const u8, len) };
+    (start as u64, text)
+}
+
+/// Functions of the kernel text that simulated trace units start their paths at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathStart {
+    /// `panic()`.
+    Panic,
+    /// `default_idle_call()`, where an idle CPU waits.
+    Idle,
+    /// `schedule()`.
+    Schedule,
+}
+
+/// Returns the address of `start` in the kernel text.
+pub fn path_start(start: PathStart) -> u64 {
+    let which = match start {
+        PathStart::Panic => 0,
+        PathStart::Idle => 1,
+        PathStart::Schedule => 2,
+    };
+    // SAFETY: The helper only returns a function's address.
+    (unsafe { bindings::cspd_sim_path_start(which) }) as u64
+}
