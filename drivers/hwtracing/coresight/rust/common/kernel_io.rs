@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Register access for the kernel drivers: MMIO frames and the [`Backend`] trait behind which a
+//! driver keeps either a real frame or a register-level model.
+
+use kernel::{
+    io::{
+        mem::IoMem,
+        Io, //
+    },
+    time::{
+        delay::udelay,
+        Delta, //
+    },
+};
+
+use crate::access::CsAccess;
+
+/// Size of a CoreSight component's register frame.
+pub const FRAME: usize = 0x1000;
+
+/// Register access through a mapped frame.
+pub struct Mmio<'a, 'b>(pub &'b IoMem<'a, FRAME>);
+
+impl CsAccess for Mmio<'_, '_> {
+    fn read32(&mut self, offset: u32) -> u32 {
+        // An offset outside the frame reads as all ones, like an absent register.
+        usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.try_read32(o).ok())
+            .unwrap_or(u32::MAX)
+    }
+
+    fn write32(&mut self, offset: u32, value: u32) {
+        if let Ok(o) = usize::try_from(offset) {
+            let _ = self.0.try_write32(value, o);
+        }
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        udelay(Delta::from_micros(i64::from(us)));
+    }
+}
+
+/// How a driver reaches a component's registers.
+pub trait Backend: Send + Sync {
+    /// Runs `f` with register access.
+    ///
+    /// # Safety
+    ///
+    /// No other call to `with_io` on the same backend may run at the same time.
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
+}
+
+impl Backend for IoMem<'_, FRAME> {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        f(&mut Mmio(self))
+    }
+}
+
+/// FNV-1a, 64 bits: a checksum the models log so that tests can compare what a dump holds with
+/// what the model held, without printing it all.
+pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
