@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Arm CoreSight ETMv4 trace unit driver.
+//!
+//! Each CPU's ETMv4 trace unit (Arm IHI 0064) is registered with the CoreSight core as a per-CPU
+//! source: `echo 1 > /sys/bus/coresight/devices/etmN/enable_source` programs it (all
+//! instructions at Non-secure EL0/EL1/EL2, context IDs, the trace ID the core assigned to the
+//! path) and starts it, into the sink enabled with `enable_sink`. At panic, in the panic dump's
+//! "stop sources" phase, each unit is stopped so that the sink receives its last packets, and the
+//! registers a decoder needs (`TRCCONFIGR`, `TRCTRACEIDR`, `TRCIDR0`..`TRCIDR13`,
+//! `TRCAUTHSTATUS`, `TRCDEVARCH`) are read back from it into the dump, with the CPU number. The OS
+//! lock and the software lock are put back as they were found.
+//!
+//! Perf mode is not supported.
+//!
+//! With `CONFIG_CORESIGHT_ETM4X_RUST_SIM`, device-tree nodes compatible with
+//! `linux,coresight-etm4x-sim` are backed by the register-level model of
+//! `samples/rust/coresight_sim/model_etm4x.rs`. While enabled, such a unit "traces" a path through
+//! the real kernel text: when it is stopped, the ETMv4 stream of that path, produced by
+//! `samples/rust/coresight_sim/etm4x_gen.rs`, goes onto the simulated trace bus to the sink.
+
+use kernel::{
+    amba, c_str,
+    coresight::{
+        self,
+        panic_dump::{
+            self,
+            DumpCallback,
+            DumpInfo,
+            DumpType, //
+        },
+        CsDevice,
+        Desc,
+        Kind,
+        Mode,
+        Path,
+        SourceKind, //
+    },
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    driver,
+    io::mem::IoMem,
+    prelude::*,
+    str::CString,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+    },
+};
+
+#[path = "../common/access.rs"]
+pub mod access;
+pub mod hw;
+#[path = "../common/kernel_io.rs"]
+pub mod kernel_io;
+
+use hw::{
+    Etm4x,
+    Etm4xError,
+    Etm4xIds,
+    FoundLocks,
+    Interface,
+    Timeout,
+    TraceConfig, //
+};
+use kernel_io::{
+    Backend,
+    FRAME, //
+};
+
+module! {
+    type: Etm4xModule,
+    name: "coresight_etm4x",
+    authors: ["coresight-panic-dump developers"],
+    description: "Arm CoreSight ETMv4 trace unit driver with panic dump",
+    license: "GPL",
+    params: {
+        timestamps: bool {
+            default: false,
+            description: "Request global timestamps in the trace",
+        },
+    },
+}
+
+/// Name the C driver has.
+const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
+
+/// One trace unit, shared by its CoreSight operations and its panic callback.
+struct Etm<B: Backend> {
+    backend: B,
+    cpu: u32,
+    iface: Interface,
+    ids: Etm4xIds,
+    /// The locks found by the last enable, to put back at disable: bit 0 OS lock, bit 1
+    /// software lock.
+    found: Atomic<u32>,
+    name: CString,
+}
+
+impl<B: Backend> Etm<B> {
+    /// Runs `f` on the trace unit.
+    ///
+    /// The CoreSight core calls the operations with its mutex held, so they never overlap; the
+    /// panic callback runs once, with the other CPUs stopped.
+    fn with<R>(&self, f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R) -> R {
+        // SAFETY: See above: the callers of this function never overlap.
+        unsafe {
+            self.backend
+                .with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT)))
+        }
+    }
+}
+
+/// Converts a hardware failure into an errno, logging it.
+fn to_errno(dev: &Device, e: Etm4xError) -> Error {
+    dev_err!(dev, "{:?}\n", e);
+    match e {
+        Etm4xError::InvalidTraceId(_) | Etm4xError::NotEtmV4(_) => EINVAL,
+        Etm4xError::PoweredDown | Etm4xError::OsLocked | Etm4xError::SoftwareLocked => EPERM,
+        Etm4xError::IdleTimeout(_) | Etm4xError::PmStableTimeout(_) => ETIMEDOUT,
+    }
+}
+
+/// The trace unit as a CoreSight source.
+struct SourceOps<B: Backend>(Arc<Etm<B>>);
+
+#[vtable]
+impl<B: Backend> coresight::Operations for SourceOps<B> {
+    fn trace_id(&self, csdev: &CsDevice, mode: Mode, sink: Option<&CsDevice>) -> Result<u8> {
+        csdev.etm_trace_id(mode, sink)
+    }
+
+    fn source_enable(&self, csdev: &CsDevice, mode: Mode, path: &Path) -> Result {
+        let etm = &*self.0;
+        if mode != Mode::Sysfs {
+            return Err(EINVAL);
+        }
+        if !csdev.take_mode(mode) {
+            return Err(EBUSY);
+        }
+        let ts = module_parameters::timestamps.value();
+        let r = TraceConfig::default_for(&etm.ids, path.trace_id(), ts)
+            .and_then(|cfg| etm.with(|u| u.enable(&cfg)));
+        match r {
+            Ok(found) => {
+                let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
+                etm.found.store(bits, Relaxed);
+                dev_info!(
+                    csdev.as_device(),
+                    "ETM tracing enabled, trace ID {:#x}\n",
+                    path.trace_id()
+                );
+                Ok(())
+            }
+            Err(e) => {
+                csdev.set_mode(Mode::Disabled);
+                Err(to_errno(csdev.as_device(), e))
+            }
+        }
+    }
+
+    fn source_disable(&self, csdev: &CsDevice) {
+        let etm = &*self.0;
+        let bits = etm.found.load(Relaxed);
+        let found = FoundLocks {
+            os_locked: bits & 1 != 0,
+            sw_locked: bits & 2 != 0,
+        };
+        let r = etm.with(|u| {
+            let r = u.disable();
+            u.restore_locks(found);
+            r
+        });
+        if let Err(e) = r {
+            let _ = to_errno(csdev.as_device(), e);
+        }
+        csdev.set_mode(Mode::Disabled);
+        dev_info!(csdev.as_device(), "ETM tracing disabled\n");
+    }
+}
+
+/// The trace unit's panic callback.
+struct Save<B: Backend>(Arc<Etm<B>>);
+
+impl<B: Backend> DumpCallback for Save<B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let etm = &*self.0;
+        let saved = etm.with(|u| u.panic_save(etm.cpu));
+        *written = saved.encode(buf).map_err(|_| ENOSPC)?;
+        if saved.outcome != hw::SaveOutcome::Ok {
+            pr_emerg!("{}: {}\n", &*etm.name, saved.outcome.name());
+            return Err(EIO);
+        }
+        Ok(())
+    }
+}
+
+/// A bound trace unit: its CoreSight registration and its panic-dump registration.
+#[pin_data]
+struct EtmDevice<B: Backend> {
+    #[pin]
+    dump: panic_dump::Registration<Save<B>>,
+    #[pin]
+    source: coresight::Registration<SourceOps<B>>,
+}
+
+/// Probes the trace unit of `cpu` whose registers `backend` reaches.
+fn probe_etm<'a, B: Backend + 'a>(
+    dev: &'a Device<Core<'_>>,
+    backend: B,
+    iface: Interface,
+) -> Result<impl PinInit<EtmDevice<B>, Error> + 'a> {
+    let cpu =
+        coresight::get_cpu(dev).inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
+    // SAFETY: Probe is the only user of the registers until the registrations below exist.
+    let ids = unsafe {
+        backend.with_io(|io| {
+            let mut u = Etm4x::new(io, iface, Timeout::DEFAULT);
+            let found = u.unlock()?;
+            let ids = u.read_ids();
+            u.restore_locks(found);
+            ids
+        })
+    }
+    .map_err(|e| to_errno(dev, e))?;
+    let name = CString::try_from_fmt(fmt!("etm{}", cpu))?;
+    let etm = Arc::new(
+        Etm {
+            backend,
+            cpu,
+            iface,
+            ids,
+            found: Atomic::new(0),
+            name,
+        },
+        GFP_KERNEL,
+    )?;
+    dev_info!(
+        dev,
+        "CPU{}: ETMv4.{} initialized (TRCIDR1 {:#010x})\n",
+        cpu,
+        (ids.idr(1) >> 4) & 0xf,
+        ids.idr(1)
+    );
+    let for_dump = etm.clone();
+    let bound: &Device<Bound> = dev;
+    Ok(try_pin_init!(EtmDevice {
+        dump <- panic_dump::Registration::new(
+            DumpInfo {
+                name: &etm.name,
+                kind: DumpType::Source,
+                cpu: Some(cpu),
+                max_bytes: hw::SAVED_STATE_SIZE,
+            },
+            Ok::<_, Error>(Save(for_dump)),
+        ),
+        source <- coresight::Registration::new(
+            bound,
+            Desc {
+                name: &etm.name,
+                kind: Kind::Source(SourceKind::Proc),
+                cpu: Some(cpu),
+            },
+            SourceOps(etm.clone()),
+        ),
+    }))
+}
+
+/// The AMBA driver for memory-mapped trace units.
+struct Etm4xAmba;
+
+/// `DEVARCH`/`DEVTYPE` of an ETMv4 trace unit, for UCI matching.
+static UCI_ETM4: amba::CsUci = amba::CsUci::new(0x4770_4a13, 0xfff0_ffff, 0x0000_0013);
+
+kernel::amba_device_table!(
+    AMBA_TABLE,
+    [
+        // Cortex-A53.
+        amba::DeviceId::new(0x000b_b95d, 0x000f_ffff),
+        // Cortex-A57.
+        amba::DeviceId::new(0x000b_b95e, 0x000f_ffff),
+        // Cortex-A72.
+        amba::DeviceId::new(0x000b_b95a, 0x000f_ffff),
+        // Cortex-A73.
+        amba::DeviceId::new(0x000b_b959, 0x000f_ffff),
+        // Cortex-A35.
+        amba::DeviceId::with_uci(0x000b_b9da, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_bd05, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A75.
+        amba::DeviceId::with_uci(0x000b_bd0a, 0x000f_ffff, &UCI_ETM4),
+        // Neoverse N1.
+        amba::DeviceId::with_uci(0x000b_bd0c, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A78.
+        amba::DeviceId::with_uci(0x000b_bd41, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo.
+        amba::DeviceId::with_uci(0x000f_0205, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo.
+        amba::DeviceId::with_uci(0x000f_0211, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 385 Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_b802, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 385 Cortex-A75.
+        amba::DeviceId::with_uci(0x000b_b803, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 4XX Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_b805, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 4XX Cortex-A76.
+        amba::DeviceId::with_uci(0x000b_b804, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 5XX Cortex-A77.
+        amba::DeviceId::with_uci(0x000b_bd0d, 0x000f_ffff, &UCI_ETM4),
+        // Marvell ThunderX2.
+        amba::DeviceId::with_uci(0x000c_c0af, 0x000f_ffff, &UCI_ETM4),
+        // HiSilicon Hip08.
+        amba::DeviceId::with_uci(0x000b_6d01, 0x000f_ffff, &UCI_ETM4),
+        // HiSilicon Hip09.
+        amba::DeviceId::with_uci(0x000b_6d02, 0x000f_ffff, &UCI_ETM4),
+    ]
+);
+
+impl amba::Driver for Etm4xAmba {
+    type Data<'bound> = Pin<KBox<EtmDevice<IoMem<'bound, FRAME>>>>;
+    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound amba::Device<Core<'_>>,
+        _id: &'bound amba::DeviceId,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = adev.as_ref();
+        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        KBox::pin_init(probe_etm(dev, iomem, Interface::Mmio)?, GFP_KERNEL)
+    }
+}
+
+#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
+#[path = "../../../../../samples/rust/coresight_sim/model_etm4x.rs"]
+pub mod model;
+
+#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
+#[path = "../../../../../samples/rust/coresight_sim/etm4x_gen.rs"]
+pub mod etm4x_gen;
+
+#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
+mod sim;
+
+struct Etm4xModule {
+    _amba: Pin<KBox<driver::Registration<amba::Adapter<Etm4xAmba>>>>,
+    #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
+    _sim: Pin<KBox<driver::Registration<kernel::platform::Adapter<sim::Etm4xSim>>>>,
+}
+
+impl kernel::Module for Etm4xModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self {
+            _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
+            #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
+            _sim: KBox::pin_init(
+                driver::Registration::new(c_str!("coresight-etm4x-sim"), module),
+                GFP_KERNEL,
+            )?,
+        })
+    }
+}
