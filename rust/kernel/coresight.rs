@@ -521,6 +521,12 @@ impl<T: Operations> OpsTable<T> {
         (&reg.data, unsafe { CsDevice::from_raw(csdev) })
     }
 
+    /// The `trace_id` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn trace_id(
         csdev: *mut bindings::coresight_device,
         mode: bindings::cs_mode,
@@ -536,6 +542,12 @@ impl<T: Operations> OpsTable<T> {
         })
     }
 
+    /// The sink `enable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn sink_enable(
         csdev: *mut bindings::coresight_device,
         mode: bindings::cs_mode,
@@ -551,6 +563,12 @@ impl<T: Operations> OpsTable<T> {
         })
     }
 
+    /// The sink `disable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn sink_disable(csdev: *mut bindings::coresight_device) -> c_int {
         from_result(|| {
             // SAFETY: The core calls this for a component registered by `Registration<T>`.
@@ -560,6 +578,12 @@ impl<T: Operations> OpsTable<T> {
         })
     }
 
+    /// The link `enable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn link_enable(
         csdev: *mut bindings::coresight_device,
         inport: *mut bindings::coresight_connection,
@@ -582,6 +606,12 @@ impl<T: Operations> OpsTable<T> {
         })
     }
 
+    /// The link `disable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn link_disable(
         csdev: *mut bindings::coresight_device,
         inport: *mut bindings::coresight_connection,
@@ -601,6 +631,12 @@ impl<T: Operations> OpsTable<T> {
         data.link_disable(cs, i, o);
     }
 
+    /// The source `enable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn source_enable(
         csdev: *mut bindings::coresight_device,
         _event: *mut bindings::perf_event,
@@ -617,6 +653,12 @@ impl<T: Operations> OpsTable<T> {
         })
     }
 
+    /// The source `disable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// valid pointers.
     unsafe extern "C" fn source_disable(
         csdev: *mut bindings::coresight_device,
         _event: *mut bindings::perf_event,

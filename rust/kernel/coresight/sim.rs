@@ -106,7 +106,7 @@ pub fn kernel_text() -> (u64, &'static [u8]) {
             bindings::cspd_kernel_text_end(),
         )
     };
-    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+    let len = end.saturating_sub(start);
     // SAFETY: The kernel text is mapped, readable and never freed or written after boot.
     let text = unsafe { core::slice::from_raw_parts(start as *const u8, len) };
     (start as u64, text)

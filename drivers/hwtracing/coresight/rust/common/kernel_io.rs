@@ -50,6 +50,12 @@ pub trait Backend: Send + Sync {
     ///
     /// No other call to `with_io` on the same backend may run at the same time.
     unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
+
+    /// Returns the CPU that [`Backend::with_io`] must run on, for registers that only their own
+    /// CPU reaches (system registers); `None` for registers any CPU reaches.
+    fn cpu(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl Backend for IoMem<'_, FRAME> {

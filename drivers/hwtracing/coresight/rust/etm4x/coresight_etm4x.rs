@@ -36,6 +36,7 @@ use kernel::{
         Path,
         SourceKind, //
     },
+    cpu::CpuId,
     device::{
         Bound,
         Core,
@@ -44,6 +45,7 @@ use kernel::{
     driver,
     io::mem::IoMem,
     prelude::*,
+    smp,
     str::CString,
     sync::{
         atomic::{
@@ -103,17 +105,56 @@ struct Etm<B: Backend> {
     name: CString,
 }
 
+/// Runs `f` on the trace unit that `backend` reaches, from the unit's CPU when its registers are
+/// system registers.
+///
+/// # Safety
+///
+/// No other call on the same backend may run at the same time.
+unsafe fn run_on<B: Backend, R: Send>(
+    backend: &B,
+    iface: Interface,
+    f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R + Send,
+) -> Result<R> {
+    // SAFETY: The caller guarantees exclusive use of the backend.
+    let run = || unsafe { backend.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT))) };
+    match backend.cpu() {
+        None => Ok(run()),
+        Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run),
+    }
+}
+
 impl<B: Backend> Etm<B> {
     /// Runs `f` on the trace unit.
     ///
-    /// The CoreSight core calls the operations with its mutex held, so they never overlap; the
-    /// panic callback runs once, with the other CPUs stopped.
-    fn with<R>(&self, f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R) -> R {
+    /// The CoreSight core calls the operations with its mutex held, so they never overlap.
+    fn with<R: Send>(
+        &self,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R + Send,
+    ) -> Result<R> {
         // SAFETY: See above: the callers of this function never overlap.
-        unsafe {
+        unsafe { run_on(&self.backend, self.iface, f) }
+    }
+
+    /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped;
+    /// `None` when the unit can only be reached from another CPU.
+    fn with_at_panic<R>(
+        &self,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R,
+    ) -> Option<R> {
+        if self
+            .backend
+            .cpu()
+            .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
+        {
+            return None;
+        }
+        // SAFETY: The panic callback runs once, with the other CPUs stopped, so nothing else
+        // uses the backend.
+        Some(unsafe {
             self.backend
                 .with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT)))
-        }
+        })
     }
 }
 
@@ -145,8 +186,17 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             return Err(EBUSY);
         }
         let ts = module_parameters::timestamps.value();
-        let r = TraceConfig::default_for(&etm.ids, path.trace_id(), ts)
-            .and_then(|cfg| etm.with(|u| u.enable(&cfg)));
+        let r = match TraceConfig::default_for(&etm.ids, path.trace_id(), ts) {
+            Ok(cfg) => etm.with(|u| u.enable(&cfg)),
+            Err(e) => Ok(Err(e)),
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                csdev.set_mode(Mode::Disabled);
+                return Err(e);
+            }
+        };
         match r {
             Ok(found) => {
                 let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
@@ -172,13 +222,16 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             os_locked: bits & 1 != 0,
             sw_locked: bits & 2 != 0,
         };
-        let r = etm.with(|u| {
+        match etm.with(|u| {
             let r = u.disable();
             u.restore_locks(found);
             r
-        });
-        if let Err(e) = r {
-            let _ = to_errno(csdev.as_device(), e);
+        }) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = to_errno(csdev.as_device(), e);
+            }
+            Err(e) => dev_err!(csdev.as_device(), "trace unit not reachable: {:?}\n", e),
         }
         csdev.set_mode(Mode::Disabled);
         dev_info!(csdev.as_device(), "ETM tracing disabled\n");
@@ -191,7 +244,13 @@ struct Save<B: Backend>(Arc<Etm<B>>);
 impl<B: Backend> DumpCallback for Save<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
         let etm = &*self.0;
-        let saved = etm.with(|u| u.panic_save(etm.cpu));
+        let saved = etm
+            .with_at_panic(|u| u.panic_save(etm.cpu))
+            .unwrap_or(hw::SavedState {
+                cpu: etm.cpu,
+                outcome: hw::SaveOutcome::Unreachable,
+                ..hw::SavedState::default()
+            });
         *written = saved.encode(buf).map_err(|_| ENOSPC)?;
         if saved.outcome != hw::SaveOutcome::Ok {
             pr_emerg!("{}: {}\n", &*etm.name, saved.outcome.name());
@@ -220,14 +279,13 @@ fn probe_etm<'a, B: Backend + 'a>(
         coresight::get_cpu(dev).inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
     // SAFETY: Probe is the only user of the registers until the registrations below exist.
     let ids = unsafe {
-        backend.with_io(|io| {
-            let mut u = Etm4x::new(io, iface, Timeout::DEFAULT);
+        run_on(&backend, iface, |u| {
             let found = u.unlock()?;
             let ids = u.read_ids();
             u.restore_locks(found);
             ids
         })
-    }
+    }?
     .map_err(|e| to_errno(dev, e))?;
     let name = CString::try_from_fmt(fmt!("etm{}", cpu))?;
     let etm = Arc::new(
@@ -347,8 +405,11 @@ pub mod etm4x_gen;
 #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
 mod sim;
 
+mod sysreg;
+
 struct Etm4xModule {
     _amba: Pin<KBox<driver::Registration<amba::Adapter<Etm4xAmba>>>>,
+    _sysreg: Pin<KBox<driver::Registration<kernel::platform::Adapter<sysreg::Etm4xSysReg>>>>,
     #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
     _sim: Pin<KBox<driver::Registration<kernel::platform::Adapter<sim::Etm4xSim>>>>,
 }
@@ -357,6 +418,10 @@ impl kernel::Module for Etm4xModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
         Ok(Self {
             _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
+            _sysreg: KBox::pin_init(
+                driver::Registration::new(c_str!("coresight-etm4x-sysreg"), module),
+                GFP_KERNEL,
+            )?,
             #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
             _sim: KBox::pin_init(
                 driver::Registration::new(c_str!("coresight-etm4x-sim"), module),

@@ -678,6 +678,9 @@ pub enum SaveOutcome {
     NotEtmV4 = 5,
     /// The software lock could not be cleared; nothing else read.
     SoftwareLocked = 6,
+    /// A system-register trace unit of another CPU: only its own CPU can reach it, and that CPU
+    /// was stopped by the panic; nothing read.
+    Unreachable = 7,
 }
 
 impl SaveOutcome {
@@ -691,6 +694,7 @@ impl SaveOutcome {
             Self::PoweredDown => "powered-down",
             Self::NotEtmV4 => "not-etmv4",
             Self::SoftwareLocked => "software-locked",
+            Self::Unreachable => "unreachable",
         }
     }
 
@@ -704,6 +708,7 @@ impl SaveOutcome {
             4 => Self::PoweredDown,
             5 => Self::NotEtmV4,
             6 => Self::SoftwareLocked,
+            7 => Self::Unreachable,
             _ => return None,
         })
     }

@@ -76,7 +76,15 @@ unsafe impl Sync for SimEtm {}
 
 impl SimEtm {
     fn new(cpu: u32) -> Result<Self> {
-        let mut m = KBox::new(model::Etm4xModel::cortex_a57(), GFP_KERNEL)?;
+        // Built in place: the model's register file is too big for a probe's stack.
+        let mut m = KBox::<model::Etm4xModel>::new_uninit(GFP_KERNEL)?;
+        model::Etm4xModel::new_in(
+            &mut m,
+            model::ModelIds::CORTEX_A57,
+            model::ModelInterface::Mmio,
+        );
+        // SAFETY: `new_in` initialised the model.
+        let mut m = unsafe { m.assume_init() };
         m.set_latency(3);
         let stream = KBox::<[u8; STREAM_BYTES]>::new_uninit(GFP_KERNEL | flags::__GFP_ZERO)?;
         // SAFETY: The allocation was zeroed, and zero bytes are valid `u8`s.

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ETMv4 trace units reached through system registers (`arm,coresight-etm4x-sysreg`).
+//!
+//! Such a unit has no memory-mapped frame: its registers are `MRS`/`MSR` operands on its own CPU,
+//! encoded as [`hw::sysreg_of_offset`] says. [`SysRegIo`] maps the register offsets the driver
+//! uses to those instructions; an offset without a system register reads as all ones (like an
+//! absent register) and ignores writes, which is what the software lock and power registers of
+//! the memory-mapped interface look like here. Writes are followed by an `ISB`, so that a write
+//! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read.
+
+use core::arch::asm;
+
+use kernel::{
+    acpi,
+    c_str,
+    device::{
+        Core,
+        Device, //
+    },
+    of,
+    platform,
+    prelude::*, //
+};
+
+use super::{
+    access::CsAccess,
+    hw,
+    kernel_io::Backend,
+    probe_etm,
+    EtmDevice, //
+};
+
+/// Defines `read(offset)` and `write(offset, value)` over the named system registers.
+macro_rules! sysregs {
+    (
+        read: [$($roff:literal => $rname:literal),* $(,)?],
+        write: [$($woff:literal => $wname:literal),* $(,)?] $(,)?
+    ) => {
+        /// Reads the trace register at `offset`, if it has a system register.
+        fn read(offset: u32) -> Option<u64> {
+            match offset {
+                $($roff => {
+                    let v: u64;
+                    // SAFETY: Reading a trace system register has no side effect; the caller
+                    // runs on the unit's CPU, which implements them (checked at probe).
+                    unsafe { asm!(concat!("mrs {0}, ", $rname), out(reg) v, options(nomem, nostack)) };
+                    Some(v)
+                })*
+                _ => None,
+            }
+        }
+
+        /// Writes the trace register at `offset`, if it has a writable system register.
+        fn write(offset: u32, v: u64) -> bool {
+            match offset {
+                $($woff => {
+                    // SAFETY: The caller runs on the unit's CPU, which implements the trace
+                    // system registers (checked at probe); they only affect the trace unit.
+                    unsafe {
+                        asm!(concat!("msr ", $wname, ", {0}"), in(reg) v, options(nostack));
+                        asm!("isb", options(nostack));
+                    }
+                    true
+                })*
+                _ => false,
+            }
+        }
+    };
+}
+
+sysregs! {
+    read: [
+        0x004 => "S2_1_C0_C1_0",   // TRCPRGCTLR
+        0x00C => "S2_1_C0_C3_0",   // TRCSTATR
+        0x010 => "S2_1_C0_C4_0",   // TRCCONFIGR
+        0x018 => "S2_1_C0_C6_0",   // TRCAUXCTLR
+        0x020 => "S2_1_C0_C8_0",   // TRCEVENTCTL0R
+        0x024 => "S2_1_C0_C9_0",   // TRCEVENTCTL1R
+        0x02C => "S2_1_C0_C11_0",  // TRCSTALLCTLR
+        0x030 => "S2_1_C0_C12_0",  // TRCTSCTLR
+        0x034 => "S2_1_C0_C13_0",  // TRCSYNCPR
+        0x038 => "S2_1_C0_C14_0",  // TRCCCCTLR
+        0x03C => "S2_1_C0_C15_0",  // TRCBBCTLR
+        0x040 => "S2_1_C0_C0_1",   // TRCTRACEIDR
+        0x080 => "S2_1_C0_C0_2",   // TRCVICTLR
+        0x084 => "S2_1_C0_C1_2",   // TRCVIIECTLR
+        0x088 => "S2_1_C0_C2_2",   // TRCVISSCTLR
+        0x180 => "S2_1_C0_C0_6",   // TRCIDR8
+        0x184 => "S2_1_C0_C1_6",   // TRCIDR9
+        0x188 => "S2_1_C0_C2_6",   // TRCIDR10
+        0x18C => "S2_1_C0_C3_6",   // TRCIDR11
+        0x190 => "S2_1_C0_C4_6",   // TRCIDR12
+        0x194 => "S2_1_C0_C5_6",   // TRCIDR13
+        0x1E0 => "S2_1_C0_C8_7",   // TRCIDR0
+        0x1E4 => "S2_1_C0_C9_7",   // TRCIDR1
+        0x1E8 => "S2_1_C0_C10_7",  // TRCIDR2
+        0x1EC => "S2_1_C0_C11_7",  // TRCIDR3
+        0x1F0 => "S2_1_C0_C12_7",  // TRCIDR4
+        0x1F4 => "S2_1_C0_C13_7",  // TRCIDR5
+        0x1F8 => "S2_1_C0_C14_7",  // TRCIDR6
+        0x1FC => "S2_1_C0_C15_7",  // TRCIDR7
+        0x304 => "S2_1_C1_C1_4",   // TRCOSLSR
+        0xFB8 => "S2_1_C7_C14_6",  // TRCAUTHSTATUS
+        0xFBC => "S2_1_C7_C15_6",  // TRCDEVARCH
+    ],
+    write: [
+        0x004 => "S2_1_C0_C1_0",   // TRCPRGCTLR
+        0x010 => "S2_1_C0_C4_0",   // TRCCONFIGR
+        0x018 => "S2_1_C0_C6_0",   // TRCAUXCTLR
+        0x020 => "S2_1_C0_C8_0",   // TRCEVENTCTL0R
+        0x024 => "S2_1_C0_C9_0",   // TRCEVENTCTL1R
+        0x02C => "S2_1_C0_C11_0",  // TRCSTALLCTLR
+        0x030 => "S2_1_C0_C12_0",  // TRCTSCTLR
+        0x034 => "S2_1_C0_C13_0",  // TRCSYNCPR
+        0x038 => "S2_1_C0_C14_0",  // TRCCCCTLR
+        0x03C => "S2_1_C0_C15_0",  // TRCBBCTLR
+        0x040 => "S2_1_C0_C0_1",   // TRCTRACEIDR
+        0x080 => "S2_1_C0_C0_2",   // TRCVICTLR
+        0x084 => "S2_1_C0_C1_2",   // TRCVIIECTLR
+        0x088 => "S2_1_C0_C2_2",   // TRCVISSCTLR
+        0x300 => "S2_1_C1_C0_4",   // TRCOSLAR
+    ],
+}
+
+/// Returns whether this CPU implements the trace unit system registers
+/// (`ID_AA64DFR0_EL1.TraceVer`).
+fn trace_sysregs_implemented() -> bool {
+    let dfr0: u64;
+    // SAFETY: `ID_AA64DFR0_EL1` is readable at EL1 on every ARMv8-A CPU and has no side effect.
+    unsafe { asm!("mrs {0}, ID_AA64DFR0_EL1", out(reg) dfr0, options(nomem, nostack)) };
+    (dfr0 >> 4) & 0xf != 0
+}
+
+/// Register access through system instructions, on the unit's CPU.
+struct SysRegIo;
+
+impl CsAccess for SysRegIo {
+    fn read32(&mut self, offset: u32) -> u32 {
+        // CAST: the trace registers the driver uses are 32 bits wide.
+        read(offset).map_or(u32::MAX, |v| v as u32)
+    }
+
+    fn write32(&mut self, offset: u32, value: u32) {
+        write(offset, u64::from(value));
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        kernel::time::delay::udelay(kernel::time::Delta::from_micros(i64::from(us)));
+    }
+}
+
+/// A system-register trace unit, reached from its CPU.
+pub(super) struct SysRegEtm {
+    cpu: u32,
+}
+
+impl Backend for SysRegEtm {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        f(&mut SysRegIo)
+    }
+
+    fn cpu(&self) -> Option<u32> {
+        Some(self.cpu)
+    }
+}
+
+/// Platform driver for the system-register trace units of the device tree and ACPI.
+pub(super) struct Etm4xSysReg;
+
+kernel::of_device_table!(
+    OF_TABLE,
+    <Etm4xSysReg as platform::Driver>::IdInfo,
+    [(of::DeviceId::new(c_str!("arm,coresight-etm4x-sysreg")), ())]
+);
+
+kernel::acpi_device_table!(
+    ACPI_TABLE,
+    <Etm4xSysReg as platform::Driver>::IdInfo,
+    [(acpi::DeviceId::new(c_str!("ARMHC500")), ())]
+);
+
+impl platform::Driver for Etm4xSysReg {
+    type IdInfo = ();
+    type Data<'bound> = Pin<KBox<EtmDevice<SysRegEtm>>>;
+    const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&OF_TABLE);
+    const ACPI_ID_TABLE: Option<acpi::IdTable<Self::IdInfo>> = Some(&ACPI_TABLE);
+
+    fn probe<'bound>(
+        pdev: &'bound platform::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = pdev.as_ref();
+        let cpu = kernel::coresight::get_cpu(dev)?;
+        let id = kernel::cpu::CpuId::from_u32(cpu).ok_or(ENODEV)?;
+        if !kernel::smp::call_on_cpu(id, trace_sysregs_implemented)? {
+            dev_err!(dev, "CPU{} has no trace unit system registers\n", cpu);
+            return Err(ENODEV);
+        }
+        KBox::pin_init(
+            probe_etm(dev, SysRegEtm { cpu }, hw::Interface::SysReg)?,
+            GFP_KERNEL,
+        )
+    }
+}
