@@ -21,6 +21,8 @@
 
 use crate::access::CsAccess;
 use crate::access::CS_UNLOCK_KEY;
+use core::mem::MaybeUninit;
+use core::ptr::addr_of_mut;
 
 /// Number of 32-bit registers in the frame.
 const FRAME_WORDS: usize = 1024;
@@ -201,21 +203,35 @@ impl Etm4xModel {
     /// Creates a unit in its reset state: OS lock set, software lock set, trace disabled and
     /// idle, `TRCPDSR.STICKYPD` set, and a latency of 3 accesses for status changes.
     pub fn new(ids: ModelIds, iface: ModelInterface) -> Self {
-        let mut m = Self {
-            regs: [0; FRAME_WORDS],
-            ids,
-            iface,
-            os_locked: true,
-            sw_locked: iface == ModelInterface::Mmio,
-            sticky_pd: true,
-            enabled: false,
-            idle: true,
-            pmstable: true,
-            pending: 0,
-            latency: 3,
-            faults: Etm4xFaults::default(),
-            stats: Etm4xStats::default(),
-        };
+        let mut m = MaybeUninit::uninit();
+        Self::new_in(&mut m, ids, iface);
+        // SAFETY: `new_in` initialised every field.
+        unsafe { m.assume_init() }
+    }
+
+    /// Like [`Self::new`], but builds the unit in `slot`, so that its 4 KiB register file is
+    /// never copied through the stack (for kernel probe paths, whose stacks are small).
+    pub fn new_in(slot: &mut MaybeUninit<Self>, ids: ModelIds, iface: ModelInterface) -> &mut Self {
+        let p = slot.as_mut_ptr();
+        // SAFETY: `p` is valid for writes and aligned; every field is written below, and zero is
+        // a valid register file.
+        unsafe {
+            addr_of_mut!((*p).regs).write_bytes(0, 1);
+            addr_of_mut!((*p).ids).write(ids);
+            addr_of_mut!((*p).iface).write(iface);
+            addr_of_mut!((*p).os_locked).write(true);
+            addr_of_mut!((*p).sw_locked).write(iface == ModelInterface::Mmio);
+            addr_of_mut!((*p).sticky_pd).write(true);
+            addr_of_mut!((*p).enabled).write(false);
+            addr_of_mut!((*p).idle).write(true);
+            addr_of_mut!((*p).pmstable).write(true);
+            addr_of_mut!((*p).pending).write(0);
+            addr_of_mut!((*p).latency).write(3);
+            addr_of_mut!((*p).faults).write(Etm4xFaults::default());
+            addr_of_mut!((*p).stats).write(Etm4xStats::default());
+        }
+        // SAFETY: Every field was initialised above.
+        let m = unsafe { slot.assume_init_mut() };
         for (n, v) in ids.idr.iter().enumerate() {
             // CAST: `n < 14`.
             let off = if n < 8 {

@@ -81,8 +81,11 @@ pub const UNLOCK_KEY: u32 = 0xC5AC_CE55;
 /// The value `RRD` returns when there is nothing to read.
 pub const RRD_EMPTY: u32 = 0xFFFF_FFFF;
 
-/// Number of 32-bit registers in the 4 KiB frame, the size of the access counters.
-pub const NR_REGS: usize = 1024;
+/// Number of registers with their own access counter: the 16 of `0x000..0x040`, the 4 of
+/// `0x300..0x310` (formatter) and the 64 of `0xF00..0x1000` (management and identification). The
+/// TMC has no other registers; accesses elsewhere are counted together. Kept small so that a model
+/// fits on a kernel stack.
+pub const NR_REGS: usize = 16 + 4 + 64;
 
 const STS_FULL: u32 = 1 << 0;
 const STS_TRIGGERED: u32 = 1 << 1;
@@ -145,7 +148,13 @@ impl AccessCounts {
         if offset & 3 != 0 {
             return None;
         }
-        usize::try_from(offset / 4).ok().filter(|&i| i < NR_REGS)
+        let i = usize::try_from(offset / 4).ok()?;
+        match i {
+            0..16 => Some(i),
+            0xC0..0xC4 => Some(i - 0xC0 + 16),
+            0x3C0..0x400 => Some(i - 0x3C0 + 20),
+            _ => None,
+        }
     }
 
     /// Returns how many times the register at `offset` was read.
