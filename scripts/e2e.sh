@@ -288,14 +288,18 @@ PY
 # A device-tree region instead of reserve_mem=: QEMU's own DTB with a no-map reserved-memory node
 # and a node compatible with "linux,coresight-panic-dump" that names it "dump" (mapped WC).
 DT_REGION=0x7f000000
+SMP=2
+# The QEMU virt device tree, plus (region) the dump region as a reserved-memory node and (trace)
+# model-backed CoreSight trace: one sim ETM per CPU into a C static funnel into a sim TMC.
 make_dtb() {
-	local out=$1
+	local out=$1 region=${2:-region} trace=${3:-}
 	command -v dtc >/dev/null || die "dtc is missing: run scripts/setup.sh (package device-tree-compiler)"
-	qemu-system-aarch64 -M "virt,dumpdtb=$out.base" -cpu cortex-a57 -smp 2 -m 1G -display none \
+	qemu-system-aarch64 -M "virt,dumpdtb=$out.base" -cpu cortex-a57 -smp "$SMP" -m 1G -display none \
 		-nic none -device vmcoreinfo >/dev/null 2>&1 || return 1
 	{
 		dtc -q -I dtb -O dts "$out.base"
-		cat <<DTS
+		if [ "$region" = region ]; then
+			cat <<DTS
 / {
 	reserved-memory {
 		#address-cells = <2>;
@@ -313,6 +317,38 @@ make_dtb() {
 	};
 };
 DTS
+		fi
+		if [ "$trace" = trace ]; then
+			local c
+			echo "/ {"
+			for ((c = 0; c < SMP; c++)); do
+				cat <<DTS
+	etm-sim-$c {
+		compatible = "linux,coresight-etm4x-sim";
+		cpu = <&{/cpus/cpu@$c}>;
+		out-ports { port { etm${c}_out: endpoint { remote-endpoint = <&funnel_in$c>; }; }; };
+	};
+DTS
+			done
+			echo "	funnel-sim {"
+			echo '		compatible = "arm,coresight-static-funnel";'
+			echo "		out-ports { port { funnel_out: endpoint { remote-endpoint = <&tmc_in>; }; }; };"
+			echo "		in-ports {"
+			echo "			#address-cells = <1>;"
+			echo "			#size-cells = <0>;"
+			for ((c = 0; c < SMP; c++)); do
+				echo "			port@$c { reg = <$c>; funnel_in$c: endpoint { remote-endpoint = <&etm${c}_out>; }; };"
+			done
+			echo "		};"
+			echo "	};"
+			cat <<DTS
+	tmc-sim {
+		compatible = "linux,coresight-tmc-sim";
+		in-ports { port { tmc_in: endpoint { remote-endpoint = <&funnel_out>; }; }; };
+	};
+};
+DTS
+		fi
 	} | dtc -q -I dts -O dtb -o "$out" - || return 1
 	rm -f "$out.base"
 }
@@ -329,6 +365,36 @@ scenario_dump-dt-region() {
 	check_dump "$d"
 }
 
+# Trace: sim ETMs (one per CPU) through the C static funnel into a sim TMC, enabled through
+# sysfs, then a panic. The TMC record must equal what the model held, each CPU's ETM record the
+# model's registers, and the report each CPU's generated path.
+TRACE_MODS=coresight_tmc.ko,coresight_etm4x.ko,coresight_cpu_debug.ko
+TRACE_APPEND="reserve_mem=1M:4096:coresight_dump cspd.trace=1"
+
+check_trace() {
+	local dir=$1 variant=$2
+	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
+		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" \
+		--etm-model "$REPO/samples/rust/coresight_sim/model_etm4x.rs" --cpus "$SMP"
+}
+
+scenario_trace-kdump() {
+	local d=$RUNS/trace-kdump
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
+	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_APPEND cspd.insmod=$TRACE_MODS \
+cspd.modparm_coresight_cpu_debug=debug=1" --qemu-arg "-dtb $RUNS/virt-trace.dtb" &&
+		check_trace "$d" mod
+}
+
+scenario_trace-builtin() {
+	local d=$RUNS/trace-builtin
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
+	qemu qemu-dump builtin "$d" "cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1" \
+		--qemu-arg "-dtb $RUNS/virt-trace.dtb" && check_trace "$d" builtin
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it.
 expect_failure() {
 	local what=$1
@@ -341,6 +407,24 @@ expect_failure() {
 	fi
 	echo "$out" | tail -n 2
 	echo "detected as expected: $what"
+}
+
+# check_trace must notice a report that is not the generated path: the last function the sim
+# logged for CPU 1 is renamed in a copy of trace-builtin's console log.
+scenario_harness-trace-wrong-path() {
+	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-wrong-path
+	[ -f "$src/vmcore.elf" ] || scenario_trace-builtin || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	ln -s "$src/vmcore.elf" "$d/vmcore.elf"
+	python3 - "$src/console.log" "$d/console.log" <<'PY'
+import re, sys
+lines = open(sys.argv[1], errors="replace").read().splitlines(True)
+last = max(i for i, l in enumerate(lines) if re.search(r"sim etm1: path function \d+: ", l))
+lines[last] = re.sub(r"(path function \d+: )\S+", r"\1not_the_path+0x0/0x4", lines[last])
+open(sys.argv[2], "w").writelines(lines)
+PY
+	expect_failure "report that does not end with the generated path" check_trace "$d" builtin
 }
 
 scenario_harness-no-module() {
@@ -399,7 +483,8 @@ scenario_harness-bad-input() {
 }
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record)
+	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
+	trace-kdump trace-builtin harness-trace-wrong-path)
 
 main() {
 	ensure_cache_dir

@@ -198,7 +198,9 @@ pub fn build(
         offset: kernel_relocation(capture, &v.elf),
     });
     let mut warnings = Vec::new();
-    let keep = opts.last.saturating_mul(8).max(64);
+    // Elements kept per trace ID: enough that a loop in the last function does not hide the
+    // functions before it, still a bounded amount of memory.
+    let keep = opts.last.saturating_mul(128).max(1024);
     let mut decoded = None;
     let decoder;
     if capture.etms.is_empty() || capture.sinks.iter().all(|s| s.frames().is_empty()) {

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Checks a trace scenario's run: model-backed ETMs traced into a model-backed TMC, then a panic.
+
+Reads the guest's console log and the vmcore of DIR, runs csdump on it, and checks:
+- the CoreSight core listed the sim sink and the sim ETMs, and enable_sink / enable_source worked;
+- csdump extracts one TMC record (status ok, outcome complete) whose data has the length and the
+  FNV-1a 64 checksum (after the first frame) that the TMC model logged for what it held;
+- one ETM record per CPU, saved without error, whose registers are the model's (TRCIDR0..13,
+  TRCAUTHSTATUS, TRCDEVARCH of the Cortex-A57 model, read from its source), whose TRCTRACEIDR is
+  the trace ID the sim logged for that CPU, and whose TRCCONFIGR is the driver's default;
+- `csdump report --vmlinux` shows, for each CPU, the functions of the path the sim generated, in
+  order (its last functions are the last functions of the generated path);
+- `perf script --vmlinux` decodes csdump's perf.data into instruction samples in the kernel.
+"""
+
+import argparse
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+
+class Bad(Exception):
+    pass
+
+
+def fnv1a64(b):
+    h = FNV_OFFSET
+    for x in b:
+        h ^= x
+        h = (h * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def model_a57(path):
+    """TRCIDR0..13, TRCAUTHSTATUS and TRCDEVARCH of the Cortex-A57 model, from its source."""
+    src = open(path).read()
+    m = re.search(r"pub const CORTEX_A57: Self = Self \{\s*idr: \[(.*?)\],\s*authstatus: (0x[0-9A-Fa-f_]+|\d+)", src, re.S)
+    if not m:
+        raise Bad(f"cannot find CORTEX_A57 in {path}")
+    idr = [int(v.strip().replace("_", ""), 0) for v in m.group(1).split(",") if v.strip()]
+    auth = int(m.group(2).replace("_", ""), 0)
+    d = re.search(r"pub const MODEL_DEVARCH_ETMV4: u32 = (0x[0-9A-Fa-f_]+);", src)
+    return idr, auth, int(d.group(1).replace("_", ""), 0)
+
+
+def func(name):
+    """The function of a `name+0xoff/0xsize [mod]` or `name+0xoff` symbol, without suffixes such
+    as `.constprop.0` that one symbol table keeps and another drops."""
+    name = name.split()[0]
+    name = name.split("+")[0]
+    return name.split(".")[0]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--csdump", required=True)
+    ap.add_argument("--vmlinux", required=True)
+    ap.add_argument("--etm-model", required=True)
+    ap.add_argument("--cpus", type=int, required=True)
+    a = ap.parse_args()
+    try:
+        check(a)
+    except Bad as e:
+        print(f"check_trace: FAIL: {e}", file=sys.stderr)
+        return 1
+    print("check_trace: ok")
+    return 0
+
+
+def check(a):
+    log = open(os.path.join(a.dir, "console.log"), errors="replace").read()
+    vmcore = os.path.join(a.dir, "vmcore.elf")
+
+    # 1. sysfs: the sink and the sources, enabled through the CoreSight core.
+    devs = re.search(r"coresight devices: (.*)", log)
+    if not devs:
+        raise Bad("the guest did not list /sys/bus/coresight/devices")
+    names = devs.group(1).split()
+    sinks = [n for n in names if n.startswith("tmc_et")]
+    etms = sorted(n for n in names if re.fullmatch(r"etm\d+", n))
+    if len(sinks) != 1 or len(etms) != a.cpus or not any(n.startswith("funnel") for n in names):
+        raise Bad(f"expected one sim TMC, a funnel and {a.cpus} ETMs on the CoreSight bus, got {names}")
+    if f"enabled sink {sinks[0]}: enable_sink=1" not in log:
+        raise Bad(f"enable_sink on {sinks[0]} did not take")
+    for e in etms:
+        if f"enabled source {e}: enable_source=1" not in log:
+            raise Bad(f"enable_source on {e} did not take")
+    ids = {int(c): int(t, 16) for c, t in re.findall(r"sim etm(\d+): trace ID (0x[0-9a-f]+): path", log)}
+    if sorted(ids) != list(range(a.cpus)):
+        raise Bad(f"the sim ETMs did not all generate a path: {ids}")
+    paths = {c: [] for c in range(a.cpus)}
+    for c, i, sym in re.findall(r"sim etm(\d+): path function (\d+): (\S+)", log):
+        paths[int(c)].append(func(sym))
+    held = re.search(r"sim tmc\d+: model holds (\d+) bytes, full (\d), fnv64 after first frame ([0-9a-f]{16})", log)
+    if not held:
+        raise Bad("the TMC model did not log what it held at the drain")
+
+    # 2. The TMC record equals what the model held.
+    out = os.path.join(a.dir, "extract")
+    r = run([a.csdump, "extract", vmcore, "-o", out])
+    if r.returncode != 0:
+        raise Bad(f"csdump extract failed ({r.returncode}): {r.stderr}")
+    s = json.load(open(os.path.join(out, "summary.json")))
+    recs = s["records"]
+    tmc = [x for x in recs if x["kind"] == "sink"]
+    if len(tmc) != 1 or tmc[0]["status"] != "ok" or not tmc[0]["crc_ok"]:
+        raise Bad(f"expected one good sink record: {tmc}")
+    raw = open(os.path.join(out, tmc[0]["file"]), "rb").read()
+    hlen = struct.unpack_from("<H", raw, 6)[0]
+    outcome = struct.unpack_from("<H", raw, 8)[0]
+    trace_len = struct.unpack_from("<I", raw, 12 + 10 * 4)[0]
+    data = raw[hlen:hlen + trace_len]
+    if outcome != 0:
+        raise Bad(f"TMC record outcome {outcome}, expected complete (0)")
+    want_len, want_sum = int(held.group(1)), int(held.group(3), 16)
+    if len(data) != want_len or fnv1a64(data[16:]) != want_sum:
+        raise Bad(f"TMC record data ({len(data)} bytes, fnv {fnv1a64(data[16:]):016x}) differs from the model's "
+                  f"({want_len} bytes, fnv {want_sum:016x})")
+    if want_len == 0:
+        raise Bad("the TMC model held no trace")
+    print(f"TMC record: {len(data)} bytes, equal to what the model held")
+
+    # 3. One ETM record per CPU with the model's registers.
+    idr, auth, devarch = model_a57(a.etm_model)
+    etm = {x["cpu"]: x for x in recs if x["kind"] == "source"}
+    if sorted(etm) != list(range(a.cpus)):
+        raise Bad(f"expected one ETM record per CPU, got CPUs {sorted(etm)}")
+    for cpu, x in sorted(etm.items()):
+        if x["status"] != "ok":
+            raise Bad(f"ETM record of CPU{cpu}: status {x['status']}")
+        b = open(os.path.join(out, x["file"]), "rb").read()
+        v = struct.unpack_from("<12I", b, 0)
+        got_idr = list(struct.unpack_from("<14I", b, 48))
+        if v[1] != cpu or v[2] != 0:
+            raise Bad(f"ETM record of CPU{cpu}: cpu {v[1]}, outcome {v[2]}")
+        if got_idr != idr or v[6] != auth or v[7] != devarch:
+            raise Bad(f"ETM record of CPU{cpu}: registers differ from the model's")
+        if v[5] != ids[cpu]:
+            raise Bad(f"ETM record of CPU{cpu}: TRCTRACEIDR {v[5]:#x}, the sim traced with {ids[cpu]:#x}")
+        if v[4] != 0x41:
+            raise Bad(f"ETM record of CPU{cpu}: TRCCONFIGR {v[4]:#x}, expected 0x41 (RES1 and context ID)")
+    print(f"ETM records: {a.cpus}, registers equal to the model's, trace IDs {sorted(ids.values())}")
+
+    # 4. The report shows each CPU's generated path.
+    r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", "12"])
+    if r.returncode not in (0, 2):
+        raise Bad(f"csdump report failed ({r.returncode}): {r.stderr}")
+    rep = json.loads(r.stdout)
+    for c in rep["cpus"]:
+        cpu = c["cpu"]
+        got = [func(f["name"]) for f in c["functions"]]
+        want = paths.get(cpu, [])
+        if not got:
+            raise Bad(f"report: no functions decoded for CPU{cpu}")
+        if want[-len(got):] != got:
+            raise Bad(f"report for CPU{cpu}: {got} is not the end of the generated path {want}")
+        print(f"report CPU{cpu}: last functions {' -> '.join(got)}")
+    if sorted(c["cpu"] for c in rep["cpus"]) != list(range(a.cpus)):
+        raise Bad(f"report covers CPUs {[c['cpu'] for c in rep['cpus']]}")
+
+    # 5. perf decodes csdump's perf.data with the kernel image.
+    pd = os.path.join(a.dir, "perf")
+    r = run([a.csdump, "perf", vmcore, "-o", pd])
+    if r.returncode != 0:
+        raise Bad(f"csdump perf failed ({r.returncode}): {r.stderr}")
+    r = run(["perf", "script", "-i", os.path.join(pd, "perf.data"), "-k", a.vmlinux, "--itrace=i1i",
+             "-F", "cpu,ip,sym"], cwd=pd)
+    if r.returncode != 0:
+        raise Bad(f"perf script failed ({r.returncode}): {r.stderr[-2000:]}")
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    syms = {func(ln.split()[-1]) for ln in lines if len(ln.split()) >= 3}
+    want_any = {f for p in paths.values() for f in p}
+    if len(lines) < 10 or not (syms & want_any):
+        raise Bad(f"perf script decoded {len(lines)} samples, symbols {sorted(syms)[:10]}")
+    print(f"perf script: {len(lines)} instruction samples in {len(syms)} functions")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
