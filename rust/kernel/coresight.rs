@@ -344,6 +344,10 @@ pub trait Operations: Send + Sync {
     }
 
     /// Starts tracing for `mode`, with the trace ID of `path`.
+    ///
+    /// For a per-CPU source ([`SourceKind::Proc`]) the registration records `path` in the
+    /// component when this succeeds and clears it after [`Operations::source_disable`], as the
+    /// core expects of such drivers.
     fn source_enable(&self, _csdev: &CsDevice, _mode: Mode, _path: &Path) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -647,8 +651,18 @@ impl<T: Operations> OpsTable<T> {
             // SAFETY: The core calls this for a component registered by `Registration<T>`.
             let (data, cs) = unsafe { Self::data(csdev) };
             // SAFETY: The core passes a valid path.
-            let path = unsafe { Path::from_raw(path) };
-            data.source_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, path)?;
+            let p = unsafe { Path::from_raw(path) };
+            data.source_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, p)?;
+            // The core leaves it to the drivers of per-CPU sources to record the path they
+            // enabled (`coresight_disable_sysfs()` reads it back).
+            // SAFETY: `csdev` is valid; the core serialises enable and disable of a source.
+            unsafe {
+                if (*csdev).subtype.source_subtype
+                    == bindings::coresight_dev_subtype_source_CORESIGHT_DEV_SUBTYPE_SOURCE_PROC
+                {
+                    (*csdev).path = path;
+                }
+            }
             Ok(0)
         })
     }
@@ -666,5 +680,13 @@ impl<T: Operations> OpsTable<T> {
         // SAFETY: The core calls this for a component registered by `Registration<T>`.
         let (data, cs) = unsafe { Self::data(csdev) };
         data.source_disable(cs);
+        // SAFETY: `csdev` is valid; the core serialises enable and disable of a source.
+        unsafe {
+            if (*csdev).subtype.source_subtype
+                == bindings::coresight_dev_subtype_source_CORESIGHT_DEV_SUBTYPE_SOURCE_PROC
+            {
+                (*csdev).path = core::ptr::null_mut();
+            }
+        }
     }
 }
