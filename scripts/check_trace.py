@@ -2,7 +2,8 @@
 """Checks a trace scenario's run: model-backed ETMs traced into a model-backed TMC, then a panic.
 
 Reads the guest's console log and the vmcore of DIR, runs csdump on it, and checks:
-- the CoreSight core listed the sim sink and the sim ETMs, and enable_sink / enable_source worked;
+- the CoreSight core listed the sim sink and the sim ETMs, and enable_sink / enable_source worked,
+  including a source switched off and on again;
 - csdump extracts one TMC record (status ok, outcome complete) whose data has the length and the
   FNV-1a 64 checksum (after the first frame) that the TMC model logged for what it held;
 - one ETM record per CPU, saved without error, whose registers are the model's (TRCIDR0..13,
@@ -96,12 +97,20 @@ def check(a):
     for e in etms:
         if f"enabled source {e}: enable_source=1" not in log:
             raise Bad(f"enable_source on {e} did not take")
-    ids = {int(c): int(t, 16) for c, t in re.findall(r"sim etm(\d+): trace ID (0x[0-9a-f]+): path", log)}
+    last = etms[-1]
+    if f"round trip {last}: enable_source=1" not in log or "ETM tracing disabled" not in log:
+        raise Bad(f"disabling and re-enabling {last} through sysfs did not work")
+    # Each enable generates the unit's path again; the last one is what the panic stopped.
+    ids, paths = {}, {}
+    for m in re.finditer(r"sim etm(\d+): (?:trace ID (0x[0-9a-f]+): path|path function \d+: (\S+))", log):
+        c = int(m.group(1))
+        if m.group(2):
+            ids[c] = int(m.group(2), 16)
+            paths[c] = []
+        else:
+            paths.setdefault(c, []).append(func(m.group(3)))
     if sorted(ids) != list(range(a.cpus)):
         raise Bad(f"the sim ETMs did not all generate a path: {ids}")
-    paths = {c: [] for c in range(a.cpus)}
-    for c, i, sym in re.findall(r"sim etm(\d+): path function (\d+): (\S+)", log):
-        paths[int(c)].append(func(sym))
     held = re.search(r"sim tmc\d+: model holds (\d+) bytes, full (\d), fnv64 after first frame ([0-9a-f]{16})", log)
     if not held:
         raise Bad("the TMC model did not log what it held at the drain")
