@@ -33,10 +33,7 @@ use kernel::{
         Device, //
     },
     driver, fmt,
-    io::{
-        mem::IoMem,
-        Io, //
-    },
+    io::mem::IoMem,
     kallsyms::Symbol,
     prelude::*,
     str::CString,
@@ -47,16 +44,14 @@ use kernel::{
             Relaxed, //
         },
     },
-    time::{
-        delay::udelay,
-        Delta, //
-    },
     uaccess::UserSliceReader,
 };
 
 #[path = "../common/access.rs"]
 pub mod access;
 pub mod hw;
+#[path = "../common/kernel_io.rs"]
+pub mod kernel_io;
 #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
 #[path = "../../../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
 pub mod model;
@@ -70,6 +65,10 @@ use hw::{
     Edvidsr,
     Outcome,
     PcKind, //
+};
+use kernel_io::{
+    Backend,
+    FRAME, //
 };
 
 module! {
@@ -93,9 +92,6 @@ module! {
 /// Name the C driver has; the report's lines carry it.
 const DRIVER_NAME: &CStr = c_str!("coresight-cpu-debug");
 
-/// Size of the debug register frame.
-const FRAME: usize = 0x1000;
-
 /// Bytes reserved in the dump for one CPU's record.
 const RECORD_BYTES: usize = hw::RECORD_LEN;
 
@@ -104,45 +100,6 @@ static ENABLED: Atomic<bool> = Atomic::new(false);
 
 /// Whether this panic's report header was printed (by the first CPU's sampler).
 static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
-
-/// Register access through the device's MMIO frame.
-struct Mmio<'a, 'b>(&'b IoMem<'a, FRAME>);
-
-impl CsAccess for Mmio<'_, '_> {
-    fn read32(&mut self, offset: u32) -> u32 {
-        // An offset outside the frame reads as all ones, like an absent register.
-        usize::try_from(offset)
-            .ok()
-            .and_then(|o| self.0.try_read32(o).ok())
-            .unwrap_or(u32::MAX)
-    }
-
-    fn write32(&mut self, offset: u32, value: u32) {
-        if let Ok(o) = usize::try_from(offset) {
-            let _ = self.0.try_write32(value, o);
-        }
-    }
-
-    fn delay_us(&mut self, us: u32) {
-        udelay(Delta::from_micros(i64::from(us)));
-    }
-}
-
-/// How a sampler reaches its registers.
-trait Backend: Send + Sync {
-    /// Runs `f` with register access.
-    ///
-    /// # Safety
-    ///
-    /// No other call to `with_io` on the same backend may run at the same time.
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
-}
-
-impl Backend for IoMem<'_, FRAME> {
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        f(&mut Mmio(self))
-    }
-}
 
 /// The model of one CPU's debug interface.
 #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
