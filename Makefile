@@ -38,22 +38,26 @@ lint:
 e2e:
 	bash scripts/e2e.sh
 
-## demo             fresh machine to a panic captured by QEMU and by kdump, record shown
+## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
 demo: setup
 	bash scripts/kernel.sh all mod
 	bash scripts/initramfs.sh mod
-	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module
+	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module trace-kdump
 	@echo; echo "== csdump's summary of the dump kdump recovered"
 	@cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
 	@echo; echo "== the CPU debug report the panicking kernel printed"
 	@grep -a "ARM external debug module\|coresight-cpu-debug" \
 		$${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/cpu-debug-module/console.log
+	@echo; echo "== csdump report: what each CPU executed before the panic (trace-kdump's vmcore)"
+	@target/release/csdump report $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/trace-kdump/vmcore.elf \
+		--vmlinux $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/build-mod/vmlinux
 
 ## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
 check: setup
 	$(MAKE) host-test
 	$(MAKE) lint
 	bash scripts/kernel.sh all mod
+	bash scripts/kernel.sh rustdoc mod
 	bash scripts/kernel.sh all builtin
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin

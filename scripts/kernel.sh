@@ -6,6 +6,7 @@
 #   scripts/kernel.sh config VARIANT    configure $CSPD_CACHE/build-VARIANT from configs/
 #   scripts/kernel.sh build VARIANT     build Image and modules (incremental)
 #   scripts/kernel.sh all VARIANT       all of the above
+#   scripts/kernel.sh rustdoc VARIANT   rustdoc of the kernel crate, failing on warnings in our files
 #
 # VARIANT is "mod" (project code as modules) or "builtin" (project code built in, compiled with
 # W=1 and CLIPPY=1 so that it doubles as the lint build).
@@ -171,6 +172,25 @@ cmd_build() {
 	say "built build-$variant in $((SECONDS - start)) s: $(ls -la "$out/arch/arm64/boot/Image" | awk '{print $5}') byte Image"
 }
 
+# rustdoc of the kernel crate (with this project's abstractions): no warning may name our files.
+cmd_rustdoc() {
+	local variant=${1:?variant}
+	local out="$CSPD_CACHE/build-$variant" log
+	log="$out/rustdoc.log"
+	[ -f "$out/.config" ] || die "build-$variant is not configured: run '$0 config $variant'"
+	if ! KOUT=$out kmake -j"$(nproc)" rustdoc >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		die "rustdoc failed (full log: $log)"
+	fi
+	local ours
+	ours=$(cd "$REPO" && { find "${OVERLAY_DIRS[@]}" -type f -name '*.rs' 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+	if [ -n "$ours" ] && grep -A8 -E '^(warning|error)' "$log" | grep -qE -- "($ours)"; then
+		grep -A8 -E '^(warning|error)' "$log" >&2
+		die "rustdoc warns about this project's code ($log)"
+	fi
+	say "rustdoc clean: $out/Documentation/output/rust/rustdoc/kernel/coresight/index.html"
+}
+
 main() {
 	local cmd=${1:-}
 	shift || true
@@ -179,6 +199,7 @@ main() {
 	overlay) cmd_overlay ;;
 	config) cmd_config "$@" ;;
 	build) cmd_build "$@" ;;
+	rustdoc) cmd_rustdoc "$@" ;;
 	all)
 		ensure_cache_dir
 		cmd_source
@@ -186,7 +207,7 @@ main() {
 		cmd_config "$@"
 		cmd_build "$@"
 		;;
-	*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 }
 

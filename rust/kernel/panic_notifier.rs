@@ -57,7 +57,7 @@ pub trait PanicHandler: Sync {
 /// # Invariants
 ///
 /// `nb` is registered on `panic_notifier_list` for the whole life of the registration, and its
-/// `notifier_call` is [`Self::callback`].
+/// `notifier_call` is `Self::callback`.
 #[pin_data(PinnedDrop)]
 pub struct Registration<T: PanicHandler> {
     #[pin]
