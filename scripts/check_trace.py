@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--vmlinux", required=True)
     ap.add_argument("--etm-model", required=True)
     ap.add_argument("--cpus", type=int, required=True)
+    ap.add_argument("--tmc-fault", choices=["ram-stuck"],
+                    help="the sim TMC had this model fault: check that its record says so instead")
     a = ap.parse_args()
     try:
         check(a)
@@ -111,12 +113,18 @@ def check(a):
             paths.setdefault(c, []).append(func(m.group(3)))
     if sorted(ids) != list(range(a.cpus)):
         raise Bad(f"the sim ETMs did not all generate a path: {ids}")
-    held = re.search(r"sim tmc\d+: model holds (\d+) bytes, full (\d), fnv64 after first frame ([0-9a-f]{16})", log)
-    if not held:
+    if a.tmc_fault:
+        held = None
+    else:
+        held = re.search(r"sim tmc\d+: model holds (\d+) bytes, full (\d), fnv64 after first frame ([0-9a-f]{16})", log)
+    if not held and not a.tmc_fault:
         raise Bad("the TMC model did not log what it held at the drain")
 
-    # 2. The TMC record equals what the model held.
     out = os.path.join(a.dir, "extract")
+    if a.tmc_fault:
+        return check_tmc_fault(a, log, vmcore, out, ids)
+
+    # 2. The TMC record equals what the model held.
     r = run([a.csdump, "extract", vmcore, "-o", out])
     if r.returncode != 0:
         raise Bad(f"csdump extract failed ({r.returncode}): {r.stderr}")
@@ -141,25 +149,7 @@ def check(a):
     print(f"TMC record: {len(data)} bytes, equal to what the model held")
 
     # 3. One ETM record per CPU with the model's registers.
-    idr, auth, devarch = model_a57(a.etm_model)
-    etm = {x["cpu"]: x for x in recs if x["kind"] == "source"}
-    if sorted(etm) != list(range(a.cpus)):
-        raise Bad(f"expected one ETM record per CPU, got CPUs {sorted(etm)}")
-    for cpu, x in sorted(etm.items()):
-        if x["status"] != "ok":
-            raise Bad(f"ETM record of CPU{cpu}: status {x['status']}")
-        b = open(os.path.join(out, x["file"]), "rb").read()
-        v = struct.unpack_from("<12I", b, 0)
-        got_idr = list(struct.unpack_from("<14I", b, 48))
-        if v[1] != cpu or v[2] != 0:
-            raise Bad(f"ETM record of CPU{cpu}: cpu {v[1]}, outcome {v[2]}")
-        if got_idr != idr or v[6] != auth or v[7] != devarch:
-            raise Bad(f"ETM record of CPU{cpu}: registers differ from the model's")
-        if v[5] != ids[cpu]:
-            raise Bad(f"ETM record of CPU{cpu}: TRCTRACEIDR {v[5]:#x}, the sim traced with {ids[cpu]:#x}")
-        if v[4] != 0x41:
-            raise Bad(f"ETM record of CPU{cpu}: TRCCONFIGR {v[4]:#x}, expected 0x41 (RES1 and context ID)")
-    print(f"ETM records: {a.cpus}, registers equal to the model's, trace IDs {sorted(ids.values())}")
+    check_etms(a, recs, out, ids)
 
     # 4. The report shows each CPU's generated path.
     r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", "12"])
@@ -193,6 +183,65 @@ def check(a):
     if len(lines) < 10 or not (syms & want_any):
         raise Bad(f"perf script decoded {len(lines)} samples, symbols {sorted(syms)[:10]}")
     print(f"perf script: {len(lines)} instruction samples in {len(syms)} functions")
+
+
+def check_etms(a, recs, out, ids):
+    """One ETM record per CPU, saved, with the model's registers and the sim's trace ID."""
+    idr, auth, devarch = model_a57(a.etm_model)
+    etm = {x["cpu"]: x for x in recs if x["kind"] == "source"}
+    if sorted(etm) != list(range(a.cpus)):
+        raise Bad(f"expected one ETM record per CPU, got CPUs {sorted(etm)}")
+    for cpu, x in sorted(etm.items()):
+        if x["status"] != "ok":
+            raise Bad(f"ETM record of CPU{cpu}: status {x['status']}")
+        b = open(os.path.join(out, x["file"]), "rb").read()
+        v = struct.unpack_from("<12I", b, 0)
+        got_idr = list(struct.unpack_from("<14I", b, 48))
+        if v[1] != cpu or v[2] != 0:
+            raise Bad(f"ETM record of CPU{cpu}: cpu {v[1]}, outcome {v[2]}")
+        if got_idr != idr or v[6] != auth or v[7] != devarch:
+            raise Bad(f"ETM record of CPU{cpu}: registers differ from the model's")
+        if v[5] != ids[cpu]:
+            raise Bad(f"ETM record of CPU{cpu}: TRCTRACEIDR {v[5]:#x}, the sim traced with {ids[cpu]:#x}")
+        if v[4] != 0x41:
+            raise Bad(f"ETM record of CPU{cpu}: TRCCONFIGR {v[4]:#x}, expected 0x41 (RES1 and context ID)")
+    print(f"ETM records: {a.cpus}, registers equal to the model's, trace IDs {sorted(ids.values())}")
+
+
+def check_tmc_fault(a, log, vmcore, out, ids):
+    """The sim TMC's RAM reads never end: its record is partial with -ETIMEDOUT, its header names
+    the fault and how far the drain got (RSZ words, all kept), the console says so, csdump reads
+    the dump as sound and its report warns about the drain, and every ETM record is intact."""
+    if "model fault: RamStuck" not in log:
+        raise Bad("the sim TMC did not take the device tree's linux,sim-fault")
+    m = re.search(r"tmc_et\w+: trace drain: ram_read_stuck, (\d+) trace bytes kept", log)
+    if not m:
+        raise Bad("the panic log does not name the stuck drain")
+    r = run([a.csdump, "extract", vmcore, "-o", out])
+    if r.returncode != 0:
+        raise Bad(f"csdump extract exit {r.returncode}: a failed device is not a damaged dump: {r.stderr}")
+    s = json.load(open(os.path.join(out, "summary.json")))
+    recs = s["records"]
+    tmc = [x for x in recs if x["kind"] == "sink"]
+    if len(tmc) != 1:
+        raise Bad(f"expected one sink record: {tmc}")
+    t = tmc[0]
+    if t["status"] != "partial" or t["error"] != -110 or not t["crc_ok"]:
+        raise Bad(f"stuck TMC recorded as {t['status']} / {t['error']}, expected partial / -110")
+    raw = open(os.path.join(out, t["file"]), "rb").read()
+    outcome, flags = struct.unpack_from("<HH", raw, 8)
+    rsz = struct.unpack_from("<I", raw, 12)[0]
+    trace_len, words_read = struct.unpack_from("<II", raw, 12 + 10 * 4)
+    if outcome != 6 or not flags & (1 << 6):
+        raise Bad(f"TMC record outcome {outcome}, flags {flags:#x}: expected ram_read_stuck (6) with RAM_STUCK")
+    if words_read != rsz or trace_len != rsz * 4 or int(m.group(1)) != trace_len:
+        raise Bad(f"drain kept {trace_len} bytes of {words_read} words read, RSZ {rsz}")
+    r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux])
+    want = f"drain ended ram_read_stuck (partial (ETIMEDOUT)) after {rsz} words read of RSZ {rsz}"
+    if r.returncode not in (0, 2) or want not in r.stderr:
+        raise Bad(f"csdump report ({r.returncode}) does not warn about the stuck drain: {r.stderr}")
+    print(f"stuck TMC: record partial/-ETIMEDOUT, outcome ram_read_stuck after {words_read} words (RSZ)")
+    check_etms(a, recs, out, ids)
 
 
 if __name__ == "__main__":

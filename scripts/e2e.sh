@@ -290,9 +290,11 @@ PY
 DT_REGION=0x7f000000
 SMP=2
 # The QEMU virt device tree, plus (region) the dump region as a reserved-memory node and (trace)
-# model-backed CoreSight trace: one sim ETM per CPU into a C static funnel into a sim TMC.
+# model-backed CoreSight trace: one sim ETM per CPU into a C static funnel into a sim TMC, which
+# has the model fault TMC_FAULT when given.
 make_dtb() {
-	local out=$1 region=${2:-region} trace=${3:-}
+	local out=$1 region=${2:-region} trace=${3:-} tmc_fault=${4:-} fault_prop=
+	[ -z "$tmc_fault" ] || fault_prop="linux,sim-fault = \"$tmc_fault\";"
 	command -v dtc >/dev/null || die "dtc is missing: run scripts/setup.sh (package device-tree-compiler)"
 	qemu-system-aarch64 -M "virt,dumpdtb=$out.base" -cpu cortex-a57 -smp "$SMP" -m 1G -display none \
 		-nic none -device vmcoreinfo >/dev/null 2>&1 || return 1
@@ -344,6 +346,7 @@ DTS
 			cat <<DTS
 	tmc-sim {
 		compatible = "linux,coresight-tmc-sim";
+		$fault_prop
 		in-ports { port { tmc_in: endpoint { remote-endpoint = <&funnel_out>; }; }; };
 	};
 };
@@ -373,9 +376,10 @@ TRACE_APPEND="reserve_mem=1M:4096:coresight_dump cspd.trace=1"
 
 check_trace() {
 	local dir=$1 variant=$2
+	shift 2
 	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" \
-		--etm-model "$REPO/samples/rust/coresight_sim/model_etm4x.rs" --cpus "$SMP"
+		--etm-model "$REPO/samples/rust/coresight_sim/model_etm4x.rs" --cpus "$SMP" "$@"
 }
 
 scenario_trace-kdump() {
@@ -407,6 +411,17 @@ expect_failure() {
 	fi
 	echo "$out" | tail -n 2
 	echo "detected as expected: $what"
+}
+
+# A TMC whose RAM reads never end (the model's "ram-stuck" fault): the drain stops after RSZ words,
+# its record says so and keeps them, and the other devices' records are intact.
+scenario_trace-tmc-stuck() {
+	local d=$RUNS/trace-tmc-stuck
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-trace-stuck.dtb" none trace ram-stuck ||
+		{ echo "could not make the device tree" >&2; return 1; }
+	qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS" \
+		--qemu-arg "-dtb $RUNS/virt-trace-stuck.dtb" && check_trace "$d" mod --tmc-fault ram-stuck
 }
 
 # check_trace must notice a report that is not the generated path: the last function the sim
@@ -484,7 +499,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin harness-trace-wrong-path)
+	trace-kdump trace-builtin trace-tmc-stuck harness-trace-wrong-path)
 
 main() {
 	ensure_cache_dir

@@ -193,6 +193,9 @@ impl<'a> Capture<'a> {
                     }
                     match TmcRecord::parse(rec.data) {
                         Ok((tmc, trace)) => {
+                            if let Some(w) = drain_warning(&name, h, &tmc) {
+                                c.warnings.push(w);
+                            }
                             c.add_sink(Sink {
                                 name,
                                 trace: Cow::Borrowed(trace),
@@ -216,6 +219,12 @@ impl<'a> Capture<'a> {
                             "source {name}: not an ETMv4 saved state ({e:?}); skipped"
                         )),
                     }
+                }
+                RecordKind::CpuDebug if h.status != RecordStatus::Ok && rec.data.is_empty() => {
+                    c.warnings.push(format!(
+                        "cpu debug {name}: {}; no sample",
+                        failure(h.status.name(), h.error)
+                    ));
                 }
                 RecordKind::CpuDebug => match CpuSample::decode(rec.data) {
                     Ok(s) => c.samples.push(s),
@@ -521,4 +530,47 @@ fn trailing_number(s: &str) -> Option<u32> {
         .rev()
         .collect();
     digits.parse().ok()
+}
+
+/// Describes a record's failure: its status and the errno its callback returned.
+fn failure(status: &str, error: i32) -> String {
+    let errno = match -error {
+        0 => return status.to_string(),
+        1 => "EPERM: switched off",
+        5 => "EIO",
+        13 => "EACCES",
+        28 => "ENOSPC",
+        110 => "ETIMEDOUT",
+        _ => return format!("{status} ({error})"),
+    };
+    format!("{status} ({errno})")
+}
+
+/// Returns a warning when a TMC drain did not end cleanly, with how far it got.
+fn drain_warning(
+    name: &str,
+    h: &cspd_format::RecordHeader,
+    tmc: &TmcRecordHeader,
+) -> Option<String> {
+    use cspd_hw::tmc::TmcOutcome;
+    let outcome = tmc.outcome();
+    if h.status == RecordStatus::Ok
+        && matches!(
+            outcome,
+            Some(TmcOutcome::Complete | TmcOutcome::NotEnabled | TmcOutcome::NotCircularBuffer)
+        )
+    {
+        return None;
+    }
+    let what = outcome.map_or_else(
+        || format!("unknown outcome {}", tmc.outcome_code),
+        |o| o.name().to_string(),
+    );
+    Some(format!(
+        "sink {name}: drain ended {what} ({}) after {} words read of RSZ {}; {} trace bytes kept",
+        failure(h.status.name(), h.error),
+        tmc.words_read,
+        tmc.rsz,
+        tmc.trace_len
+    ))
 }

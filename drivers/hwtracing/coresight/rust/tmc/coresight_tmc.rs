@@ -194,13 +194,23 @@ impl<B: Backend> DumpCallback for Drain<B> {
         let tmc = &*self.0;
         let summary = tmc.io(|io| hw::panic_drain(io, buf)).map_err(|_| ENOSPC)?;
         *written = summary.record_len;
-        match summary.outcome {
-            hw::TmcOutcome::Complete | hw::TmcOutcome::NotEnabled => Ok(()),
-            o => {
-                pr_emerg!("{}: trace drain: {}\n", &*tmc.name, o.name());
-                Err(ETIMEDOUT)
-            }
-        }
+        let err = match summary.outcome {
+            hw::TmcOutcome::Complete
+            | hw::TmcOutcome::NotEnabled
+            | hw::TmcOutcome::NotCircularBuffer => return Ok(()),
+            hw::TmcOutcome::Locked => EACCES,
+            hw::TmcOutcome::Truncated => ENOSPC,
+            hw::TmcOutcome::FlushTimeout
+            | hw::TmcOutcome::ReadyTimeout
+            | hw::TmcOutcome::RamReadStuck => ETIMEDOUT,
+        };
+        pr_emerg!(
+            "{}: trace drain: {}, {} trace bytes kept\n",
+            &*tmc.name,
+            summary.outcome.name(),
+            summary.trace_len
+        );
+        Err(err)
     }
 }
 
@@ -346,9 +356,50 @@ mod sim {
     // SAFETY: As above.
     unsafe impl Sync for SimTmc {}
 
+    /// A fault the device tree asks the model to have (`linux,sim-fault`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) enum Fault {
+        /// `never-ready`: `STS.TMCReady` never rises.
+        NeverReady,
+        /// `flush-stuck`: a manual flush never completes.
+        FlushStuck,
+        /// `ram-stuck`: `RRD` never returns the empty marker.
+        RamStuck,
+        /// `lock-stuck`: the software lock cannot be cleared.
+        LockStuck,
+    }
+
+    impl Fault {
+        /// Reads the optional `linux,sim-fault` property of `dev`.
+        pub(super) fn of(dev: &Device) -> Result<Option<Self>> {
+            let Some(node) = dev.fwnode() else {
+                return Ok(None);
+            };
+            let name = c_str!("linux,sim-fault");
+            if !node.property_present(name) {
+                return Ok(None);
+            }
+            for (value, fault) in [
+                (c_str!("never-ready"), Self::NeverReady),
+                (c_str!("flush-stuck"), Self::FlushStuck),
+                (c_str!("ram-stuck"), Self::RamStuck),
+                (c_str!("lock-stuck"), Self::LockStuck),
+            ] {
+                if node.property_match_string(name, value).is_ok() {
+                    return Ok(Some(fault));
+                }
+            }
+            dev_err!(
+                dev,
+                "linux,sim-fault must be never-ready, flush-stuck, ram-stuck or lock-stuck\n"
+            );
+            Err(EINVAL)
+        }
+    }
+
     impl SimTmc {
         /// Creates a reset model with zeroed RAM.
-        pub(super) fn new(index: u32) -> Result<Self> {
+        pub(super) fn new(index: u32, fault: Option<Fault>) -> Result<Self> {
             let ram = KBox::<[u32; SIM_RSZ_WORDS]>::new_uninit(GFP_KERNEL | flags::__GFP_ZERO)?;
             // SAFETY: The allocation was zeroed, and zero is a valid `u32`.
             let ram = unsafe { ram.assume_init() };
@@ -363,6 +414,13 @@ mod sim {
             };
             // A flush takes a few microseconds of the model's clock, TMCReady a few more.
             m.set_latencies(3, 2);
+            match fault {
+                None => {}
+                Some(Fault::NeverReady) => m.set_fault_never_ready(true),
+                Some(Fault::FlushStuck) => m.set_fault_flush_stuck(true),
+                Some(Fault::RamStuck) => m.set_fault_ram_stuck(Some(model::RamStuck::NeverEmpty)),
+                Some(Fault::LockStuck) => m.set_fault_lock_stuck(true),
+            }
             Ok(Self {
                 state: ManuallyDrop::new(UnsafeCell::new(State {
                     model: m,
@@ -475,7 +533,11 @@ mod sim {
             _info: Option<&'bound Self::IdInfo>,
         ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
             let dev: &Device<Core<'_>> = pdev.as_ref();
-            let sim = SimTmc::new(SIM_COUNT.fetch_add(1, Relaxed))?;
+            let fault = Fault::of(dev)?;
+            if let Some(f) = fault {
+                dev_info!(dev, "model fault: {:?}\n", f);
+            }
+            let sim = SimTmc::new(SIM_COUNT.fetch_add(1, Relaxed), fault)?;
             KBox::pin_init(probe_tmc(dev, sim)?, GFP_KERNEL)
         }
     }
