@@ -51,10 +51,16 @@ pub trait Backend: Send + Sync {
     /// No other call to `with_io` on the same backend may run at the same time.
     unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
 
-    /// Returns the CPU that [`Backend::with_io`] must run on, for registers that only their own
-    /// CPU reaches (system registers); `None` for registers any CPU reaches.
+    /// Returns the CPU that run-time operations run on: the one whose trace unit this is (its
+    /// power domain, or its system registers); `None` when any CPU will do.
     fn cpu(&self) -> Option<u32> {
         None
+    }
+
+    /// Returns whether another CPU can reach the registers at panic time, when [`Backend::cpu`]
+    /// may be stopped (true for memory-mapped frames, false for system registers).
+    fn reachable_from_any_cpu(&self) -> bool {
+        true
     }
 }
 

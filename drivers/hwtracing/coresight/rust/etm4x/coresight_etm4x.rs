@@ -11,6 +11,11 @@
 //! `TRCAUTHSTATUS`, `TRCDEVARCH`) are read back from it into the dump, with the CPU number. The OS
 //! lock and the software lock are put back as they were found.
 //!
+//! Like the C driver, enable and disable run on the unit's own CPU (memory-mapped units sit in
+//! their CPU's power domain; system-register units only answer there). At panic the panicking
+//! CPU stops every memory-mapped unit itself; a system-register unit of another CPU is recorded
+//! as unreachable.
+//!
 //! Perf mode is not supported.
 //!
 //! With `CONFIG_CORESIGHT_ETM4X_RUST_SIM`, device-tree nodes compatible with
@@ -142,10 +147,11 @@ impl<B: Backend> Etm<B> {
         &self,
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R,
     ) -> Option<R> {
-        if self
-            .backend
-            .cpu()
-            .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
+        if !self.backend.reachable_from_any_cpu()
+            && self
+                .backend
+                .cpu()
+                .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
         {
             return None;
         }
@@ -330,6 +336,24 @@ fn probe_etm<'a, B: Backend + 'a>(
     }))
 }
 
+/// A memory-mapped trace unit. Any CPU reaches its frame, but like the C driver this one
+/// operates it from its own CPU at run time, where its power domain is up; at panic the
+/// panicking CPU reaches it directly.
+struct EtmMmio<'a> {
+    io: IoMem<'a, FRAME>,
+    cpu: u32,
+}
+
+impl Backend for EtmMmio<'_> {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn access::CsAccess) -> R) -> R {
+        f(&mut kernel_io::Mmio(&self.io))
+    }
+
+    fn cpu(&self) -> Option<u32> {
+        Some(self.cpu)
+    }
+}
+
 /// The AMBA driver for memory-mapped trace units.
 struct Etm4xAmba;
 
@@ -381,7 +405,7 @@ kernel::amba_device_table!(
 );
 
 impl amba::Driver for Etm4xAmba {
-    type Data<'bound> = Pin<KBox<EtmDevice<IoMem<'bound, FRAME>>>>;
+    type Data<'bound> = Pin<KBox<EtmDevice<EtmMmio<'bound>>>>;
     const ID_TABLE: amba::IdTable = &AMBA_TABLE;
 
     fn probe<'bound>(
@@ -389,8 +413,13 @@ impl amba::Driver for Etm4xAmba {
         _id: &'bound amba::DeviceId,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let dev: &Device<Core<'_>> = adev.as_ref();
-        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
-        KBox::pin_init(probe_etm(dev, iomem, Interface::Mmio)?, GFP_KERNEL)
+        let cpu = coresight::get_cpu(dev)
+            .inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
+        let io = adev.io_request().iomap_sized::<FRAME>()?;
+        KBox::pin_init(
+            probe_etm(dev, EtmMmio { io, cpu }, Interface::Mmio)?,
+            GFP_KERNEL,
+        )
     }
 }
 

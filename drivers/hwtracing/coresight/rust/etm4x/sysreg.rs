@@ -163,6 +163,10 @@ impl Backend for SysRegEtm {
     fn cpu(&self) -> Option<u32> {
         Some(self.cpu)
     }
+
+    fn reachable_from_any_cpu(&self) -> bool {
+        false
+    }
 }
 
 /// Platform driver for the system-register trace units of the device tree and ACPI.
