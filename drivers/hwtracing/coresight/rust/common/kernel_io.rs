@@ -1,13 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Register access for the kernel drivers: MMIO frames and the [`Backend`] trait behind which a
-//! driver keeps either a real frame or a register-level model.
+//! What the kernel drivers share: register access (MMIO frames and the [`Backend`] trait behind
+//! which a driver keeps either a real frame or a register-level model) and [`Component`], the pair
+//! of registrations a trace component has.
 
 use kernel::{
+    coresight::{
+        self,
+        panic_dump::{
+            self,
+            DumpCallback,
+            DumpInfo,
+            DumpType, //
+        },
+        Desc,
+        Kind,
+        Operations, //
+    },
+    device::{
+        Bound,
+        Device, //
+    },
     io::{
         mem::IoMem,
         Io, //
     },
+    prelude::*,
+    str::CString,
     time::{
         delay::udelay,
         Delta, //
@@ -79,4 +98,64 @@ pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// How a trace component is registered with the CoreSight core and with the panic dump.
+pub struct ComponentInfo {
+    /// Name on the CoreSight bus and of the dump record.
+    pub name: CString,
+    /// Type and subtype for the CoreSight core.
+    pub kind: Kind,
+    /// The CPU the component belongs to, if any.
+    pub cpu: Option<u32>,
+    /// The panic-dump phase of its callback.
+    pub dump: DumpType,
+    /// Bytes to reserve for its record.
+    pub max_bytes: usize,
+}
+
+/// A bound trace component: registered with the CoreSight core (sysfs, paths, operations `O`)
+/// and with the panic dump (callback `D` and its slot). Dropping it removes the dump
+/// registration first, then the component.
+#[pin_data]
+pub struct Component<O: Operations, D: DumpCallback> {
+    #[pin]
+    dump: panic_dump::Registration<D>,
+    #[pin]
+    cs: coresight::Registration<O>,
+}
+
+impl<O: Operations, D: DumpCallback> Component<O, D> {
+    /// Registers `info` for `dev`, with the operations `ops` and the panic callback `callback`.
+    pub fn new<'a>(
+        dev: &'a Device<Bound>,
+        info: ComponentInfo,
+        ops: O,
+        callback: D,
+    ) -> impl PinInit<Self, Error> + 'a
+    where
+        O: 'a,
+        D: 'a,
+    {
+        try_pin_init!(Self {
+            dump <- panic_dump::Registration::new(
+                DumpInfo {
+                    name: &info.name,
+                    kind: info.dump,
+                    cpu: info.cpu,
+                    max_bytes: info.max_bytes,
+                },
+                Ok::<_, Error>(callback),
+            ),
+            cs <- coresight::Registration::new(
+                dev,
+                Desc {
+                    name: &info.name,
+                    kind: info.kind,
+                    cpu: info.cpu,
+                },
+                ops,
+            ),
+        })
+    }
 }

@@ -29,13 +29,10 @@ use kernel::{
     coresight::{
         self,
         panic_dump::{
-            self,
             DumpCallback,
-            DumpInfo,
             DumpType, //
         },
         CsDevice,
-        Desc,
         Kind,
         Mode,
         Path,
@@ -78,6 +75,8 @@ use hw::{
 };
 use kernel_io::{
     Backend,
+    Component,
+    ComponentInfo,
     FRAME, //
 };
 
@@ -266,14 +265,8 @@ impl<B: Backend> DumpCallback for Save<B> {
     }
 }
 
-/// A bound trace unit: its CoreSight registration and its panic-dump registration.
-#[pin_data]
-struct EtmDevice<B: Backend> {
-    #[pin]
-    dump: panic_dump::Registration<Save<B>>,
-    #[pin]
-    source: coresight::Registration<SourceOps<B>>,
-}
+/// A bound trace unit.
+type EtmDevice<B> = Component<SourceOps<B>, Save<B>>;
 
 /// Probes the trace unit of `cpu` whose registers `backend` reaches.
 fn probe_etm<'a, B: Backend + 'a>(
@@ -314,26 +307,18 @@ fn probe_etm<'a, B: Backend + 'a>(
     );
     let for_dump = etm.clone();
     let bound: &Device<Bound> = dev;
-    Ok(try_pin_init!(EtmDevice {
-        dump <- panic_dump::Registration::new(
-            DumpInfo {
-                name: &etm.name,
-                kind: DumpType::Source,
-                cpu: Some(cpu),
-                max_bytes: hw::SAVED_STATE_SIZE,
-            },
-            Ok::<_, Error>(Save(for_dump)),
-        ),
-        source <- coresight::Registration::new(
-            bound,
-            Desc {
-                name: &etm.name,
-                kind: Kind::Source(SourceKind::Proc),
-                cpu: Some(cpu),
-            },
-            SourceOps(etm.clone()),
-        ),
-    }))
+    Ok(Component::new(
+        bound,
+        ComponentInfo {
+            name: CString::try_from_fmt(fmt!("{}", &*etm.name))?,
+            kind: Kind::Source(SourceKind::Proc),
+            cpu: Some(cpu),
+            dump: DumpType::Source,
+            max_bytes: hw::SAVED_STATE_SIZE,
+        },
+        SourceOps(etm.clone()),
+        Save(for_dump),
+    ))
 }
 
 /// A memory-mapped trace unit. Any CPU reaches its frame, but like the C driver this one

@@ -31,96 +31,85 @@ use super::{
     EtmDevice, //
 };
 
-/// Defines `read(offset)` and `write(offset, value)` over the named system registers.
+/// Defines `read(offset)` and `write(offset, value)` over a table of trace registers: offset,
+/// system register, and access (`ro`, `wo` or `rw`).
 macro_rules! sysregs {
-    (
-        read: [$($roff:literal => $rname:literal),* $(,)?],
-        write: [$($woff:literal => $wname:literal),* $(,)?] $(,)?
-    ) => {
-        /// Reads the trace register at `offset`, if it has a system register.
+    (@read ro) => { true };
+    (@read rw) => { true };
+    (@read wo) => { false };
+    (@write ro) => { false };
+    (@write rw) => { true };
+    (@write wo) => { true };
+    ($($off:literal => $name:literal, $acc:ident;)*) => {
+        /// Reads the trace register at `offset`, if it has a readable system register.
         fn read(offset: u32) -> Option<u64> {
-            match offset {
-                $($roff => {
+            $(
+                if sysregs!(@read $acc) && offset == $off {
                     let v: u64;
                     // SAFETY: Reading a trace system register has no side effect; the caller
                     // runs on the unit's CPU, which implements them (checked at probe).
-                    unsafe { asm!(concat!("mrs {0}, ", $rname), out(reg) v, options(nomem, nostack)) };
-                    Some(v)
-                })*
-                _ => None,
-            }
+                    unsafe {
+                        asm!(concat!("mrs {0}, ", $name), out(reg) v, options(nomem, nostack))
+                    };
+                    return Some(v);
+                }
+            )*
+            None
         }
 
         /// Writes the trace register at `offset`, if it has a writable system register.
         fn write(offset: u32, v: u64) -> bool {
-            match offset {
-                $($woff => {
+            $(
+                if sysregs!(@write $acc) && offset == $off {
                     // SAFETY: The caller runs on the unit's CPU, which implements the trace
                     // system registers (checked at probe); they only affect the trace unit.
                     unsafe {
-                        asm!(concat!("msr ", $wname, ", {0}"), in(reg) v, options(nostack));
+                        asm!(concat!("msr ", $name, ", {0}"), in(reg) v, options(nostack));
                         asm!("isb", options(nostack));
                     }
-                    true
-                })*
-                _ => false,
-            }
+                    return true;
+                }
+            )*
+            false
         }
     };
 }
 
+// The registers the hardware logic uses, encoded as `hw::sysreg_of_offset()` says.
 sysregs! {
-    read: [
-        0x004 => "S2_1_C0_C1_0",   // TRCPRGCTLR
-        0x00C => "S2_1_C0_C3_0",   // TRCSTATR
-        0x010 => "S2_1_C0_C4_0",   // TRCCONFIGR
-        0x018 => "S2_1_C0_C6_0",   // TRCAUXCTLR
-        0x020 => "S2_1_C0_C8_0",   // TRCEVENTCTL0R
-        0x024 => "S2_1_C0_C9_0",   // TRCEVENTCTL1R
-        0x02C => "S2_1_C0_C11_0",  // TRCSTALLCTLR
-        0x030 => "S2_1_C0_C12_0",  // TRCTSCTLR
-        0x034 => "S2_1_C0_C13_0",  // TRCSYNCPR
-        0x038 => "S2_1_C0_C14_0",  // TRCCCCTLR
-        0x03C => "S2_1_C0_C15_0",  // TRCBBCTLR
-        0x040 => "S2_1_C0_C0_1",   // TRCTRACEIDR
-        0x080 => "S2_1_C0_C0_2",   // TRCVICTLR
-        0x084 => "S2_1_C0_C1_2",   // TRCVIIECTLR
-        0x088 => "S2_1_C0_C2_2",   // TRCVISSCTLR
-        0x180 => "S2_1_C0_C0_6",   // TRCIDR8
-        0x184 => "S2_1_C0_C1_6",   // TRCIDR9
-        0x188 => "S2_1_C0_C2_6",   // TRCIDR10
-        0x18C => "S2_1_C0_C3_6",   // TRCIDR11
-        0x190 => "S2_1_C0_C4_6",   // TRCIDR12
-        0x194 => "S2_1_C0_C5_6",   // TRCIDR13
-        0x1E0 => "S2_1_C0_C8_7",   // TRCIDR0
-        0x1E4 => "S2_1_C0_C9_7",   // TRCIDR1
-        0x1E8 => "S2_1_C0_C10_7",  // TRCIDR2
-        0x1EC => "S2_1_C0_C11_7",  // TRCIDR3
-        0x1F0 => "S2_1_C0_C12_7",  // TRCIDR4
-        0x1F4 => "S2_1_C0_C13_7",  // TRCIDR5
-        0x1F8 => "S2_1_C0_C14_7",  // TRCIDR6
-        0x1FC => "S2_1_C0_C15_7",  // TRCIDR7
-        0x304 => "S2_1_C1_C1_4",   // TRCOSLSR
-        0xFB8 => "S2_1_C7_C14_6",  // TRCAUTHSTATUS
-        0xFBC => "S2_1_C7_C15_6",  // TRCDEVARCH
-    ],
-    write: [
-        0x004 => "S2_1_C0_C1_0",   // TRCPRGCTLR
-        0x010 => "S2_1_C0_C4_0",   // TRCCONFIGR
-        0x018 => "S2_1_C0_C6_0",   // TRCAUXCTLR
-        0x020 => "S2_1_C0_C8_0",   // TRCEVENTCTL0R
-        0x024 => "S2_1_C0_C9_0",   // TRCEVENTCTL1R
-        0x02C => "S2_1_C0_C11_0",  // TRCSTALLCTLR
-        0x030 => "S2_1_C0_C12_0",  // TRCTSCTLR
-        0x034 => "S2_1_C0_C13_0",  // TRCSYNCPR
-        0x038 => "S2_1_C0_C14_0",  // TRCCCCTLR
-        0x03C => "S2_1_C0_C15_0",  // TRCBBCTLR
-        0x040 => "S2_1_C0_C0_1",   // TRCTRACEIDR
-        0x080 => "S2_1_C0_C0_2",   // TRCVICTLR
-        0x084 => "S2_1_C0_C1_2",   // TRCVIIECTLR
-        0x088 => "S2_1_C0_C2_2",   // TRCVISSCTLR
-        0x300 => "S2_1_C1_C0_4",   // TRCOSLAR
-    ],
+    0x004 => "S2_1_C0_C1_0", rw; // TRCPRGCTLR
+    0x00C => "S2_1_C0_C3_0", ro; // TRCSTATR
+    0x010 => "S2_1_C0_C4_0", rw; // TRCCONFIGR
+    0x018 => "S2_1_C0_C6_0", rw; // TRCAUXCTLR
+    0x020 => "S2_1_C0_C8_0", rw; // TRCEVENTCTL0R
+    0x024 => "S2_1_C0_C9_0", rw; // TRCEVENTCTL1R
+    0x02C => "S2_1_C0_C11_0", rw; // TRCSTALLCTLR
+    0x030 => "S2_1_C0_C12_0", rw; // TRCTSCTLR
+    0x034 => "S2_1_C0_C13_0", rw; // TRCSYNCPR
+    0x038 => "S2_1_C0_C14_0", rw; // TRCCCCTLR
+    0x03C => "S2_1_C0_C15_0", rw; // TRCBBCTLR
+    0x040 => "S2_1_C0_C0_1", rw; // TRCTRACEIDR
+    0x080 => "S2_1_C0_C0_2", rw; // TRCVICTLR
+    0x084 => "S2_1_C0_C1_2", rw; // TRCVIIECTLR
+    0x088 => "S2_1_C0_C2_2", rw; // TRCVISSCTLR
+    0x180 => "S2_1_C0_C0_6", ro; // TRCIDR8
+    0x184 => "S2_1_C0_C1_6", ro; // TRCIDR9
+    0x188 => "S2_1_C0_C2_6", ro; // TRCIDR10
+    0x18C => "S2_1_C0_C3_6", ro; // TRCIDR11
+    0x190 => "S2_1_C0_C4_6", ro; // TRCIDR12
+    0x194 => "S2_1_C0_C5_6", ro; // TRCIDR13
+    0x1E0 => "S2_1_C0_C8_7", ro; // TRCIDR0
+    0x1E4 => "S2_1_C0_C9_7", ro; // TRCIDR1
+    0x1E8 => "S2_1_C0_C10_7", ro; // TRCIDR2
+    0x1EC => "S2_1_C0_C11_7", ro; // TRCIDR3
+    0x1F0 => "S2_1_C0_C12_7", ro; // TRCIDR4
+    0x1F4 => "S2_1_C0_C13_7", ro; // TRCIDR5
+    0x1F8 => "S2_1_C0_C14_7", ro; // TRCIDR6
+    0x1FC => "S2_1_C0_C15_7", ro; // TRCIDR7
+    0x300 => "S2_1_C1_C0_4", wo; // TRCOSLAR
+    0x304 => "S2_1_C1_C1_4", ro; // TRCOSLSR
+    0xFB8 => "S2_1_C7_C14_6", ro; // TRCAUTHSTATUS
+    0xFBC => "S2_1_C7_C15_6", ro; // TRCDEVARCH
 }
 
 /// Returns whether this CPU implements the trace unit system registers

@@ -22,13 +22,10 @@ use kernel::{
     coresight::{
         self,
         panic_dump::{
-            self,
             DumpCallback,
-            DumpInfo,
             DumpType, //
         },
         CsDevice,
-        Desc,
         Kind,
         LinkKind,
         Mode,
@@ -65,6 +62,8 @@ pub mod model;
 use hw::TmcConfigType;
 use kernel_io::{
     Backend,
+    Component,
+    ComponentInfo,
     FRAME, //
 };
 
@@ -214,14 +213,8 @@ impl<B: Backend> DumpCallback for Drain<B> {
     }
 }
 
-/// A bound TMC: its CoreSight registration and its panic-dump registration.
-#[pin_data]
-struct TmcDevice<B: Backend> {
-    #[pin]
-    dump: panic_dump::Registration<Drain<B>>,
-    #[pin]
-    sink: coresight::Registration<SinkOps<B>>,
-}
+/// A bound TMC.
+type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 
 /// Probes a TMC whose registers `backend` reaches.
 fn probe_tmc<'a, B: Backend + 'a>(
@@ -267,26 +260,18 @@ fn probe_tmc<'a, B: Backend + 'a>(
     );
     let for_dump = tmc.clone();
     let bound: &Device<Bound> = dev;
-    Ok(try_pin_init!(TmcDevice {
-        dump <- panic_dump::Registration::new(
-            DumpInfo {
-                name: &tmc.name,
-                kind: DumpType::Sink,
-                cpu: None,
-                max_bytes: slot,
-            },
-            Ok::<_, Error>(Drain(for_dump)),
-        ),
-        sink <- coresight::Registration::new(
-            bound,
-            Desc {
-                name: &tmc.name,
-                kind,
-                cpu: None,
-            },
-            SinkOps(tmc.clone()),
-        ),
-    }))
+    Ok(Component::new(
+        bound,
+        ComponentInfo {
+            name: CString::try_from_fmt(fmt!("{}", &*tmc.name))?,
+            kind: kind,
+            cpu: None,
+            dump: DumpType::Sink,
+            max_bytes: slot,
+        },
+        SinkOps(tmc.clone()),
+        Drain(for_dump),
+    ))
 }
 
 /// The AMBA driver for real TMCs.
