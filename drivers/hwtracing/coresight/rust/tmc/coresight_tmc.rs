@@ -264,7 +264,7 @@ fn probe_tmc<'a, B: Backend + 'a>(
         bound,
         ComponentInfo {
             name: CString::try_from_fmt(fmt!("{}", &*tmc.name))?,
-            kind: kind,
+            kind,
             cpu: None,
             dump: DumpType::Sink,
             max_bytes: slot,
