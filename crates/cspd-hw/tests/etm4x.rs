@@ -140,10 +140,16 @@ fn enable_programs_every_register_and_starts_the_unit() {
     assert!(m.sw_locked(), "software lock set again");
     assert!(!m.os_locked(), "a traced CPU keeps the OS lock clear");
     assert_eq!(m.peek(TRCPRGCTLR), 1);
+    assert_ne!(
+        m.peek(TRCPDCR) & TRCPDCR_PU,
+        0,
+        "power requested while tracing"
+    );
 
     let mut etm = Etm4x::new(&mut m, Interface::Mmio, T);
     etm.disable().unwrap();
     assert!(!m.enabled() && m.idle());
+    assert_eq!(m.peek(TRCPDCR) & TRCPDCR_PU, 0, "power request dropped");
     assert_ne!(m.peek(TRCSTATR) & TRCSTATR_PMSTABLE, 0);
     assert!(m.sw_locked());
 }

@@ -539,8 +539,8 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
 
     /// Programs `cfg` and enables the trace unit.
     ///
-    /// Follows the C driver: unlock, disable and wait for idle, program, set `EN`, wait for
-    /// `IDLE` to clear, then set the software lock again. The OS lock is left clear (a traced
+    /// Follows the C driver: unlock, request power (`TRCPDCR.PU`), disable and wait for idle,
+    /// program, set `EN`, wait for `IDLE` to clear, then set the software lock again. The OS lock is left clear (a traced
     /// CPU needs it clear); it was found set if the returned [`FoundLocks`] says so.
     pub fn enable(&mut self, cfg: &TraceConfig) -> Result<FoundLocks, Etm4xError> {
         if !(u32::from(TRACE_ID_MIN)..=u32::from(TRACE_ID_MAX)).contains(&cfg.traceidr) {
@@ -558,7 +558,18 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         result.map(|()| found)
     }
 
+    /// Sets or clears `TRCPDCR.PU` on a memory-mapped unit: while set, the trace unit's power
+    /// domain stays up even if its CPU powers down (what the C driver does while tracing).
+    fn request_power(&mut self, on: bool) {
+        if self.iface == Interface::Mmio {
+            let v = self.io.read32(TRCPDCR);
+            let v = if on { v | TRCPDCR_PU } else { v & !TRCPDCR_PU };
+            self.io.write32(TRCPDCR, v);
+        }
+    }
+
     fn program_and_start(&mut self, cfg: &TraceConfig) -> Result<(), Etm4xError> {
+        self.request_power(true);
         self.io.write32(TRCPRGCTLR, 0);
         self.wait_status(TRCSTATR_IDLE, true)
             .map_err(Etm4xError::IdleTimeout)?;
@@ -571,13 +582,15 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         Ok(())
     }
 
-    /// Disables the trace unit and waits until it is idle with a stable programmers' model.
+    /// Disables the trace unit, waits until it is idle with a stable programmers' model, and
+    /// drops the power request.
     ///
     /// The OS lock is left clear; the software lock is restored as found.
     pub fn disable(&mut self) -> Result<(), Etm4xError> {
         let sw_locked = self.sw_unlock()?;
         self.os_unlock()?;
         let result = self.stop().map(|_| ());
+        self.request_power(false);
         if sw_locked {
             self.sw_lock();
         }
