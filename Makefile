@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo check setup kernel kernel-builtin initramfs e2e host-test lint help
+.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -20,6 +20,10 @@ kernel: setup
 ## kernel-builtin   build the variant with everything built in (W=1, CLIPPY=1)
 kernel-builtin: setup
 	bash scripts/kernel.sh all builtin
+
+## kunit            KUnit tests of the in-kernel logic (kunit.py, arm64 under QEMU)
+kunit: setup
+	bash scripts/kunit.sh
 
 ## initramfs        guest initramfs images for both variants
 initramfs: kernel kernel-builtin
@@ -58,6 +62,7 @@ check: setup
 	$(MAKE) lint
 	bash scripts/kernel.sh all mod
 	bash scripts/kernel.sh rustdoc mod
+	bash scripts/kunit.sh
 	bash scripts/kernel.sh all builtin
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin

@@ -49,7 +49,10 @@ pub trait PanicHandler: Sync {
 ///     }
 /// }
 ///
-/// let registration = KBox::pin_init(Registration::new(0, Ok::<_, Error>(Reporter)), GFP_KERNEL)?;
+/// let registration = KBox::pin_init(
+///     Registration::<Reporter>::new(0, Ok::<_, Error>(Reporter)),
+///     GFP_KERNEL,
+/// )?;
 /// # drop(registration);
 /// # Ok::<(), Error>(())
 /// ```

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit tests of the CoreSight panic dump code, compiled the way the kernel compiles it.
+//!
+//! The container format of the panic-dump core, the hardware sequences of the Rust TMC, ETMv4 and
+//! CPU debug drivers, the register-level models and the ETMv4 trace generator are plain `core`
+//! Rust. The host crates test them on the host; these suites run the same files in the kernel
+//! (kernel target, `no_std`, the kernel's `core` and `alloc`), included here the way the drivers
+//! include them. The simulated trace bus (`CONFIG_CORESIGHT_RUST_SIM`, which the test option
+//! selects) and the generator over the real kernel text are tested too.
+//!
+//! Run them with `scripts/kunit.sh` (kunit.py under QEMU), or load the module built with
+//! `CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST=m`.
+
+use kernel::prelude::*;
+
+#[path = "../common/access.rs"]
+pub mod access;
+#[path = "../cpu_debug/hw.rs"]
+pub mod cpu_debug_hw;
+#[path = "../../../../../samples/rust/coresight_sim/etm4x_gen.rs"]
+pub mod etm4x_gen;
+#[path = "../etm4x/hw.rs"]
+pub mod etm4x_hw;
+#[path = "../panic_dump/format.rs"]
+pub mod format;
+#[path = "../../../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
+pub mod model_cpu_debug;
+#[path = "../../../../../samples/rust/coresight_sim/model_etm4x.rs"]
+pub mod model_etm4x;
+#[path = "../../../../../samples/rust/coresight_sim/model_tmc.rs"]
+pub mod model_tmc;
+#[path = "../tmc/hw.rs"]
+pub mod tmc_hw;
+
+mod cpu_debug_test;
+mod etm4x_gen_test;
+mod etm4x_test;
+mod format_test;
+mod sim_test;
+mod tmc_test;
+
+module! {
+    type: CoresightPanicDumpKunit,
+    name: "coresight_panic_dump_kunit",
+    authors: ["coresight-panic-dump developers"],
+    description: "KUnit tests of the CoreSight panic dump code",
+    license: "GPL",
+}
+
+/// The module; the suites are registered with KUnit, which runs them.
+struct CoresightPanicDumpKunit;
+
+impl kernel::Module for CoresightPanicDumpKunit {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        Ok(Self)
+    }
+}

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ETMv4 enable and panic save (`etm4x/hw.rs`) against the register-level model.
+
+use crate::model_etm4x::{
+    Etm4xModel,
+    ModelIds,
+    ModelInterface, //
+};
+use kernel::prelude::*;
+
+/// Builds a model on the heap: its register file is too big for a test's stack.
+pub(crate) fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
+    let mut slot = KBox::<Etm4xModel>::new_uninit(GFP_KERNEL)?;
+    Etm4xModel::new_in(&mut slot, ids, iface);
+    // SAFETY: `new_in` initialised every field of the model.
+    Ok(unsafe { slot.assume_init() })
+}
+
+#[kunit_tests(coresight_etm4x_hw)]
+mod tests {
+    use super::new_model;
+    use crate::etm4x_hw::{
+        Etm4x,
+        Interface,
+        PayloadError,
+        SaveOutcome,
+        SavedState,
+        Timeout,
+        TraceConfig,
+        SAVED_OS_LOCK_FOUND,
+        SAVED_OS_LOCK_RESTORED,
+        SAVED_STATE_SIZE,
+        TRCCONFIGR,
+        TRCPRGCTLR_EN,
+        TRCSTATR_IDLE,
+        TRCSTATR_PMSTABLE,
+        TRCTRACEIDR, //
+    };
+    use crate::model_etm4x::{
+        Etm4xFaults,
+        Etm4xModel,
+        ModelIds,
+        ModelInterface, //
+    };
+    use kernel::prelude::*;
+
+    const T: Timeout = Timeout {
+        tries: 50,
+        delay_us: 1,
+    };
+
+    /// Trace ID the tests program.
+    const TRACE_ID: u8 = 0x12;
+
+    /// A unit programmed through the driver's enable sequence and tracing, as at panic.
+    fn tracing_model(iface: ModelInterface) -> Result<(KBox<Etm4xModel>, TraceConfig)> {
+        let mut m = new_model(ModelIds::CORTEX_A53, iface)?;
+        let hw = match iface {
+            ModelInterface::Mmio => Interface::Mmio,
+            ModelInterface::SysReg => Interface::SysReg,
+        };
+        let mut etm = Etm4x::new(&mut *m, hw, T);
+        let ids = etm.read_ids().map_err(|_| EIO)?;
+        let cfg = TraceConfig::default_for(&ids, TRACE_ID, true).map_err(|_| EINVAL)?;
+        etm.enable(&cfg).map_err(|_| EIO)?;
+        Ok((m, cfg))
+    }
+
+    #[test]
+    fn enable_programs_every_register_and_starts_the_unit() -> Result {
+        let (m, cfg) = tracing_model(ModelInterface::Mmio)?;
+        assert!(m.enabled() && !m.idle());
+        for (off, value) in cfg.registers() {
+            assert_eq!(m.peek(off), value);
+        }
+        assert_eq!(m.stats().busy_writes, 0);
+        assert!(m.sw_locked());
+        assert!(!m.os_locked());
+        Ok(())
+    }
+
+    #[test]
+    fn panic_save_stops_the_unit_and_restores_the_os_lock_as_found() -> Result {
+        for (iface, hw) in [
+            (ModelInterface::Mmio, Interface::Mmio),
+            (ModelInterface::SysReg, Interface::SysReg),
+        ] {
+            for os_locked in [false, true] {
+                let (mut m, cfg) = tracing_model(iface)?;
+                m.set_os_locked(os_locked);
+                let s = Etm4x::new(&mut *m, hw, T).panic_save(3);
+                assert!(s.outcome == SaveOutcome::Ok);
+                assert!(s.regs_valid());
+                assert_eq!(s.cpu, 3);
+                assert_eq!(s.trcconfigr, cfg.configr);
+                assert_eq!(s.trcconfigr, m.peek(TRCCONFIGR));
+                assert_eq!(s.trctraceidr, u32::from(TRACE_ID));
+                assert_eq!(s.trctraceidr, m.peek(TRCTRACEIDR));
+                assert_eq!(s.trcprgctlr & TRCPRGCTLR_EN, TRCPRGCTLR_EN);
+                assert_eq!(
+                    s.trcstatr & (TRCSTATR_IDLE | TRCSTATR_PMSTABLE),
+                    TRCSTATR_IDLE | TRCSTATR_PMSTABLE
+                );
+                assert!(s.idr == m.ids().idr);
+                assert!(!m.enabled() && m.idle());
+                assert_eq!(m.os_locked(), os_locked);
+                assert!((s.flags & SAVED_OS_LOCK_FOUND != 0) == os_locked);
+                assert!((s.flags & SAVED_OS_LOCK_RESTORED != 0) == os_locked);
+                assert_eq!(m.stats().blocked, 0);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn panic_save_of_a_stuck_os_lock_reads_no_trace_register() -> Result {
+        let (mut m, _) = tracing_model(ModelInterface::Mmio)?;
+        m.set_os_locked(true);
+        m.set_faults(Etm4xFaults {
+            os_lock_stuck: true,
+            ..Etm4xFaults::default()
+        });
+        let s = Etm4x::new(&mut *m, Interface::Mmio, T).panic_save(1);
+        assert!(s.outcome == SaveOutcome::OsLocked);
+        assert!(!s.regs_valid());
+        assert_eq!(s.devarch, m.ids().devarch);
+        assert_eq!(m.stats().blocked, 0);
+        assert!(m.os_locked() && m.sw_locked());
+        Ok(())
+    }
+
+    #[test]
+    fn saved_state_round_trips_through_its_payload() -> Result {
+        let (mut m, _) = tracing_model(ModelInterface::Mmio)?;
+        let s = Etm4x::new(&mut *m, Interface::Mmio, T).panic_save(5);
+        let mut buf = [0xAAu8; SAVED_STATE_SIZE + 7];
+        assert!(s.encode(&mut buf) == Ok(SAVED_STATE_SIZE));
+        assert_eq!(buf[SAVED_STATE_SIZE], 0xAA);
+        assert!(SavedState::decode(&buf) == Ok(s));
+        assert!(
+            SavedState::decode(&buf[..SAVED_STATE_SIZE - 1])
+                == Err(PayloadError::TooShort(SAVED_STATE_SIZE - 1))
+        );
+        buf[0] = 9;
+        assert!(SavedState::decode(&buf) == Err(PayloadError::Version(9)));
+        Ok(())
+    }
+}

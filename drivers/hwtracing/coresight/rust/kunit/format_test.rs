@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The dump container, as the panic-dump core writes it: CRC, records, commit, validation.
+
+use kernel::prelude::*;
+
+#[kunit_tests(coresight_panic_dump_format)]
+mod tests {
+    use crate::format::{
+        self,
+        ContainerHeader,
+        Crc32,
+        Identity,
+        PanicInfo,
+        RecordHeader,
+        RecordKind,
+        RecordStatus,
+        BOOT_ID_SIZE,
+        CONTAINER_HEADER_SIZE,
+        IDENTITY_SIZE,
+        PANIC_INFO_MAX_SIZE,
+        RECORD_HEADER_SIZE, //
+    };
+    use kernel::prelude::*;
+
+    const BOOT_ID: [u8; BOOT_ID_SIZE] = [
+        0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE, 1, 2, 3, 4, 5, 6, 7, 8,
+    ];
+
+    /// Size of the test region.
+    const REGION: usize = 8192;
+
+    /// Bytes of the "other" record's data.
+    const OTHER_LEN: usize = 200;
+
+    #[test]
+    fn crc32_known_vectors_and_streaming() {
+        assert_eq!(format::crc32(b""), 0);
+        assert_eq!(format::crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(
+            format::crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
+        // Fed in pieces, with a run of zeros, it gives the CRC of the whole.
+        let whole = *b"123456789\0\0\0\0";
+        let mut c = Crc32::new();
+        c.update(b"1234");
+        c.update(b"56789");
+        c.update_zeros(4);
+        assert_eq!(c.finish(), format::crc32(&whole));
+    }
+
+    /// Writes a fresh container the way the core does at boot: header, identity record and
+    /// the panic-info slot, not run. Returns the panic-info slot's offset.
+    fn boot(region: &mut [u8]) -> Option<usize> {
+        let header = ContainerHeader::new(REGION as u64, BOOT_ID, 5);
+        format::init_region(region, &header).ok()?;
+        let mut ident = Identity::default();
+        ident.set_release(b"7.3.0-kunit").ok()?;
+        ident.set_build_id(&[0xAB; 20]).ok()?;
+        ident.region_size = REGION as u64;
+        let mut buf = [0u8; IDENTITY_SIZE];
+        let n = ident.encode(&mut buf).ok()?;
+        let mut h = RecordHeader::new(
+            RecordKind::Identity,
+            b"identity",
+            IDENTITY_SIZE as u32,
+            header.stamp,
+        );
+        h.status = RecordStatus::Ok;
+        format::write_record(region.get_mut(CONTAINER_HEADER_SIZE..)?, &h, buf.get(..n)?).ok()?;
+        let h = RecordHeader::new(
+            RecordKind::PanicInfo,
+            b"panic",
+            PANIC_INFO_MAX_SIZE as u32,
+            header.stamp,
+        );
+        format::append_record(region, &h).ok()
+    }
+
+    /// Writes the panic info and a client's data into their slots and commits, as at panic.
+    fn panic(region: &mut [u8], panic_slot: usize, other_slot: usize) -> Option<usize> {
+        let stamp = ContainerHeader::decode(region).ok()?.stamp;
+        let mut pi = [0u8; PANIC_INFO_MAX_SIZE];
+        let n = PanicInfo {
+            cpu: 1,
+            message: b"kunit: not really",
+            truncated: false,
+        }
+        .encode(&mut pi)
+        .ok()?;
+        let mut h = RecordHeader::new(
+            RecordKind::PanicInfo,
+            b"panic",
+            PANIC_INFO_MAX_SIZE as u32,
+            stamp,
+        );
+        h.cpu = 1;
+        h.status = RecordStatus::Ok;
+        format::write_record(region.get_mut(panic_slot..)?, &h, pi.get(..n)?).ok()?;
+
+        let mut data = [0u8; OTHER_LEN];
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(7);
+        }
+        let mut h = RecordHeader::new(RecordKind::Other, b"kunit-client", 256, stamp);
+        h.status = RecordStatus::Ok;
+        format::write_record(region.get_mut(other_slot..)?, &h, &data).ok()?;
+        format::write_commit(region).ok()
+    }
+
+    #[test]
+    fn dump_lifecycle_commits_and_validates() -> Result {
+        let mut region = KVec::from_elem(0u8, REGION, GFP_KERNEL)?;
+        let panic_slot = boot(&mut region);
+        assert!(panic_slot.is_some());
+        let panic_slot = panic_slot.unwrap_or(0);
+        assert_eq!(
+            panic_slot,
+            CONTAINER_HEADER_SIZE + RECORD_HEADER_SIZE + IDENTITY_SIZE
+        );
+        // A client registers: its slot follows, not run.
+        let stamp = format::stamp_from_boot_id(&BOOT_ID);
+        let other = format::append_record(
+            &mut region,
+            &RecordHeader::new(RecordKind::Other, b"kunit-client", 256, stamp),
+        );
+        assert!(other.is_ok());
+        let other_slot = other.unwrap_or(0);
+        assert_eq!(
+            other_slot,
+            panic_slot + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE
+        );
+
+        // Before the panic there is no commit: not a complete dump.
+        let before = format::validate(&region);
+        assert!(before.is_ok_and(|s| !s.committed && !s.is_clean()));
+
+        let used = panic(&mut region, panic_slot, other_slot);
+        assert_eq!(
+            used,
+            Some(other_slot + RECORD_HEADER_SIZE + 256 + format::COMMIT_RECORD_SIZE)
+        );
+        let summary = format::validate(&region);
+        assert!(summary.is_ok_and(|s| s.is_clean() && s.records == 3 && s.ok == 3));
+
+        // Records come back in order with their data, the commit last.
+        let parsed = format::parse_region(&region);
+        assert!(parsed.is_ok());
+        if let Ok(r) = parsed {
+            assert_eq!(r.header().sequence, 5);
+            let mut kinds = [RecordKind::Free; 4];
+            let mut n = 0usize;
+            for rec in r.records().flatten() {
+                if let Some(k) = kinds.get_mut(n) {
+                    *k = rec.header.kind;
+                }
+                n += 1;
+                if rec.header.kind == RecordKind::Identity {
+                    let id = Identity::decode(rec.data);
+                    assert!(id.is_ok_and(|i| i.release_bytes() == b"7.3.0-kunit"));
+                }
+                if rec.header.kind == RecordKind::PanicInfo {
+                    let pi = PanicInfo::decode(rec.data);
+                    assert!(pi.is_ok_and(|p| p.cpu == 1 && p.message == b"kunit: not really"));
+                }
+                if rec.header.kind == RecordKind::Other {
+                    assert_eq!(rec.data.len(), OTHER_LEN);
+                    assert_eq!(rec.data.get(3).copied(), Some(21));
+                }
+            }
+            // The commit comes last and ends the walk.
+            assert_eq!(n, 4);
+            assert!(
+                kinds
+                    == [
+                        RecordKind::Identity,
+                        RecordKind::PanicInfo,
+                        RecordKind::Other,
+                        RecordKind::Commit
+                    ]
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn damaged_dump_is_named_and_the_rest_still_read() -> Result {
+        let mut region = KVec::from_elem(0u8, REGION, GFP_KERNEL)?;
+        let panic_slot = boot(&mut region).unwrap_or(0);
+        let stamp = format::stamp_from_boot_id(&BOOT_ID);
+        let other_slot = format::append_record(
+            &mut region,
+            &RecordHeader::new(RecordKind::Other, b"kunit-client", 256, stamp),
+        )
+        .unwrap_or(0);
+        assert!(panic(&mut region, panic_slot, other_slot).is_some());
+
+        // One bit of the client's data flips: its data CRC names it, the others still read.
+        let at = other_slot + RECORD_HEADER_SIZE + 10;
+        if let Some(b) = region.get_mut(at) {
+            *b ^= 0x10;
+        }
+        let s = format::validate(&region);
+        assert!(s.is_ok_and(|s| s.errors == 1 && s.records == 2 && s.committed));
+        let first = s.ok().and_then(|s| s.first_error);
+        assert!(first.is_some_and(|e| e.name() == "data-crc" && e.offset() == Some(other_slot)));
+
+        // A broken container header is fatal.
+        if let Some(b) = region.get_mut(20) {
+            *b ^= 1;
+        }
+        let s = format::validate(&region);
+        assert!(s.is_err_and(|e| e.name() == "header-crc"));
+        Ok(())
+    }
+
+    #[test]
+    fn vmcoreinfo_lines_round_trip() {
+        let mut text = [0u8; format::VMCOREINFO_TEXT_MAX];
+        let n = format::format_vmcoreinfo(0x8_4000_0000, 0x10_0000, &mut text);
+        assert!(n.is_ok());
+        let text = text.get(..n.unwrap_or(0)).unwrap_or(&[]);
+        assert!(text == b"CSPD_REGION_PADDR=0x840000000\nCSPD_REGION_SIZE=0x100000\n");
+        assert_eq!(
+            format::vmcoreinfo_hex(text, format::VMCOREINFO_PADDR_KEY),
+            Some(0x8_4000_0000)
+        );
+        assert_eq!(
+            format::vmcoreinfo_hex(text, format::VMCOREINFO_SIZE_KEY),
+            Some(0x10_0000)
+        );
+        assert_eq!(format::vmcoreinfo_hex(text, "KERNELOFFSET"), None);
+    }
+}

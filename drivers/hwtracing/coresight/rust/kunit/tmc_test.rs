@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TMC panic drain (`tmc/hw.rs`) against the register-level model of an ETB.
+
+use kernel::prelude::*;
+
+#[kunit_tests(coresight_tmc_hw)]
+mod tests {
+    use crate::format::{
+        self,
+        ContainerHeader,
+        RecordHeader,
+        RecordKind,
+        RecordStatus,
+        RECORD_ALIGN,
+        RECORD_HEADER_SIZE, //
+    };
+    use crate::model_tmc::{
+        TmcModel,
+        TmcModelConfig, //
+    };
+    use crate::tmc_hw::{
+        enable_circular,
+        panic_drain,
+        DrainSummary,
+        TmcOutcome,
+        TmcRecord,
+        TmcRecordHeader,
+        CS_BARRIER_LEN,
+        CS_BARRIER_WORD,
+        TMC_POLL_TRIES,
+        TMC_REC_BARRIER,
+        TMC_REC_READY_TIMEOUT,
+        TMC_REC_TRUNCATED,
+        TMC_REC_WRAPPED,
+        TMC_RRD, //
+    };
+    use kernel::prelude::*;
+
+    /// Words of trace RAM of the modelled ETB.
+    const RSZ: usize = 1024;
+
+    /// A test pattern of `n` words that never looks like a barrier or an empty read.
+    fn pattern(n: usize, seed: u32) -> Result<KVec<u32>> {
+        let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n as u32 {
+            v.push(
+                seed.wrapping_add(i.wrapping_mul(0x9E37_79B9)) & 0x7FFF_FFFE,
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(v)
+    }
+
+    /// Whether `bytes` are `words` in little-endian order, the first `barrier` bytes replaced
+    /// by the CoreSight barrier.
+    fn same_trace(bytes: &[u8], words: &[u32], barrier: bool) -> bool {
+        if bytes.len() != words.len() * 4 {
+            return false;
+        }
+        bytes
+            .chunks_exact(4)
+            .zip(words)
+            .enumerate()
+            .all(|(i, (b, w))| {
+                let want = if barrier && i * 4 < CS_BARRIER_LEN {
+                    CS_BARRIER_WORD
+                } else {
+                    *w
+                };
+                b == want.to_le_bytes()
+            })
+    }
+
+    /// Drains `m` into a slot with room for its whole RAM and parses the record back.
+    fn drain(m: &mut TmcModel<'_>, slot: &mut KVec<u8>) -> Option<(DrainSummary, TmcRecordHeader)> {
+        let len = TmcRecord::slot_len_for(RSZ as u32)?;
+        slot.clear();
+        slot.extend_with(len, 0xA5, GFP_KERNEL).ok()?;
+        let s = panic_drain(m, slot).ok()?;
+        let (h, trace) = TmcRecord::parse(slot.get(..s.record_len)?).ok()?;
+        (trace.len() == s.trace_len && h.outcome() == Some(s.outcome)).then_some((s, h))
+    }
+
+    /// The trace part of a record drained by [`drain`].
+    fn trace_of(slot: &[u8]) -> &[u8] {
+        TmcRecord::parse(slot).map_or(&[], |(_, t)| t)
+    }
+
+    #[test]
+    fn drain_partly_filled_buffer_gives_the_model_bytes() -> Result {
+        let mut ram = KVec::from_elem(0u32, RSZ, GFP_KERNEL)?;
+        let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).ok_or(EINVAL)?;
+        assert!(enable_circular(&mut m, 0).is_ok());
+        let words = pattern(300, 1)?;
+        assert_eq!(m.push_raw_words(&words), 300);
+        let mut slot = KVec::new();
+        let r = drain(&mut m, &mut slot);
+        assert!(r.is_some());
+        let (s, h) = r.ok_or(EINVAL)?;
+        assert!(s.outcome == TmcOutcome::Complete);
+        assert_eq!(
+            s.flags & (TMC_REC_WRAPPED | TMC_REC_BARRIER | TMC_REC_TRUNCATED),
+            0
+        );
+        assert_eq!((h.rrp, h.rwp, h.words_read), (0, 300 * 4, 300));
+        assert!(same_trace(trace_of(&slot), &words, false));
+        // One RRD read per word, and the one that finds the RAM empty.
+        assert_eq!(m.counts().reads(TMC_RRD), 301);
+        assert!(m.is_locked());
+        Ok(())
+    }
+
+    #[test]
+    fn drain_wrapped_buffer_starts_with_a_barrier() -> Result {
+        let mut ram = KVec::from_elem(0u32, RSZ, GFP_KERNEL)?;
+        let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).ok_or(EINVAL)?;
+        assert!(enable_circular(&mut m, 0).is_ok());
+        let words = pattern(RSZ * 2 + 100, 7)?;
+        m.push_raw_words(&words);
+        let mut slot = KVec::new();
+        let (s, h) = drain(&mut m, &mut slot).ok_or(EINVAL)?;
+        assert!(s.outcome == TmcOutcome::Complete);
+        assert!(h.has(TMC_REC_WRAPPED | TMC_REC_BARRIER));
+        assert!(!h.has(TMC_REC_TRUNCATED));
+        // The oldest word is at RWP; the newest RSZ words come out oldest first.
+        assert_eq!((h.rwp, h.rrp), (100 * 4, 100 * 4));
+        let newest = words.get(words.len() - RSZ..).ok_or(EINVAL)?;
+        assert!(same_trace(trace_of(&slot), newest, true));
+        Ok(())
+    }
+
+    #[test]
+    fn never_ready_tmc_is_given_up_within_the_bound() -> Result {
+        let mut ram = KVec::from_elem(0u32, RSZ, GFP_KERNEL)?;
+        let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).ok_or(EINVAL)?;
+        assert!(enable_circular(&mut m, 0).is_ok());
+        m.push_raw_words(&pattern(100, 5)?);
+        m.set_fault_never_ready(true);
+        m.reset_counts();
+        let mut slot = KVec::new();
+        let (s, h) = drain(&mut m, &mut slot).ok_or(EINVAL)?;
+        assert!(s.outcome == TmcOutcome::ReadyTimeout);
+        assert!(h.has(TMC_REC_READY_TIMEOUT));
+        assert_eq!(h.ready_delays, TMC_POLL_TRIES);
+        assert_eq!(m.counts().delays, TMC_POLL_TRIES);
+        assert_eq!(s.trace_len, 0);
+        assert!(m.is_locked());
+        Ok(())
+    }
+
+    #[test]
+    fn drained_record_survives_the_dump_container() -> Result {
+        // The core gives the TMC a slot in the region; at panic the drain fills its data area
+        // and the core seals it and commits.
+        let mut ram = KVec::from_elem(0u32, RSZ, GFP_KERNEL)?;
+        let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).ok_or(EINVAL)?;
+        assert!(enable_circular(&mut m, 0).is_ok());
+        let words = pattern(RSZ + RSZ / 2, 3)?;
+        m.push_raw_words(&words);
+
+        let capacity = TmcRecord::slot_len_for(RSZ as u32).ok_or(EINVAL)?;
+        let capacity = capacity.next_multiple_of(RECORD_ALIGN);
+        let size = 2 * (RECORD_HEADER_SIZE + capacity);
+        let mut region = KVec::from_elem(0u8, size, GFP_KERNEL)?;
+        let header = ContainerHeader::new(size as u64, [7; 16], 1);
+        assert!(format::init_region(&mut region, &header).is_ok());
+        let mut h = RecordHeader::new(RecordKind::Sink, b"tmc_etf0", capacity as u32, header.stamp);
+        let at = format::append_record(&mut region, &h);
+        assert!(at.is_ok());
+        let at = at.map_err(|_| EINVAL)?;
+
+        let data = region
+            .get_mut(at + RECORD_HEADER_SIZE..at + RECORD_HEADER_SIZE + capacity)
+            .ok_or(EINVAL)?;
+        let s = panic_drain(&mut m, data).map_err(|_| EINVAL)?;
+        assert!(s.outcome == TmcOutcome::Complete);
+        h.status = RecordStatus::Ok;
+        h.length = s.record_len as u32;
+        assert!(format::seal_record(region.get_mut(at..).ok_or(EINVAL)?, &h).is_ok());
+        assert!(format::write_commit(&mut region).is_ok());
+
+        assert!(format::validate(&region).is_ok_and(|v| v.is_clean() && v.records == 1));
+        let r = format::parse_region(&region).map_err(|_| EINVAL)?;
+        let rec = r.records().next();
+        assert!(rec.is_some_and(|x| x.is_ok()));
+        if let Some(Ok(rec)) = rec {
+            assert!(rec.header.kind == RecordKind::Sink);
+            assert!(rec.header.name_bytes() == b"tmc_etf0");
+            let newest = words.get(words.len() - RSZ..).ok_or(EINVAL)?;
+            assert!(same_trace(trace_of(rec.data), newest, true));
+        }
+        Ok(())
+    }
+}
