@@ -10,7 +10,8 @@ Reads the guest's console log and the vmcore of DIR, runs csdump on it, and chec
   TRCAUTHSTATUS, TRCDEVARCH of the Cortex-A57 model, read from its source), whose TRCTRACEIDR is
   the trace ID the sim logged for that CPU, and whose TRCCONFIGR is the driver's default;
 - `csdump report --vmlinux` shows, for each CPU, the functions of the path the sim generated, in
-  order (its last functions are the last functions of the generated path);
+  order (its last functions are the last functions of the generated path), and the CPU debug
+  sample in the function where that path ended;
 - `perf script --vmlinux` decodes csdump's perf.data into instruction samples in the kernel.
 """
 
@@ -164,7 +165,11 @@ def check(a):
             raise Bad(f"report: no functions decoded for CPU{cpu}")
         if want[-len(got):] != got:
             raise Bad(f"report for CPU{cpu}: {got} is not the end of the generated path {want}")
-        print(f"report CPU{cpu}: last functions {' -> '.join(got)}")
+        # The CPU debug sample is where the sim CPU's path ended.
+        pc = ((c.get("sample") or {}).get("pc") or {}).get("symbol")
+        if not pc or func(pc) != want[-1]:
+            raise Bad(f"report for CPU{cpu}: CPU debug sample at {pc}, the path ended in {want[-1]}")
+        print(f"report CPU{cpu}: last functions {' -> '.join(got)}; sampled PC {pc}")
     if sorted(c["cpu"] for c in rep["cpus"]) != list(range(a.cpus)):
         raise Bad(f"report covers CPUs {[c['cpu'] for c in rep['cpus']]}")
 

@@ -11,7 +11,9 @@
 //! Nothing here sleeps or allocates; [`emit`] and [`take`] only try to claim a channel, so they
 //! are safe to call at panic time while another CPU was stopped in the middle of one.
 //!
-//! [`kernel_text`] and [`path_start`] give simulated trace units real code to trace.
+//! [`kernel_text`] and [`path_start`] give simulated trace units real code to trace, and
+//! [`set_last_pc`] / [`last_pc`] tell a simulated CPU debug interface where a CPU's simulated
+//! execution ended, so that its program counter sample agrees with the trace.
 
 use crate::sync::atomic::{
     Acquire,
@@ -95,6 +97,24 @@ pub fn take(mut sink: impl FnMut(u8, &[u8])) {
 /// Returns the number of streams in flight.
 pub fn pending() -> usize {
     BUS.iter().filter(|c| c.state.load(Relaxed) == FULL).count()
+}
+
+/// CPUs whose last simulated program counter is kept.
+pub const PC_CPUS: usize = 64;
+
+static LAST_PC: [Atomic<u64>; PC_CPUS] = [const { Atomic::new(0) }; PC_CPUS];
+
+/// Records that the simulated execution of `cpu` ended at `pc`.
+pub fn set_last_pc(cpu: u32, pc: u64) {
+    if let Some(slot) = usize::try_from(cpu).ok().and_then(|c| LAST_PC.get(c)) {
+        slot.store(pc, Release);
+    }
+}
+
+/// Returns where the simulated execution of `cpu` ended, if a simulated trace unit said so.
+pub fn last_pc(cpu: u32) -> Option<u64> {
+    let pc = LAST_PC.get(usize::try_from(cpu).ok()?)?.load(Acquire);
+    (pc != 0).then_some(pc)
 }
 
 /// Returns the kernel's text section (`_stext` to `_etext`) with its address.

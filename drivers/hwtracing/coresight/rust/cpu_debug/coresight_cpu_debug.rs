@@ -103,7 +103,10 @@ static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
 
 /// The model of one CPU's debug interface.
 #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-struct Sim(core::cell::UnsafeCell<model::CpuDebugModel>);
+struct Sim {
+    cpu: u32,
+    model: core::cell::UnsafeCell<model::CpuDebugModel>,
+}
 
 // SAFETY: The model is only reached through `with_io`, whose callers never overlap (probe, then
 // the panic path on one CPU).
@@ -114,7 +117,15 @@ unsafe impl Sync for Sim {}
 impl Backend for Sim {
     unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
         // SAFETY: By the safety requirements this is the only access to the model.
-        f(unsafe { &mut *self.0.get() })
+        let m = unsafe { &mut *self.model.get() };
+        // The CPU is where a simulated trace unit says its execution ended, if one does.
+        if let Some(pc) = kernel::coresight::sim::last_pc(self.cpu) {
+            m.set_cpu_state(model::CpuState {
+                pc,
+                ..m.cpu_state()
+            });
+        }
+        f(m)
     }
 }
 
@@ -317,25 +328,31 @@ struct CpuDebugModule {
     _dir: debugfs::Dir,
 }
 
-/// Creates one model-backed debug interface per possible CPU, each sampling a CPU whose PC is in
-/// a different function of this driver.
+/// Creates one model-backed debug interface per possible CPU. A CPU's PC is where a simulated
+/// trace unit says its execution ended, else the start of the kernel function the simulated
+/// trace units start at (`panic()` on CPU 0, `default_idle_call()` on CPU 1, `schedule()`).
 #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
 fn sim_devices() -> Result<KVec<SamplerReg<Sim>>> {
-    let pcs = [
-        (store_enable as *const ()).addr(),
-        (show_enable as *const ()).addr(),
-        (sim_devices as *const ()).addr(),
-        (register::<Sim> as *const ()).addr(),
-    ];
+    use kernel::coresight::sim::{
+        path_start,
+        PathStart, //
+    };
     let mut sims = KVec::new();
     for cpu in 0..kernel::cpu::nr_cpu_ids() {
-        let pc = pcs[usize::try_from(cpu).unwrap_or(0) % pcs.len()];
+        let pc = path_start(match cpu {
+            0 => PathStart::Panic,
+            1 => PathStart::Idle,
+            _ => PathStart::Schedule,
+        });
         let mut m = model::CpuDebugModel::new(model::CpuDebugConfig::v8());
         m.set_cpu_state(model::CpuState {
             context_id: 0x100 + cpu,
-            ..model::CpuState::aarch64_el1(pc as u64)
+            ..model::CpuState::aarch64_el1(pc)
         });
-        let sim = Sim(core::cell::UnsafeCell::new(m));
+        let sim = Sim {
+            cpu,
+            model: core::cell::UnsafeCell::new(m),
+        };
         // SAFETY: The model was just created; nothing else reaches it.
         let arch = unsafe { sim.with_io(|io| ArchData::read(io, cfg!(CONFIG_64BIT))) }
             .map_err(|_| ENODEV)?;

@@ -143,7 +143,9 @@ impl State {
                 }
             }
         };
+        let mut last_insn = 0u64;
         let on_range = |r: etm4x_gen::ExecRange| {
+            last_insn = r.end.wrapping_sub(4);
             let Ok(name) = CString::try_from_fmt(fmt!("{}", Symbol(r.start))) else {
                 return;
             };
@@ -161,6 +163,8 @@ impl State {
         {
             Ok(s) => {
                 self.len = s.bytes;
+                // The CPU "is" where its path ended: a simulated CPU debug interface samples it.
+                atb::set_last_pc(self.cpu, last_insn);
                 pr_info!(
                     "sim etm{}: trace ID {:#x}: path of {} instructions in {} ranges, {} bytes, ended by {:?}\n",
                     self.cpu,
