@@ -425,6 +425,35 @@ scenario_trace-tmc-stuck() {
 		--qemu-arg "-dtb $RUNS/virt-trace-stuck.dtb" && check_trace "$d" mod --tmc-fault ram-stuck
 }
 
+# Unload after tracing: sources stopped through sysfs, then rmmod of the ETM, TMC and CPU debug
+# modules. Their CoreSight devices and dump registrations go away cleanly (no oops, no warning),
+# and the panic that follows dumps without them.
+scenario_trace-unload() {
+	local d=$RUNS/trace-unload
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
+	qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS \
+cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" --qemu-arg "-dtb $RUNS/virt-trace.dtb" ||
+		return 1
+	local m
+	for m in coresight_etm4x coresight_tmc coresight_cpu_debug; do
+		grep -q "CSPD: removed $m" "$d/console.log" || { echo "rmmod $m failed" >&2; return 1; }
+	done
+	grep -qaE "CSPD: after rmmod, coresight devices: funnel0[[:space:]]*$" "$d/console.log" ||
+		{ echo "CoreSight devices left after rmmod: $(grep -a 'after rmmod' "$d/console.log")" >&2; return 1; }
+	if grep -aE "Unable to handle|BUG:|WARNING:|Oops|refcount_t" "$d/console.log"; then
+		echo "the kernel complained while unloading" >&2
+		return 1
+	fi
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
+	python3 - "$d/extract/summary.json" <<'PY'
+import json, sys
+kinds = [r["kind"] for r in json.load(open(sys.argv[1]))["records"]]
+assert kinds == ["identity", "panic-info"], kinds
+print("after unload the dump holds only the core's records:", kinds)
+PY
+}
+
 # check_trace must notice a report that is not the generated path: the last function the sim
 # logged for CPU 1 is renamed in a copy of trace-builtin's console log.
 scenario_harness-trace-wrong-path() {
@@ -500,7 +529,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-tmc-stuck harness-trace-wrong-path)
+	trace-kdump trace-builtin trace-tmc-stuck trace-unload harness-trace-wrong-path)
 
 main() {
 	ensure_cache_dir
