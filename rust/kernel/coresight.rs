@@ -9,8 +9,10 @@
 //! attribute, and builds trace paths through the connections that the firmware (the device tree
 //! graph) describes, including C funnels and replicators.
 //!
-//! The core calls the operations with its `coresight_mutex` held or from perf, never at the same
-//! time as the registration is dropped: [`Registration`]'s drop unregisters the component first.
+//! The core calls sysfs operations with its `coresight_mutex` held; perf calls link operations
+//! without it, in atomic context. Dropping a [`Registration`] disables a source that is still
+//! enabled through sysfs and then unregisters the component. A sink or link that is still on an
+//! enabled path when its device is unbound is not torn down (the C drivers share this).
 //!
 //! C header: [`include/linux/coresight.h`](srctree/include/linux/coresight.h)
 
@@ -27,6 +29,10 @@ use crate::{
         VTABLE_DEFAULT_ERROR, //
     },
     prelude::*,
+    str::{
+        CStrExt,
+        CString, //
+    },
     types::Opaque, //
 };
 
@@ -51,6 +57,21 @@ pub fn get_cpu(dev: &Device) -> Result<u32> {
     // SAFETY: `dev.as_raw()` is a valid `struct device` for the duration of the call.
     let cpu = unsafe { bindings::coresight_get_cpu(dev.as_raw()) };
     u32::try_from(cpu).map_err(|_| ENODEV)
+}
+
+/// Returns the CoreSight bus name for the next component of `dev` with `prefix`, such as
+/// `tmc_etf0` (`coresight_alloc_device_name()`): the same device gets the same index again
+/// when it is bound again.
+pub fn alloc_device_name(prefix: &CStr, dev: &Device<Bound>) -> Result<CString> {
+    // SAFETY: `prefix` is a valid C string (the core copies it); `dev` is bound, and the name
+    // is allocated with devm on it.
+    let name = unsafe { bindings::coresight_alloc_device_name(prefix.as_char_ptr(), dev.as_raw()) };
+    if name.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: `name` is a NUL-terminated string that lives while `dev` is bound.
+    let name = unsafe { CStr::from_char_ptr(name) };
+    Ok(CString::try_from(name)?)
 }
 
 /// Who is using a component (`enum cs_mode`).
@@ -404,11 +425,37 @@ impl<T: Operations> Registration<T> {
     {
         try_pin_init!(&this in Self {
             ops: Opaque::new(OpsTable::<T>::OPS),
+            // Before the registration: the core may call an operation as soon as the component
+            // is registered.
+            data,
             csdev: {
+                // The operations the kind needs must exist: the core calls them unchecked.
+                let has_ops = match desc.kind {
+                    Kind::Sink(_) => T::HAS_SINK_ENABLE && T::HAS_SINK_DISABLE,
+                    Kind::Link(_) => T::HAS_LINK_ENABLE && T::HAS_LINK_DISABLE,
+                    Kind::LinkSink(..) => {
+                        T::HAS_SINK_ENABLE
+                            && T::HAS_SINK_DISABLE
+                            && T::HAS_LINK_ENABLE
+                            && T::HAS_LINK_DISABLE
+                    }
+                    Kind::Source(_) => T::HAS_SOURCE_ENABLE && T::HAS_SOURCE_DISABLE,
+                };
+                if !has_ops {
+                    return Err(EINVAL);
+                }
+                let (flags, cpu) = match desc.cpu {
+                    Some(cpu) => (
+                        bindings::CORESIGHT_DESC_CPU_BOUND,
+                        i32::try_from(cpu).map_err(|_| EINVAL)?,
+                    ),
+                    None => (0, -1),
+                };
                 // SAFETY: `this` points to the registration being initialised; `ops` was
                 // initialised above and is pinned with it.
                 let ops = unsafe { Opaque::cast_into(&raw const (*this.as_ptr()).ops) }.cast_const();
-                // SAFETY: `dev` is a bound device.
+                // SAFETY: `dev` is a bound device. Nothing can fail between here and
+                // `coresight_register()`, which releases the platform data on failure.
                 let pdata =
                     from_err_ptr(unsafe { bindings::coresight_get_platform_data(dev.as_raw()) })?;
                 let (ty, subtype) = desc.kind.raw();
@@ -420,17 +467,14 @@ impl<T: Operations> Registration<T> {
                 raw.pdata = pdata;
                 raw.dev = dev.as_raw();
                 raw.name = desc.name.as_char_ptr();
-                if let Some(cpu) = desc.cpu {
-                    raw.flags = bindings::CORESIGHT_DESC_CPU_BOUND;
-                    raw.cpu = i32::try_from(cpu).map_err(|_| EINVAL)?;
-                }
+                raw.flags = flags;
+                raw.cpu = cpu;
                 // SAFETY: `raw` is fully initialised; the core copies what it keeps (the name
-                // with `dev_set_name()`) and releases `pdata` itself on failure. `ops` lives in
-                // this pinned registration, which unregisters before it goes away.
+                // with `dev_set_name()`) and releases `pdata` itself on failure. `ops` and
+                // `data` live in this pinned registration, which unregisters before they go.
                 let csdev = from_err_ptr(unsafe { bindings::coresight_register(&mut raw) })?;
                 NonNull::new(csdev).ok_or(EINVAL)?
             },
-            data,
             _pin: PhantomPinned,
         })
     }
@@ -450,7 +494,17 @@ impl<T: Operations> Registration<T> {
 #[pinned_drop]
 impl<T: Operations> PinnedDrop for Registration<T> {
     fn drop(self: Pin<&mut Self>) {
-        // SAFETY: By the type invariant `csdev` is registered; after this no operation runs.
+        let cs = self.csdev();
+        // A source still enabled through sysfs (its device unbound while tracing) is disabled
+        // first, so that no path keeps calling into this registration once it is gone.
+        // SAFETY: `cs` is a registered component; `subtype` and `type` do not change.
+        let source = unsafe { (*cs.as_raw()).type_ }
+            == bindings::coresight_dev_type_CORESIGHT_DEV_TYPE_SOURCE;
+        if source && cs.mode() == Mode::Sysfs {
+            // SAFETY: `cs` is a registered source; the call takes the core's mutex itself.
+            unsafe { bindings::coresight_disable_sysfs(cs.as_raw()) };
+        }
+        // SAFETY: By the type invariant `csdev` is registered.
         unsafe { bindings::coresight_unregister(self.csdev.as_ptr()) };
     }
 }
