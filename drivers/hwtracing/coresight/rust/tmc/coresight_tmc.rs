@@ -78,10 +78,6 @@ module! {
 /// Name the C driver has.
 const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 
-/// Numbering of the devices on the CoreSight bus, per configuration, as `tmc_etb0`, `tmc_etf0`.
-static ETB_COUNT: Atomic<u32> = Atomic::new(0);
-static ETF_COUNT: Atomic<u32> = Atomic::new(0);
-
 /// One TMC, shared by its CoreSight operations and its panic callback.
 struct Tmc<B: Backend> {
     backend: B,
@@ -91,6 +87,18 @@ struct Tmc<B: Backend> {
 }
 
 impl<B: Backend> Tmc<B> {
+    /// Drops one user and returns how many are left (never below zero).
+    fn drop_user(&self) -> u32 {
+        let mut n = self.users.load(Relaxed);
+        while n > 0 {
+            match self.users.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => return n - 1,
+                Err(now) => n = now,
+            }
+        }
+        0
+    }
+
     /// Runs `f` with the registers.
     ///
     /// The CoreSight core calls the operations with its mutex held, so they never overlap; the
@@ -130,9 +138,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
 
     fn sink_disable(&self, csdev: &CsDevice) -> Result {
         let tmc = &*self.0;
-        let left = tmc.users.load(Relaxed).saturating_sub(1);
-        tmc.users.store(left, Relaxed);
-        if left > 0 {
+        if tmc.drop_user() > 0 {
             return Err(EBUSY);
         }
         if csdev.mode() == Mode::Disabled {
@@ -176,9 +182,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         _out: &coresight::Connection,
     ) {
         let tmc = &*self.0;
-        let left = tmc.users.load(Relaxed).saturating_sub(1);
-        tmc.users.store(left, Relaxed);
-        if left == 0 && csdev.mode() != Mode::Disabled {
+        if tmc.drop_user() == 0 && csdev.mode() != Mode::Disabled {
             let _ = tmc.io(|io| hw::disable(io));
             csdev.set_mode(Mode::Disabled);
         }
@@ -225,11 +229,10 @@ fn probe_tmc<'a, B: Backend + 'a>(
     let (devid, rsz) =
         unsafe { backend.with_io(|io| (io.read32(access::CS_DEVID), io.read32(hw::TMC_RSZ))) };
     let config = TmcConfigType::from_devid(devid);
-    let (prefix, count, kind) = match config {
-        TmcConfigType::Etb => ("tmc_etb", &ETB_COUNT, Kind::Sink(SinkKind::Buffer)),
+    let (prefix, kind) = match config {
+        TmcConfigType::Etb => (c_str!("tmc_etb"), Kind::Sink(SinkKind::Buffer)),
         TmcConfigType::Etf => (
-            "tmc_etf",
-            &ETF_COUNT,
+            c_str!("tmc_etf"),
             Kind::LinkSink(LinkKind::Fifo, SinkKind::Buffer),
         ),
         _ => {
@@ -242,7 +245,8 @@ fn probe_tmc<'a, B: Backend + 'a>(
         return Err(ENODEV);
     }
     let slot = hw::TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
-    let name = CString::try_from_fmt(fmt!("{}{}", prefix, count.fetch_add(1, Relaxed)))?;
+    let bound: &Device<Bound> = dev;
+    let name = coresight::alloc_device_name(prefix, bound)?;
     let tmc = Arc::new(
         Tmc {
             backend,
@@ -259,7 +263,6 @@ fn probe_tmc<'a, B: Backend + 'a>(
         slot
     );
     let for_dump = tmc.clone();
-    let bound: &Device<Bound> = dev;
     Ok(Component::new(
         bound,
         ComponentInfo {
