@@ -12,9 +12,10 @@ use crate::{
 
 /// Runs `f` on `cpu` and returns its result, waiting for it (`smp_call_function_single()`).
 ///
-/// On another CPU, `f` runs from an inter-processor interrupt: with interrupts disabled, so it
-/// must not sleep. When `cpu` is the calling CPU, `f` runs here with interrupts disabled too.
-/// Must not be called with interrupts disabled or at panic time, when the other CPUs are stopped.
+/// On another CPU, `f` runs from an inter-processor interrupt; when `cpu` is the calling CPU,
+/// it runs here. Either way interrupts are disabled: `f` must not sleep, take a sleeping lock or
+/// allocate with `GFP_KERNEL`. This must not be called with interrupts disabled (it would
+/// deadlock waiting for the other CPU) or at panic time, when the other CPUs are stopped.
 ///
 /// Returns [`ENXIO`] when `cpu` is offline.
 pub fn call_on_cpu<F, R>(cpu: CpuId, f: F) -> Result<R>

@@ -42,12 +42,16 @@ macro_rules! sysregs {
     (@write wo) => { true };
     ($($off:literal => $name:literal, $acc:ident;)*) => {
         /// Reads the trace register at `offset`, if it has a readable system register.
-        fn read(offset: u32) -> Option<u64> {
+        ///
+        /// # Safety
+        ///
+        /// The calling CPU is the unit's and implements the trace system registers.
+        unsafe fn read(offset: u32) -> Option<u64> {
             $(
                 if sysregs!(@read $acc) && offset == $off {
                     let v: u64;
-                    // SAFETY: Reading a trace system register has no side effect; the caller
-                    // runs on the unit's CPU, which implements them (checked at probe).
+                    // SAFETY: Reading a trace system register has no side effect; by the
+                    // safety requirements this CPU implements them.
                     unsafe {
                         asm!(concat!("mrs {0}, ", $name), out(reg) v, options(nomem, nostack))
                     };
@@ -58,11 +62,15 @@ macro_rules! sysregs {
         }
 
         /// Writes the trace register at `offset`, if it has a writable system register.
-        fn write(offset: u32, v: u64) -> bool {
+        ///
+        /// # Safety
+        ///
+        /// The calling CPU is the unit's and implements the trace system registers.
+        unsafe fn write(offset: u32, v: u64) -> bool {
             $(
                 if sysregs!(@write $acc) && offset == $off {
-                    // SAFETY: The caller runs on the unit's CPU, which implements the trace
-                    // system registers (checked at probe); they only affect the trace unit.
+                    // SAFETY: By the safety requirements this CPU implements the trace system
+                    // registers; they only affect the trace unit.
                     unsafe {
                         asm!(concat!("msr ", $name, ", {0}"), in(reg) v, options(nostack));
                         asm!("isb", options(nostack));
@@ -122,16 +130,35 @@ fn trace_sysregs_implemented() -> bool {
 }
 
 /// Register access through system instructions, on the unit's CPU.
-struct SysRegIo;
+///
+/// # Invariants
+///
+/// Only used on the unit's CPU, which implements the trace system registers.
+struct SysRegIo(());
+
+impl SysRegIo {
+    /// Returns access to this CPU's trace unit.
+    ///
+    /// # Safety
+    ///
+    /// The caller runs on the unit's CPU, which implements the trace system registers, and the
+    /// returned value is not used on another CPU.
+    unsafe fn new() -> Self {
+        Self(())
+    }
+}
 
 impl CsAccess for SysRegIo {
     fn read32(&mut self, offset: u32) -> u32 {
+        // SAFETY: By the type invariant this runs on the unit's CPU.
+        let v = unsafe { read(offset) };
         // CAST: the trace registers the driver uses are 32 bits wide.
-        read(offset).map_or(u32::MAX, |v| v as u32)
+        v.map_or(u32::MAX, |v| v as u32)
     }
 
     fn write32(&mut self, offset: u32, value: u32) {
-        write(offset, u64::from(value));
+        // SAFETY: By the type invariant this runs on the unit's CPU.
+        unsafe { write(offset, u64::from(value)) };
     }
 
     fn delay_us(&mut self, us: u32) {
@@ -146,7 +173,10 @@ pub(super) struct SysRegEtm {
 
 impl Backend for SysRegEtm {
     unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        f(&mut SysRegIo)
+        // SAFETY: The driver calls `with_io` of a backend whose `cpu()` is set on that CPU only
+        // (through `smp::call_on_cpu`, or at panic after checking the current CPU), and probe
+        // checked that it implements the trace system registers.
+        f(&mut unsafe { SysRegIo::new() })
     }
 
     fn cpu(&self) -> Option<u32> {
