@@ -425,16 +425,20 @@ scenario_trace-tmc-stuck() {
 		--qemu-arg "-dtb $RUNS/virt-trace-stuck.dtb" && check_trace "$d" mod --tmc-fault ram-stuck
 }
 
-# Unload after tracing: sources stopped through sysfs, then rmmod of the ETM, TMC and CPU debug
-# modules. Their CoreSight devices and dump registrations go away cleanly (no oops, no warning),
-# and the panic that follows dumps without them.
+# Unload after tracing: one sim ETM unbound while it traces (its registration disables it first),
+# the other sources stopped through sysfs, then rmmod of the ETM, TMC and CPU debug modules.
+# Their CoreSight devices and dump registrations go away cleanly (no oops, no warning), and the
+# panic that follows dumps without them.
 scenario_trace-unload() {
 	local d=$RUNS/trace-unload
 	mkdir -p "$RUNS"
 	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
 	qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS \
-cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" --qemu-arg "-dtb $RUNS/virt-trace.dtb" ||
-		return 1
+cspd.unbind=coresight-etm4x-sim/etm-sim-1 cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" \
+		--qemu-arg "-dtb $RUNS/virt-trace.dtb" || return 1
+	grep -qaE "CSPD: unbound coresight-etm4x-sim/etm-sim-1; coresight devices: etm0 funnel0 tmc_etb0[[:space:]]*$" \
+		"$d/console.log" && grep -qa "coresight etm1: ETM tracing disabled" "$d/console.log" ||
+		{ echo "unbinding the tracing etm1 did not disable and remove it" >&2; return 1; }
 	local m
 	for m in coresight_etm4x coresight_tmc coresight_cpu_debug; do
 		grep -q "CSPD: removed $m" "$d/console.log" || { echo "rmmod $m failed" >&2; return 1; }
