@@ -11,7 +11,7 @@
 //! Nothing here sleeps or allocates; [`emit`] and [`take`] only try to claim a channel, so they
 //! are safe to call at panic time while another CPU was stopped in the middle of one.
 //!
-//! [`kernel_text`] and [`path_start`] give simulated trace units real code to trace, and
+//! [`text_word`] and [`path_start`] give simulated trace units real code to trace, and
 //! [`set_last_pc`] / [`last_pc`] tell a simulated CPU debug interface where a CPU's simulated
 //! execution ended, so that its program counter sample agrees with the trace.
 
@@ -117,8 +117,8 @@ pub fn last_pc(cpu: u32) -> Option<u64> {
     (pc != 0).then_some(pc)
 }
 
-/// Returns the kernel's text section (`_stext` to `_etext`) with its address.
-pub fn kernel_text() -> (u64, &'static [u8]) {
+/// Returns the bounds of the kernel's text section, `_stext` to `_etext`.
+pub fn kernel_text() -> (u64, u64) {
     // SAFETY: The helpers only return the linker symbols' addresses.
     let (start, end) = unsafe {
         (
@@ -126,10 +126,23 @@ pub fn kernel_text() -> (u64, &'static [u8]) {
             bindings::cspd_kernel_text_end(),
         )
     };
-    let len = end.saturating_sub(start);
-    // SAFETY: The kernel text is mapped, readable and never freed or written after boot.
-    let text = unsafe { core::slice::from_raw_parts(start as *const u8, len) };
-    (start as u64, text)
+    (start as u64, end as u64)
+}
+
+/// Reads the instruction word at `addr` of the kernel text; `None` outside it or if unaligned.
+///
+/// The text is read through a raw pointer, never a reference: jump labels, ftrace and kprobes
+/// patch it at run time, one aligned instruction word at a time.
+pub fn text_word(addr: u64) -> Option<u32> {
+    let (start, end) = kernel_text();
+    if addr & 3 != 0 || addr < start || addr.checked_add(4)? > end {
+        return None;
+    }
+    // SAFETY: `addr` is an aligned word inside the kernel text, which is mapped and readable
+    // for the kernel's whole life; a volatile read of a raw pointer creates no reference.
+    Some(u32::from_le(unsafe {
+        core::ptr::read_volatile(addr as usize as *const u32)
+    }))
 }
 
 /// Functions of the kernel text that simulated trace units start their paths at.

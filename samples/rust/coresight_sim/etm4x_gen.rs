@@ -24,6 +24,19 @@ pub struct CodeImage<'a> {
     pub bytes: &'a [u8],
 }
 
+/// Where the generator reads the instructions it walks.
+pub trait Code {
+    /// Returns the little-endian instruction word at `addr`, or `None` outside the code or if
+    /// unaligned.
+    fn word(&self, addr: u64) -> Option<u32>;
+}
+
+impl Code for CodeImage<'_> {
+    fn word(&self, addr: u64) -> Option<u32> {
+        CodeImage::word(self, addr)
+    }
+}
+
 impl CodeImage<'_> {
     /// Returns the instruction word at `addr`, or `None` outside the image or if unaligned.
     pub fn word(&self, addr: u64) -> Option<u32> {
@@ -483,7 +496,8 @@ impl Emitter<'_> {
     }
 }
 
-/// Generates the ETMv4 stream for the path that starts at `start` in `image` and follows
+/// Generates the ETMv4 stream for the path that starts at `start` in `image` (a [`CodeImage`]
+/// or any other [`Code`]) and follows
 /// `decisions`, writing it to `out` and reporting every executed range to `on_range`.
 ///
 /// Decisions are consumed by conditional branches (`Taken`/`NotTaken`) and indirect branches
@@ -491,8 +505,8 @@ impl Emitter<'_> {
 /// Direct unconditional branches are always taken and consume none. The walk ends when a
 /// branch needs a decision that is not there, at an unmodelled instruction, outside the
 /// image or at [`GenConfig::max_insns`]; the reason is in [`GenSummary::stop`].
-pub fn generate<F: FnMut(ExecRange)>(
-    image: &CodeImage<'_>,
+pub fn generate<C: Code + ?Sized, F: FnMut(ExecRange)>(
+    image: &C,
     start: u64,
     decisions: &[Decision],
     cfg: &GenConfig,
@@ -505,8 +519,8 @@ pub fn generate<F: FnMut(ExecRange)>(
 
 /// Like [`generate`], but asks `decide` for each decision; `None` ends the walk with
 /// [`StopReason::DecisionsExhausted`].
-pub fn generate_with<D, F>(
-    image: &CodeImage<'_>,
+pub fn generate_with<C, D, F>(
+    image: &C,
     start: u64,
     mut decide: D,
     cfg: &GenConfig,
@@ -514,6 +528,7 @@ pub fn generate_with<D, F>(
     mut on_range: F,
 ) -> Result<GenSummary, GenError>
 where
+    C: Code + ?Sized,
     D: FnMut(BranchSite) -> Option<Decision>,
     F: FnMut(ExecRange),
 {

@@ -37,7 +37,7 @@ use super::{
     etm4x_gen::{
         self,
         BranchKind,
-        CodeImage,
+        Code,
         Decision,
         GenConfig, //
     },
@@ -110,8 +110,7 @@ impl State {
             1 => PathStart::Idle,
             _ => PathStart::Schedule,
         });
-        let (base, bytes) = atb::kernel_text();
-        let image = CodeImage { base, bytes };
+        let image = KernelText;
         let cfg = GenConfig {
             context_id: (configr & hw::TRCCONFIGR_CID != 0).then_some(0),
             timestamp: (configr & hw::TRCCONFIGR_TS != 0).then_some(1),
@@ -188,6 +187,15 @@ impl State {
                 Symbol(*a)
             );
         }
+    }
+}
+
+/// The running kernel's text, as the generator reads it.
+struct KernelText;
+
+impl Code for KernelText {
+    fn word(&self, addr: u64) -> Option<u32> {
+        atb::text_word(addr)
     }
 }
 

@@ -6,6 +6,7 @@ use kernel::prelude::*;
 
 #[kunit_tests(coresight_etm4x_gen)]
 mod tests {
+    use super::KernelText;
     use crate::etm4x_gen::{
         generate,
         BranchKind,
@@ -144,11 +145,12 @@ mod tests {
             PathStart, //
         };
 
-        let (base, text) = sim::kernel_text();
-        let image = CodeImage { base, bytes: text };
+        let image = KernelText;
+        let (base, end) = sim::kernel_text();
         let start = sim::path_start(PathStart::Panic);
-        let end = base + text.len() as u64;
         assert!(start >= base && start < end);
+        assert!(sim::text_word(start).is_some());
+        assert!(sim::text_word(start + 2).is_none() && sim::text_word(end).is_none());
         let cfg = GenConfig {
             max_insns: 3000,
             ..GenConfig::kernel()
@@ -199,5 +201,14 @@ mod tests {
         assert!(s2 == Ok(s));
         assert!(out.get(..s.bytes) == again.get(..s.bytes));
         Ok(())
+    }
+}
+
+/// The running kernel's text, read as the sim ETMs read it.
+pub(crate) struct KernelText;
+
+impl crate::etm4x_gen::Code for KernelText {
+    fn word(&self, addr: u64) -> Option<u32> {
+        kernel::coresight::sim::text_word(addr)
     }
 }

@@ -13,7 +13,6 @@ mod tests {
     use crate::etm4x_gen::{
         generate_with,
         BranchKind,
-        CodeImage,
         Decision,
         GenConfig, //
     };
@@ -104,8 +103,7 @@ mod tests {
         assert_eq!(traceid, 0x10);
 
         // Its stream: a path from `schedule()` through the kernel text, shaped by TRCCONFIGR.
-        let (base, text) = sim::kernel_text();
-        let image = CodeImage { base, bytes: text };
+        let image = crate::etm4x_gen_test::KernelText;
         let gen = GenConfig {
             context_id: (configr & TRCCONFIGR_CID != 0).then_some(0),
             timestamp: (configr & TRCCONFIGR_TS != 0).then_some(1),
