@@ -27,6 +27,11 @@ use kernel::{
     },
     prelude::*,
     str::CString,
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Release, //
+    },
     time::{
         delay::udelay,
         Delta, //
@@ -157,5 +162,41 @@ impl<O: Operations, D: DumpCallback> Component<O, D> {
                 ops,
             ),
         })
+    }
+}
+
+/// A try-lock over a device's registers. The CoreSight core serialises sysfs operations with its
+/// mutex, but perf calls link operations without it, and the panic path must not interleave with
+/// a sequence that a CPU stopped by the panic left half done: both take the device with
+/// [`InUse::try_claim`] and give up (`EBUSY`) when it is taken.
+pub struct InUse(Atomic<bool>);
+
+/// The claim of an [`InUse`], released on drop.
+pub struct InUseGuard<'a>(&'a InUse);
+
+impl InUse {
+    /// Returns a free device.
+    pub const fn new() -> Self {
+        Self(Atomic::new(false))
+    }
+
+    /// Claims the device; `None` when something else has it.
+    pub fn try_claim(&self) -> Option<InUseGuard<'_>> {
+        self.0
+            .cmpxchg(false, true, Acquire)
+            .ok()
+            .map(|_| InUseGuard(self))
+    }
+}
+
+impl Default for InUse {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for InUseGuard<'_> {
+    fn drop(&mut self) {
+        self.0 .0.store(false, Release);
     }
 }

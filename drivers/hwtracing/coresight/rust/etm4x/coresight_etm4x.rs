@@ -77,6 +77,7 @@ use kernel_io::{
     Backend,
     Component,
     ComponentInfo,
+    InUse,
     FRAME, //
 };
 
@@ -103,6 +104,8 @@ struct Etm<B: Backend> {
     cpu: u32,
     iface: Interface,
     ids: Etm4xIds,
+    /// Taken around every register sequence.
+    in_use: InUse,
     /// The locks found by the last enable, to put back at disable: bit 0 OS lock, bit 1
     /// software lock.
     found: Atomic<u32>,
@@ -129,34 +132,35 @@ unsafe fn run_on<B: Backend, R: Send>(
 }
 
 impl<B: Backend> Etm<B> {
-    /// Runs `f` on the trace unit.
-    ///
-    /// The CoreSight core calls the operations with its mutex held, so they never overlap.
+    /// Runs `f` on the trace unit, unless another caller has it ([`EBUSY`]).
     fn with<R: Send>(
         &self,
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R + Send,
     ) -> Result<R> {
-        // SAFETY: See above: the callers of this function never overlap.
+        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
         unsafe { run_on(&self.backend, self.iface, f) }
     }
 
-    /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped;
-    /// `None` when the unit can only be reached from another CPU.
+    /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped.
+    ///
+    /// Fails with the outcome to record when the unit can only be reached from another CPU, or
+    /// when a stopped CPU was in the middle of a register sequence on it.
     fn with_at_panic<R>(
         &self,
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn access::CsAccess + 'x>) -> R,
-    ) -> Option<R> {
+    ) -> Result<R, hw::SaveOutcome> {
         if !self.backend.reachable_from_any_cpu()
             && self
                 .backend
                 .cpu()
                 .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
         {
-            return None;
+            return Err(hw::SaveOutcome::Unreachable);
         }
-        // SAFETY: The panic callback runs once, with the other CPUs stopped, so nothing else
-        // uses the backend.
-        Some(unsafe {
+        let _claim = self.in_use.try_claim().ok_or(hw::SaveOutcome::Busy)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
+        Ok(unsafe {
             self.backend
                 .with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT)))
         })
@@ -251,9 +255,9 @@ impl<B: Backend> DumpCallback for Save<B> {
         let etm = &*self.0;
         let saved = etm
             .with_at_panic(|u| u.panic_save(etm.cpu))
-            .unwrap_or(hw::SavedState {
+            .unwrap_or_else(|outcome| hw::SavedState {
                 cpu: etm.cpu,
-                outcome: hw::SaveOutcome::Unreachable,
+                outcome,
                 ..hw::SavedState::default()
             });
         *written = saved.encode(buf).map_err(|_| ENOSPC)?;
@@ -293,6 +297,7 @@ fn probe_etm<'a, B: Backend + 'a>(
             cpu,
             iface,
             ids,
+            in_use: InUse::new(),
             found: Atomic::new(0),
             name,
         },

@@ -694,6 +694,9 @@ pub enum SaveOutcome {
     /// A system-register trace unit of another CPU: only its own CPU can reach it, and that CPU
     /// was stopped by the panic; nothing read.
     Unreachable = 7,
+    /// A CPU stopped by the panic was in the middle of a register sequence on the unit; not
+    /// touched.
+    Busy = 8,
 }
 
 impl SaveOutcome {
@@ -708,6 +711,7 @@ impl SaveOutcome {
             Self::NotEtmV4 => "not-etmv4",
             Self::SoftwareLocked => "software-locked",
             Self::Unreachable => "unreachable",
+            Self::Busy => "busy",
         }
     }
 
@@ -722,6 +726,7 @@ impl SaveOutcome {
             5 => Self::NotEtmV4,
             6 => Self::SoftwareLocked,
             7 => Self::Unreachable,
+            8 => Self::Busy,
             _ => return None,
         })
     }

@@ -64,6 +64,7 @@ use kernel_io::{
     Backend,
     Component,
     ComponentInfo,
+    InUse,
     FRAME, //
 };
 
@@ -81,6 +82,8 @@ const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 /// One TMC, shared by its CoreSight operations and its panic callback.
 struct Tmc<B: Backend> {
     backend: B,
+    /// Taken around every register sequence.
+    in_use: InUse,
     /// Sources writing into this sink in sysfs mode.
     users: Atomic<u32>,
     name: CString,
@@ -99,13 +102,11 @@ impl<B: Backend> Tmc<B> {
         0
     }
 
-    /// Runs `f` with the registers.
-    ///
-    /// The CoreSight core calls the operations with its mutex held, so they never overlap; the
-    /// panic callback runs once, with the other CPUs stopped.
-    fn io<R>(&self, f: impl FnOnce(&mut dyn access::CsAccess) -> R) -> R {
-        // SAFETY: See above: the callers of this function never overlap.
-        unsafe { self.backend.with_io(f) }
+    /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
+    fn io<R>(&self, f: impl FnOnce(&mut dyn access::CsAccess) -> R) -> Result<R> {
+        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
+        Ok(unsafe { self.backend.with_io(f) })
     }
 }
 
@@ -126,10 +127,17 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if !csdev.take_mode(Mode::Sysfs) {
             return Err(EBUSY);
         }
-        if let Err(e) = tmc.io(|io| hw::enable_circular(io, 0)) {
-            csdev.set_mode(Mode::Disabled);
-            dev_err!(csdev.as_device(), "TMC did not become ready: {:?}\n", e);
-            return Err(ETIMEDOUT);
+        match tmc.io(|io| hw::enable_circular(io, 0)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                csdev.set_mode(Mode::Disabled);
+                dev_err!(csdev.as_device(), "TMC did not become ready: {:?}\n", e);
+                return Err(ETIMEDOUT);
+            }
+            Err(e) => {
+                csdev.set_mode(Mode::Disabled);
+                return Err(e);
+            }
         }
         tmc.users.store(1, Relaxed);
         dev_dbg!(csdev.as_device(), "TMC-ETB/ETF enabled\n");
@@ -146,8 +154,10 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         }
         let r = tmc.io(|io| hw::disable(io));
         csdev.set_mode(Mode::Disabled);
-        if let Err(e) = r {
-            dev_warn!(csdev.as_device(), "TMC stop: {:?}\n", e);
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => dev_warn!(csdev.as_device(), "TMC stop: {:?}\n", e),
+            Err(e) => dev_warn!(csdev.as_device(), "TMC stop: {:?}\n", e),
         }
         dev_dbg!(csdev.as_device(), "TMC-ETB/ETF disabled\n");
         Ok(())
@@ -167,7 +177,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if !csdev.take_mode(Mode::Sysfs) {
             return Err(EBUSY);
         }
-        if tmc.io(|io| hw::enable_hw_fifo(io)).is_err() {
+        if !matches!(tmc.io(|io| hw::enable_hw_fifo(io)), Ok(Ok(()))) {
             csdev.set_mode(Mode::Disabled);
             return Err(ETIMEDOUT);
         }
@@ -195,7 +205,15 @@ struct Drain<B: Backend>(Arc<Tmc<B>>);
 impl<B: Backend> DumpCallback for Drain<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
         let tmc = &*self.0;
-        let summary = tmc.io(|io| hw::panic_drain(io, buf)).map_err(|_| ENOSPC)?;
+        let Ok(summary) = tmc.io(|io| hw::panic_drain(io, buf)) else {
+            // A CPU stopped by the panic was in the middle of a register sequence.
+            pr_emerg!(
+                "{}: registers in use by a stopped CPU; not drained\n",
+                &*tmc.name
+            );
+            return Err(EBUSY);
+        };
+        let summary = summary.map_err(|_| ENOSPC)?;
         *written = summary.record_len;
         let err = match summary.outcome {
             hw::TmcOutcome::Complete
@@ -250,6 +268,7 @@ fn probe_tmc<'a, B: Backend + 'a>(
     let tmc = Arc::new(
         Tmc {
             backend,
+            in_use: InUse::new(),
             users: Atomic::new(0),
             name,
         },
