@@ -496,6 +496,48 @@ impl Emitter<'_> {
     }
 }
 
+/// The decisions of the model-backed trace units: a `RET` returns to its caller, other
+/// indirect branches end the walk, and a conditional branch is not taken, except every fourth
+/// time the same one is met, so that loops end.
+pub struct LoopBreaker {
+    seen: [(u64, u8); 64],
+}
+
+impl LoopBreaker {
+    /// Returns a policy that has met no branch yet.
+    pub const fn new() -> Self {
+        Self { seen: [(0, 0); 64] }
+    }
+
+    /// Returns the decision for `site` (for [`generate_with`]).
+    pub fn decide(&mut self, site: BranchSite) -> Option<Decision> {
+        match site.kind {
+            BranchKind::Return => site.return_to.map(|_| Decision::Taken),
+            k if k.is_indirect() => None,
+            _ => {
+                let i = usize::try_from(site.addr >> 2).unwrap_or(0) % self.seen.len();
+                let slot = &mut self.seen[i];
+                if slot.0 != site.addr {
+                    *slot = (site.addr, 0);
+                }
+                slot.1 += 1;
+                if slot.1 >= 4 {
+                    slot.1 = 0;
+                    Some(Decision::Taken)
+                } else {
+                    Some(Decision::NotTaken)
+                }
+            }
+        }
+    }
+}
+
+impl Default for LoopBreaker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Generates the ETMv4 stream for the path that starts at `start` in `image` (a [`CodeImage`]
 /// or any other [`Code`]) and follows
 /// `decisions`, writing it to `out` and reporting every executed range to `on_range`.

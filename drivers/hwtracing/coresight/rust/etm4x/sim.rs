@@ -36,10 +36,9 @@ use super::{
     access::CsAccess,
     etm4x_gen::{
         self,
-        BranchKind,
         Code,
-        Decision,
-        GenConfig, //
+        GenConfig,
+        LoopBreaker, //
     },
     hw,
     kernel_io::Backend,
@@ -124,24 +123,8 @@ impl State {
         let mut last_name: Option<CString> = None;
         // Recently met conditional branches and how often: the fourth visit is taken, so that a
         // loop whose exit is a not-taken branch ends.
-        let mut seen = [(0u64, 0u8); 64];
-        let decide = |site: etm4x_gen::BranchSite| match site.kind {
-            BranchKind::Return => site.return_to.map(|_| Decision::Taken),
-            k if k.is_indirect() => None,
-            _ => {
-                let slot = &mut seen[usize::try_from(site.addr >> 2).unwrap_or(0) % 64];
-                if slot.0 != site.addr {
-                    *slot = (site.addr, 0);
-                }
-                slot.1 += 1;
-                if slot.1 >= 4 {
-                    slot.1 = 0;
-                    Some(Decision::Taken)
-                } else {
-                    Some(Decision::NotTaken)
-                }
-            }
-        };
+        let mut policy = LoopBreaker::new();
+        let decide = |site| policy.decide(site);
         let mut last_insn = 0u64;
         let on_range = |r: etm4x_gen::ExecRange| {
             last_insn = r.end.wrapping_sub(4);

@@ -159,24 +159,8 @@ mod tests {
         // The simulated units' policy: returns go back, other indirect branches end the path,
         // a conditional branch is taken at every fourth visit.
         let walk = |out: &mut [u8]| {
-            let mut seen = [(0u64, 0u8); 64];
-            let decide = |site: BranchSite| match site.kind {
-                BranchKind::Return => site.return_to.map(|_| Decision::Taken),
-                k if k.is_indirect() => None,
-                _ => {
-                    let slot = &mut seen[(site.addr >> 2) as usize % 64];
-                    if slot.0 != site.addr {
-                        *slot = (site.addr, 0);
-                    }
-                    slot.1 += 1;
-                    if slot.1 >= 4 {
-                        slot.1 = 0;
-                        Some(Decision::Taken)
-                    } else {
-                        Some(Decision::NotTaken)
-                    }
-                }
-            };
+            let mut policy = crate::etm4x_gen::LoopBreaker::new();
+            let decide = |site: BranchSite| policy.decide(site);
             let mut first = None;
             let mut inside = true;
             let s = generate_with(&image, start, decide, &cfg, out, |r| {
