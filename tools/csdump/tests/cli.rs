@@ -21,6 +21,16 @@ fn csdump(args: &[&str]) -> Output {
         .expect("run csdump")
 }
 
+/// Runs `csdump extract INPUT -o OUT`.
+fn extract(input: &Path, out: &Path) -> Output {
+    csdump(&[
+        "extract",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ])
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -123,12 +133,7 @@ fn extract_raw_region_file() {
     let input = tmp.path().join("region.bin");
     fs::write(&input, &b.bytes).unwrap();
     let out = tmp.path().join("out");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_extracted(&out, &b);
     let stdout = text(&o.stdout);
@@ -154,12 +159,7 @@ fn extract_vmcore_via_vmcoreinfo() {
     let input = tmp.path().join("vmcore");
     fs::write(&input, &elf).unwrap();
     let out = tmp.path().join("out");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_extracted(&out, &b);
     let s = summary(&out);
@@ -194,12 +194,7 @@ fn region_split_across_two_pt_loads() {
     let input = tmp.path().join("vmcore");
     fs::write(&input, &elf).unwrap();
     let out = tmp.path().join("out");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_extracted(&out, &b);
     assert_eq!(summary(&out)["region_file_offset"], Value::Null);
@@ -208,12 +203,7 @@ fn region_split_across_two_pt_loads() {
     let elf = elf_core(&[], &ram_loads(&b.bytes, Some(cut)));
     fs::write(&input, &elf).unwrap();
     let out2 = tmp.path().join("out2");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out2.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out2);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_extracted(&out2, &b);
 }
@@ -322,12 +312,7 @@ fn missing_commit_is_a_torn_dump() {
     let input = tmp.path().join("region.bin");
     fs::write(&input, &b.bytes).unwrap();
     let out = tmp.path().join("out");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out);
     assert_eq!(code(&o), 2);
     assert!(text(&o.stderr).contains(&format!(
         "offset {c:#x}: record chain ends without a commit"
@@ -512,12 +497,7 @@ fn info_json_matches_extract_summary() {
     let input = tmp.path().join("region.bin");
     fs::write(&input, &b.bytes).unwrap();
     let out = tmp.path().join("out");
-    let o = csdump(&[
-        "extract",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract(&input, &out);
     assert_eq!(code(&o), 0);
     let o = csdump(&["info", "--json", input.to_str().unwrap()]);
     assert_eq!(code(&o), 0);
