@@ -219,6 +219,9 @@ struct Formatter {
     aux: u8,
     /// The ID of the data being emitted, `None` until the first ID byte.
     cur_id: Option<u8>,
+    /// Start every frame with the ID of its first data byte, so that a wrapped buffer can be
+    /// decoded from any frame.
+    id_every_frame: bool,
 }
 
 impl Formatter {
@@ -228,6 +231,7 @@ impl Formatter {
             pos: 0,
             aux: 0,
             cur_id: None,
+            id_every_frame: false,
         }
     }
 
@@ -271,7 +275,7 @@ impl Formatter {
     /// Emits one byte of source `id`; returns a completed frame, if any.
     fn emit(&mut self, id: u8, byte: u8) -> Option<[u8; 16]> {
         let mut done = None;
-        if self.cur_id != Some(id) {
+        if self.cur_id != Some(id) || (self.id_every_frame && self.pos == 0) {
             done = self.change_id(id);
         }
         if self.pos & 1 == 0 {
@@ -416,6 +420,13 @@ impl<'a> TmcModel<'a> {
     pub fn set_latencies(&mut self, flush_us: u64, ready_us: u64) {
         self.flush_latency_us = flush_us;
         self.ready_latency_us = ready_us;
+    }
+
+    /// Makes the formatter start every frame with the ID of its first data byte (as a formatter
+    /// may: repeating the current ID is a valid ID change), so that a decoder finds the source
+    /// of the data in any frame of a wrapped buffer.
+    pub fn set_id_every_frame(&mut self, on: bool) {
+        self.formatter.id_every_frame = on;
     }
 
     /// Sets `DEVID.MEMWIDTH` (2: 32-bit, 3: 64-bit, 4: 128-bit, 5: 256-bit).
@@ -693,7 +704,9 @@ impl<'a> TmcModel<'a> {
                 self.ft_stopped = false;
                 self.rd = self.wr;
                 self.unread = 0;
+                let id_every_frame = self.formatter.id_every_frame;
                 self.formatter = Formatter::new();
+                self.formatter.id_every_frame = id_every_frame;
                 self.flush_done_at = None;
                 self.ready_at = None;
             }

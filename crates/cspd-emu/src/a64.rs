@@ -1,0 +1,137 @@
+//! What an A64 instruction is to the trace unit and to the exception tracker.
+//!
+//! Branch classification is the one the ETMv4 generator of `cspd-model` uses
+//! ([`cspd_model::etm4x_gen::classify`]); this adds what a trace of real execution meets as well:
+//! exception returns, pointer-authenticated branches, exception-generating instructions and the
+//! P0 instructions that are not branches (Arm IHI 0064, "P0 elements": `ISB`, `WFI`, `WFE`).
+
+use cspd_model::etm4x_gen::{classify, A64Class, BranchKind};
+
+/// The class of one instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Not a P0 element: execution continues at the next instruction.
+    Other,
+    /// `B` or `BL` (and `B.AL`): always taken to `target`.
+    Direct {
+        /// Writes the link register.
+        link: bool,
+        /// The branch target.
+        target: u64,
+    },
+    /// `B.cond`, `CBZ`, `CBNZ`, `TBZ`, `TBNZ` to `target`, or on to the next instruction.
+    Cond {
+        /// The target when taken.
+        target: u64,
+    },
+    /// A branch to a register: `BR`, `BLR`, `RET` and their pointer-authenticated forms.
+    Indirect {
+        /// Writes the link register.
+        link: bool,
+    },
+    /// `ERET` (and `ERETAA`/`ERETAB`): traced as an indirect branch.
+    Eret,
+    /// `ISB`, `WFI`, `WFE`, `WFIT`, `WFET`: P0 elements that are not branches.
+    Waypoint,
+    /// `SVC`, `HVC`, `SMC`: an exception whose preferred return address is the next instruction.
+    Call,
+    /// `BRK`, `HLT`: an exception whose preferred return address is the instruction itself.
+    Breakpoint,
+}
+
+impl Kind {
+    /// Returns `true` for the instructions ETMv4 traces as P0 elements.
+    pub fn is_p0(self) -> bool {
+        !matches!(self, Kind::Other | Kind::Call | Kind::Breakpoint)
+    }
+}
+
+/// Classifies the instruction `insn` at `addr`.
+pub fn kind(addr: u64, insn: u32) -> Kind {
+    match classify(insn) {
+        A64Class::Other => Kind::Other,
+        A64Class::Branch { kind, offset } => {
+            let target = addr.wrapping_add_signed(offset);
+            match kind {
+                BranchKind::Direct => Kind::Direct {
+                    link: false,
+                    target,
+                },
+                BranchKind::DirectLink => Kind::Direct { link: true, target },
+                BranchKind::Conditional => Kind::Cond { target },
+                BranchKind::Indirect | BranchKind::Return => Kind::Indirect { link: false },
+                BranchKind::IndirectLink => Kind::Indirect { link: true },
+            }
+        }
+        A64Class::Unsupported => unsupported_kind(insn),
+    }
+}
+
+/// Refines what the branch classifier leaves out.
+fn unsupported_kind(insn: u32) -> Kind {
+    // Unconditional branch (register) with op2 = 0b11111: opc selects the form.
+    if insn & 0xFE1F_0000 == 0xD61F_0000 {
+        return match (insn >> 21) & 0xF {
+            0b0000 | 0b0010 | 0b1000 => Kind::Indirect { link: false },
+            0b0001 | 0b1001 => Kind::Indirect { link: true },
+            0b0100 => Kind::Eret,
+            _ => Kind::Other,
+        };
+    }
+    // Exception generation: SVC, HVC, SMC (LL = 1..3), BRK, HLT.
+    match insn & 0xFFE0_001F {
+        0xD400_0001..=0xD400_0003 => return Kind::Call,
+        0xD420_0000 | 0xD440_0000 => return Kind::Breakpoint,
+        _ => {}
+    }
+    if insn & 0xFFFF_F0FF == 0xD503_30DF
+        || insn == 0xD503_205F
+        || insn == 0xD503_207F
+        || insn & 0xFFFF_FFC0 == 0xD503_1000
+    {
+        return Kind::Waypoint;
+    }
+    Kind::Other
+}
+
+/// Returns `Some(t)` when `insn` is `MRS Xt, ELR_EL1`.
+pub fn mrs_elr_el1(insn: u32) -> Option<u8> {
+    // CAST: masked to 5 bits.
+    (insn & 0xFFFF_FFE0 == 0xD538_4020).then_some((insn & 0x1F) as u8)
+}
+
+/// The 64-bit general-purpose registers a store instruction writes to memory, in access order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredRegs {
+    /// The register stored first (at the lowest address).
+    pub rt: u8,
+    /// The second register of a store pair.
+    pub rt2: Option<u8>,
+}
+
+/// Returns the registers stored by a 64-bit `STR`/`STUR`/`STP` (any addressing mode), else `None`.
+pub fn stored_regs(insn: u32) -> Option<StoredRegs> {
+    // CAST: masked to 5 bits.
+    let rt = (insn & 0x1F) as u8;
+    // CAST: masked to 5 bits.
+    let rt2 = ((insn >> 10) & 0x1F) as u8;
+    // STP (64-bit): post-index, signed offset, pre-index.
+    if matches!(insn & 0xFFC0_0000, 0xA880_0000 | 0xA900_0000 | 0xA980_0000) {
+        return Some(StoredRegs { rt, rt2: Some(rt2) });
+    }
+    // STR (immediate, unsigned offset).
+    if insn & 0xFFC0_0000 == 0xF900_0000 {
+        return Some(StoredRegs { rt, rt2: None });
+    }
+    // STUR, STR post-index, STR pre-index.
+    if matches!(insn & 0xFFE0_0C00, 0xF800_0000 | 0xF800_0400 | 0xF800_0C00) {
+        return Some(StoredRegs { rt, rt2: None });
+    }
+    None
+}
+
+/// Returns `true` for instructions of the A64 "Loads and Stores" encoding group, the ones whose
+/// data access can take a Data Abort.
+pub fn is_load_store(insn: u32) -> bool {
+    insn & 0x0A00_0000 == 0x0800_0000
+}

@@ -1,0 +1,211 @@
+//! The plugin's arguments: `key=value` words, as QEMU passes them.
+
+use std::path::PathBuf;
+
+use crate::bus;
+use crate::cpu_debug::CpuDebugFaults;
+use crate::etm::EtmFaults;
+use crate::tmc::{TmcFaults, TmcKind};
+
+/// Faults to inject, by component.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// The TMC's.
+    pub tmc: TmcFaults,
+    /// Each CPU's ETM's, by CPU.
+    pub etm: Vec<(usize, EtmFaults)>,
+    /// Each CPU's debug interface's, by CPU.
+    pub debug: Vec<(usize, CpuDebugFaults)>,
+}
+
+impl Faults {
+    /// Returns the faults of CPU `cpu`'s ETM.
+    pub fn etm_of(&self, cpu: usize) -> EtmFaults {
+        self.etm
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map(|(_, f)| *f)
+            .unwrap_or_default()
+    }
+
+    /// Returns the faults of CPU `cpu`'s debug interface.
+    pub fn debug_of(&self, cpu: usize) -> CpuDebugFaults {
+        self.debug
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map(|(_, f)| *f)
+            .unwrap_or_default()
+    }
+}
+
+/// The configuration of the emulated components.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file that backs guest RAM (`ram=`).
+    pub ram: Option<PathBuf>,
+    /// Guest physical address of the first byte of that file (`ram_base=`, default 0x40000000).
+    pub ram_base: u64,
+    /// Guest physical address of the register window (`window=`).
+    pub window: u64,
+    /// Number of CPUs with an ETM and a debug interface (`cpus=`, default: every vCPU).
+    pub cpus: Option<usize>,
+    /// ETF or ETB (`tmc=etf|etb`, default ETF).
+    pub tmc_kind: TmcKind,
+    /// Trace RAM size in bytes (`tmc_size=`, default 64 KiB).
+    pub tmc_size: usize,
+    /// Where the ground truth goes (`truth=`); `None` keeps none.
+    pub truth: Option<PathBuf>,
+    /// How many events of each vCPU the ground truth keeps (`truth_depth=`, default 4096).
+    pub truth_depth: usize,
+    /// Where the plugin logs (`log=`); `None` logs through QEMU.
+    pub log: Option<PathBuf>,
+    /// Faults (`fault=NAME` or `fault=NAME@CPU`, repeatable).
+    pub faults: Faults,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            ram: None,
+            ram_base: 0x4000_0000,
+            window: bus::DEFAULT_WINDOW_BASE,
+            cpus: None,
+            tmc_kind: TmcKind::Etf,
+            tmc_size: 64 * 1024,
+            truth: None,
+            truth_depth: 4096,
+            log: None,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// The fault names `fault=` takes.
+pub const FAULT_NAMES: [&str; 8] = [
+    "tmc-never-ready",
+    "tmc-flush-stuck",
+    "tmc-rrd-stuck",
+    "debug-power-off@CPU",
+    "debug-ignore-corepurq@CPU",
+    "debug-double-lock@CPU",
+    "etm-os-lock@CPU",
+    "etm-never-idle@CPU",
+];
+
+fn number(key: &str, v: &str) -> Result<u64, String> {
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    parsed.map_err(|_| format!("{key}={v}: not a number"))
+}
+
+fn size(key: &str, v: &str) -> Result<usize, String> {
+    let (digits, mult) = match v.as_bytes().last() {
+        Some(b'K' | b'k') => (&v[..v.len() - 1], 1024),
+        Some(b'M' | b'm') => (&v[..v.len() - 1], 1024 * 1024),
+        _ => (v, 1),
+    };
+    let n = number(key, digits)?;
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{key}={v}: too large"))
+}
+
+impl Config {
+    /// Parses the plugin's arguments.
+    pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut c = Self::default();
+        for arg in args {
+            let (key, v) = arg
+                .split_once('=')
+                .ok_or_else(|| format!("argument '{arg}' is not key=value"))?;
+            match key {
+                "ram" => c.ram = Some(PathBuf::from(v)),
+                "ram_base" => c.ram_base = number(key, v)?,
+                "window" => {
+                    c.window = number(key, v)?;
+                    if c.window & 0xFFF != 0 {
+                        return Err(format!("window={v}: not 4 KiB aligned"));
+                    }
+                }
+                "cpus" => {
+                    let n = size(key, v)?;
+                    if n == 0 || n > bus::MAX_CPUS {
+                        return Err(format!("cpus={v}: must be 1..={}", bus::MAX_CPUS));
+                    }
+                    c.cpus = Some(n);
+                }
+                "tmc" => {
+                    c.tmc_kind = match v {
+                        "etf" => TmcKind::Etf,
+                        "etb" => TmcKind::Etb,
+                        _ => return Err(format!("tmc={v}: must be etf or etb")),
+                    }
+                }
+                "tmc_size" => c.tmc_size = size(key, v)?,
+                "truth" => c.truth = Some(PathBuf::from(v)),
+                "truth_depth" => {
+                    c.truth_depth = size(key, v)?;
+                    if c.truth_depth == 0 || c.truth_depth > 1 << 20 {
+                        return Err(format!("truth_depth={v}: must be 1..=1048576"));
+                    }
+                }
+                "log" => c.log = Some(PathBuf::from(v)),
+                "fault" => c.fault(v)?,
+                _ => return Err(format!("unknown argument '{key}' (in '{arg}')")),
+            }
+        }
+        Ok(c)
+    }
+
+    fn fault(&mut self, v: &str) -> Result<(), String> {
+        let (name, cpu) = match v.split_once('@') {
+            Some((n, c)) => {
+                let cpu = usize::try_from(number("fault", c)?)
+                    .ok()
+                    .filter(|&c| c < bus::MAX_CPUS)
+                    .ok_or_else(|| format!("fault={v}: CPU out of range"))?;
+                (n, Some(cpu))
+            }
+            None => (v, None),
+        };
+        let need_cpu = || cpu.ok_or_else(|| format!("fault={v}: name the CPU, as {name}@N"));
+        let f = &mut self.faults;
+        match name {
+            "tmc-never-ready" => f.tmc.never_ready = true,
+            "tmc-flush-stuck" => f.tmc.flush_stuck = true,
+            "tmc-rrd-stuck" => f.tmc.rrd_stuck = true,
+            "etm-os-lock" | "etm-never-idle" => {
+                let c = need_cpu()?;
+                let mut e = self.faults.etm_of(c);
+                if name == "etm-os-lock" {
+                    e.os_lock_stuck = true;
+                } else {
+                    e.never_idle = true;
+                }
+                self.faults.etm.retain(|(x, _)| *x != c);
+                self.faults.etm.push((c, e));
+            }
+            "debug-power-off" | "debug-ignore-corepurq" | "debug-double-lock" => {
+                let c = need_cpu()?;
+                let mut d = self.faults.debug_of(c);
+                match name {
+                    "debug-power-off" => d.power_stays_off = true,
+                    "debug-ignore-corepurq" => d.ignores_corepurq = true,
+                    _ => d.double_lock = true,
+                }
+                self.faults.debug.retain(|(x, _)| *x != c);
+                self.faults.debug.push((c, d));
+            }
+            _ => {
+                return Err(format!(
+                    "fault={v}: unknown fault (known: {})",
+                    FAULT_NAMES.join(", ")
+                ))
+            }
+        }
+        Ok(())
+    }
+}

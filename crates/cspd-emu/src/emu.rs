@@ -1,0 +1,485 @@
+//! The emulated machine: the components behind the window and one execution tracker per vCPU.
+//!
+//! Locking: the components are behind one lock, taken by register accesses and by trace that
+//! reaches the funnel. Each vCPU's tracker has its own lock, taken by that vCPU's callbacks and,
+//! with the component lock already held, by accesses that stop or flush its trace unit (the
+//! panicking CPU stops every ETM). A vCPU never takes the component lock while holding its
+//! tracker's, so the two orders cannot deadlock.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+
+use crate::a64::StoredRegs;
+use crate::bus::{self, Component, Target};
+use crate::config::Config;
+use crate::cpu_debug::CpuDebug;
+use crate::encoder::el_of;
+use crate::etm::Etm;
+use crate::funnel::Funnel;
+use crate::tmc::Tmc;
+use crate::tracker::{self, TbInfo, Tracker, TrackerStats, VectorBases};
+
+/// Guest physical memory as the plugin reaches it (the shared RAM file).
+pub trait GuestMem: Send + Sync {
+    /// Reads the 32-bit little-endian word at `paddr`.
+    fn read_u32(&self, paddr: u64) -> Option<u32>;
+    /// Writes the 32-bit little-endian word at `paddr`.
+    fn write_u32(&self, paddr: u64, value: u32);
+    /// Reads the 64-bit little-endian word at `paddr`.
+    fn read_u64(&self, paddr: u64) -> Option<u64>;
+}
+
+/// Trace bytes are handed to the funnel once this many are waiting.
+const PUSH_CHUNK: usize = 64;
+
+struct Devices {
+    tmc: Tmc,
+    funnel: Funnel,
+    etms: Vec<Etm>,
+    dbgs: Vec<CpuDebug>,
+}
+
+/// The ELR watch of a vCPU: which register holds `ELR_EL1`, and whether the next stored word is
+/// it (the second half of a store pair).
+const WATCH_NONE: u32 = 0;
+const WATCH_NEXT_STORE: u32 = 0x100;
+
+struct Vcpu {
+    last_pc: AtomicU64,
+    prev: AtomicPtr<TbInfo>,
+    tracing: AtomicBool,
+    trace_id: AtomicU8,
+    elr_watch: AtomicU32,
+    tracker: Mutex<Tracker>,
+}
+
+/// Counts for the exit line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmuStats {
+    /// Register reads and writes.
+    pub mmio: u64,
+    /// Trace bytes that reached the TMC.
+    pub trace_bytes: u64,
+    /// Trace bytes dropped because the path was closed.
+    pub dropped_bytes: u64,
+    /// Trace sessions (ETM enables).
+    pub sessions: u64,
+    /// Per-vCPU tracker counts, summed.
+    pub tracker: TrackerStats,
+}
+
+/// The emulated CoreSight components and the trace of the vCPUs.
+pub struct Emu {
+    cfg: Config,
+    cpus: usize,
+    mem: Box<dyn GuestMem>,
+    devices: Mutex<Devices>,
+    vcpus: Box<[Vcpu]>,
+    vectors: VectorBases,
+    truths: Mutex<Vec<Option<String>>>,
+    stats: Mutex<EmuStats>,
+    active: AtomicU32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock is already fatal to QEMU; the data is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Emu {
+    /// Builds the machine for `vcpus` vCPUs (the ETMs and debug interfaces of `cfg.cpus` of
+    /// them) and stages every register in the window.
+    pub fn new(cfg: Config, vcpus: usize, mem: Box<dyn GuestMem>) -> Result<Self, String> {
+        let cpus = cfg.cpus.unwrap_or(vcpus).min(bus::MAX_CPUS);
+        if cpus == 0 {
+            return Err("no CPUs to emulate".into());
+        }
+        let tmc = Tmc::new(cfg.tmc_kind, cfg.tmc_size, cfg.faults.tmc)?;
+        let devices = Devices {
+            tmc,
+            funnel: Funnel::new(cpus),
+            etms: (0..cpus)
+                .map(|c| Etm::new(c, cfg.faults.etm_of(c)))
+                .collect(),
+            dbgs: (0..cpus)
+                .map(|c| CpuDebug::new(c, cfg.faults.debug_of(c)))
+                .collect(),
+        };
+        let vcpus = (0..vcpus.max(cpus))
+            .map(|_| Vcpu {
+                last_pc: AtomicU64::new(0),
+                prev: AtomicPtr::new(std::ptr::null_mut()),
+                tracing: AtomicBool::new(false),
+                trace_id: AtomicU8::new(0),
+                elr_watch: AtomicU32::new(WATCH_NONE),
+                tracker: Mutex::new(Tracker::new()),
+            })
+            .collect();
+        let emu = Self {
+            cpus,
+            mem,
+            devices: Mutex::new(devices),
+            vcpus,
+            vectors: VectorBases::default(),
+            truths: Mutex::new(vec![None; cpus]),
+            stats: Mutex::new(EmuStats::default()),
+            active: AtomicU32::new(0),
+            cfg,
+        };
+        {
+            let mut d = lock(&emu.devices);
+            for t in emu.targets() {
+                emu.stage(&mut d, t);
+            }
+        }
+        Ok(emu)
+    }
+
+    /// Returns the configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Returns the number of CPUs with an ETM and a debug interface.
+    pub fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// Returns the guest physical range of the window.
+    pub fn window(&self) -> std::ops::Range<u64> {
+        self.cfg.window..self.cfg.window + bus::WINDOW_SIZE
+    }
+
+    /// Returns how many trace sessions were opened since start.
+    pub fn sessions_started(&self) -> u64 {
+        lock(&self.stats).sessions
+    }
+
+    /// Returns how many vCPUs are tracing now.
+    pub fn active_sessions(&self) -> u32 {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    fn targets(&self) -> impl Iterator<Item = Target> {
+        let n = self.cpus;
+        [Target::Tmc, Target::Funnel]
+            .into_iter()
+            .chain((0..n).map(Target::Etm))
+            .chain((0..n).map(Target::Debug))
+    }
+
+    fn component(d: &mut Devices, t: Target) -> Option<&mut dyn Component> {
+        Some(match t {
+            Target::Tmc => &mut d.tmc,
+            Target::Funnel => &mut d.funnel,
+            Target::Etm(n) => d.etms.get_mut(n)?,
+            Target::Debug(n) => d.dbgs.get_mut(n)?,
+        })
+    }
+
+    /// Writes every register of `t` into the window.
+    fn stage(&self, d: &mut Devices, t: Target) {
+        if let Target::Debug(n) = t {
+            if let (Some(dbg), Some(v)) = (d.dbgs.get_mut(n), self.vcpus.get(n)) {
+                let pc = v.last_pc.load(Ordering::Relaxed);
+                dbg.set_sample(pc, el_of(pc), true);
+            }
+        }
+        let base = self.cfg.window + bus::frame_of(t);
+        let Some(c) = Self::component(d, t) else {
+            return;
+        };
+        for &off in c.staged() {
+            let v = c.peek(off);
+            self.mem.write_u32(base + u64::from(off), v);
+        }
+    }
+
+    // ---- execution -------------------------------------------------------------------------
+
+    /// vCPU `vcpu` starts block `tb`.
+    pub fn tb_exec(&self, vcpu: usize, tb: &'static TbInfo) {
+        let Some(v) = self.vcpus.get(vcpu) else {
+            return;
+        };
+        v.last_pc.store(tb.start, Ordering::Relaxed);
+        let prev = v
+            .prev
+            .swap(std::ptr::from_ref(tb).cast_mut(), Ordering::Relaxed);
+        // SAFETY: `prev` is null or was stored from a `&'static TbInfo` above.
+        let prev: Option<&'static TbInfo> = unsafe { prev.as_ref() };
+        if let Some(p) = prev {
+            tracker::learn(p, tb.start, &self.vectors);
+        }
+        if !v.tracing.load(Ordering::Relaxed) {
+            return;
+        }
+        let bytes = {
+            let mut t = lock(&v.tracker);
+            t.exec(prev, tb, &self.vectors);
+            if t.pending_bytes() >= PUSH_CHUNK {
+                t.take_bytes()
+            } else {
+                return;
+            }
+        };
+        let mut d = lock(&self.devices);
+        self.route(&mut d, vcpu, &bytes);
+    }
+
+    /// vCPU `vcpu` is about to run `mrs x<reg>, elr_el1`.
+    pub fn mrs_elr(&self, vcpu: usize, reg: u8) {
+        let Some(v) = self.vcpus.get(vcpu) else {
+            return;
+        };
+        if !v.tracing.load(Ordering::Relaxed) {
+            return;
+        }
+        if lock(&v.tracker).waiting_for_elr() {
+            v.elr_watch.store(u32::from(reg) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Returns whether stores of vCPU `vcpu` must be shown to [`Emu::stored`].
+    #[inline]
+    pub fn watching_stores(&self, vcpu: usize) -> bool {
+        self.vcpus
+            .get(vcpu)
+            .is_some_and(|v| v.elr_watch.load(Ordering::Relaxed) != WATCH_NONE)
+    }
+
+    /// vCPU `vcpu` stored `regs` (this access at guest physical `paddr`) while a register
+    /// holding `ELR_EL1` is watched.
+    pub fn stored(&self, vcpu: usize, regs: Option<StoredRegs>, paddr: u64) {
+        let Some(v) = self.vcpus.get(vcpu) else {
+            return;
+        };
+        let w = v.elr_watch.load(Ordering::Relaxed);
+        let hit = if w == WATCH_NEXT_STORE {
+            true
+        } else {
+            match regs {
+                Some(r) if u32::from(r.rt) + 1 == w => true,
+                Some(StoredRegs { rt2: Some(r2), .. }) if u32::from(r2) + 1 == w => {
+                    // The pair's second access stores it.
+                    v.elr_watch.store(WATCH_NEXT_STORE, Ordering::Relaxed);
+                    return;
+                }
+                _ => false,
+            }
+        };
+        if !hit {
+            return;
+        }
+        v.elr_watch.store(WATCH_NONE, Ordering::Relaxed);
+        if let Some(elr) = self.mem.read_u64(paddr) {
+            lock(&v.tracker).elr_stored(elr, &self.vectors);
+        }
+    }
+
+    /// Sends trace bytes of CPU `cpu`'s ETM through the funnel to the TMC.
+    fn route(&self, d: &mut Devices, cpu: usize, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let id = self
+            .vcpus
+            .get(cpu)
+            .map_or(0, |v| v.trace_id.load(Ordering::Relaxed));
+        let taken = if d.funnel.port_enabled(cpu) && d.tmc.accepting() {
+            d.tmc.push_trace(id, bytes)
+        } else {
+            0
+        };
+        let mut s = lock(&self.stats);
+        s.trace_bytes += taken as u64;
+        s.dropped_bytes += (bytes.len() - taken.min(bytes.len())) as u64;
+    }
+
+    // ---- registers -------------------------------------------------------------------------
+
+    /// A guest access of `size` bytes at `paddr` in the window, by vCPU `vcpu`, after it
+    /// happened. Returns `false` when `paddr` is not in the window.
+    pub fn mmio(&self, vcpu: usize, paddr: u64, size: u32, store: bool) -> bool {
+        if !self.window().contains(&paddr) {
+            return false;
+        }
+        let woff = paddr - self.cfg.window;
+        let Some((target, off)) = bus::decode(woff, self.cpus) else {
+            return true;
+        };
+        lock(&self.stats).mmio += 1;
+        let mut d = lock(&self.devices);
+        let word = off & !3;
+        let words: &[u32] = if size == 8 && word & 7 == 0 {
+            &[0, 4]
+        } else {
+            &[0]
+        };
+        for &step in words {
+            let o = word + step;
+            if store {
+                let Some(value) = self
+                    .mem
+                    .read_u32(self.cfg.window + bus::frame_of(target) + u64::from(o))
+                else {
+                    continue;
+                };
+                self.write(&mut d, vcpu, target, o, value);
+            } else if let Some(c) = Self::component(&mut d, target) {
+                c.read(o);
+            }
+        }
+        self.stage(&mut d, target);
+        true
+    }
+
+    fn write(&self, d: &mut Devices, _vcpu: usize, target: Target, off: u32, value: u32) {
+        use cspd_model::tmc::{CTL, FFCR};
+        match target {
+            Target::Tmc => {
+                // A flush (or disabling capture) first collects what the trace units hold.
+                if (off == FFCR && value & (1 << 6) != 0) || (off == CTL && value & 1 == 0) {
+                    self.flush_all(d);
+                }
+                d.tmc.write(off, value);
+            }
+            Target::Etm(n) => {
+                let was = d.etms.get(n).is_some_and(Etm::enabled);
+                if let Some(e) = d.etms.get_mut(n) {
+                    e.write(off, value);
+                }
+                let now = d.etms.get(n).and_then(Etm::program);
+                match (was, now) {
+                    (false, Some(p)) => self.start_trace(n, p),
+                    (true, None) => self.stop_trace(d, n, "stopped"),
+                    _ => {}
+                }
+            }
+            _ => {
+                if let Some(c) = Self::component(d, target) {
+                    c.write(off, value);
+                }
+            }
+        }
+    }
+
+    fn start_trace(&self, cpu: usize, prog: crate::etm::TraceProgram) {
+        let Some(v) = self.vcpus.get(cpu) else {
+            return;
+        };
+        v.trace_id.store(prog.trace_id, Ordering::Relaxed);
+        lock(&v.tracker).start(prog, self.cfg.truth_depth);
+        v.tracing.store(true, Ordering::Relaxed);
+        self.active.fetch_add(1, Ordering::Relaxed);
+        lock(&self.stats).sessions += 1;
+    }
+
+    fn stop_trace(&self, d: &mut Devices, cpu: usize, reason: &str) {
+        let Some(v) = self.vcpus.get(cpu) else {
+            return;
+        };
+        v.tracing.store(false, Ordering::Relaxed);
+        v.elr_watch.store(WATCH_NONE, Ordering::Relaxed);
+        let (stopped, stats) = {
+            let mut t = lock(&v.tracker);
+            (t.stop(&self.vectors), t.stats())
+        };
+        let Some((bytes, truth)) = stopped else {
+            return;
+        };
+        let _ = self
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.route(d, cpu, &bytes);
+        let json = truth.to_json(cpu, reason);
+        {
+            let mut s = lock(&self.stats);
+            s.tracker.blocks += stats.blocks;
+            s.tracker.elr_resolved += stats.elr_resolved;
+            s.tracker.elr_lost += stats.elr_lost;
+            s.tracker.gaps += stats.gaps;
+        }
+        let mut truths = lock(&self.truths);
+        if let Some(slot) = truths.get_mut(cpu) {
+            *slot = Some(json);
+        }
+        if let Some(path) = self.cfg.truth.as_deref() {
+            let _ = write_truth(path, &truths);
+        }
+    }
+
+    /// Pushes every trace unit's buffered bytes to the funnel (a flush request).
+    fn flush_all(&self, d: &mut Devices) {
+        for cpu in 0..self.cpus {
+            let Some(v) = self.vcpus.get(cpu) else {
+                continue;
+            };
+            if !v.tracing.load(Ordering::Relaxed) {
+                continue;
+            }
+            let bytes = lock(&v.tracker).flush();
+            self.route(d, cpu, &bytes);
+        }
+    }
+
+    /// Writes the ground truth as it is at exit (open sessions included) to `<truth>.exit`.
+    pub fn exit(&self) -> EmuStats {
+        let mut all: Vec<Option<String>> = lock(&self.truths).clone();
+        for (cpu, slot) in all.iter_mut().enumerate() {
+            if let Some(v) = self.vcpus.get(cpu) {
+                if let Some(t) = lock(&v.tracker).truth() {
+                    *slot = Some(t.to_json(cpu, "exit"));
+                }
+            }
+        }
+        if let Some(path) = self.cfg.truth.as_deref() {
+            let mut p = path.as_os_str().to_owned();
+            p.push(".exit");
+            let _ = write_truth(Path::new(&p), &all);
+        }
+        let mut s = *lock(&self.stats);
+        for v in self.vcpus.iter() {
+            let t = lock(&v.tracker);
+            if t.tracing() {
+                let st = t.stats();
+                s.tracker.blocks += st.blocks;
+                s.tracker.elr_resolved += st.elr_resolved;
+                s.tracker.elr_lost += st.elr_lost;
+                s.tracker.gaps += st.gaps;
+            }
+        }
+        s
+    }
+
+    /// Returns a copy of the TMC's trace RAM (for tests).
+    pub fn tmc_ram(&self) -> Vec<u32> {
+        lock(&self.devices).tmc.ram().to_vec()
+    }
+}
+
+/// Writes the truths of every CPU as one JSON document, atomically (write then rename).
+fn write_truth(path: &Path, truths: &[Option<String>]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = Path::new(&tmp);
+    {
+        let mut f = fs::File::create(tmp)?;
+        write!(f, "{{\"cpus\": [")?;
+        let mut first = true;
+        for t in truths.iter().flatten() {
+            if !first {
+                write!(f, ",")?;
+            }
+            first = false;
+            write!(f, "\n{t}")?;
+        }
+        writeln!(f, "\n]}}")?;
+        f.sync_all()?;
+    }
+    fs::rename(tmp, path)
+}

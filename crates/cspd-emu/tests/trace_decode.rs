@@ -1,0 +1,688 @@
+//! The emulated ETM's trace, as the emulated TMC holds it, decoded by OpenCSD (`trc_pkt_lister`)
+//! must give exactly the instruction ranges and exceptions a recorded execution went through.
+//!
+//! The execution comes from a small A64 "CPU" that walks hand-assembled code the way QEMU runs
+//! it: translation blocks that end at branches, interrupts taken between blocks, a data abort in
+//! the middle of a block, system calls, handlers that save `ELR_EL1` to the stack like the
+//! kernel's exception entry and return with `ERET`. It feeds the [`Emu`] exactly what the plugin
+//! feeds it (block executions, `mrs x22, elr_el1`, the stores while a register is watched), and
+//! programs the components through the window with the drivers' own sequences (`cspd-hw`).
+//! What it records of the execution is independent of the tracker and the encoder.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use cspd_emu::a64::{self, Kind};
+use cspd_emu::bus;
+use cspd_emu::config::Config;
+use cspd_emu::tracker::TbInfo;
+use cspd_emu::{Emu, GuestMem};
+use cspd_hw::access::CsAccess;
+use cspd_hw::etm4x::{Etm4x, Interface, Timeout, TraceConfig};
+
+const WINDOW: u64 = bus::DEFAULT_WINDOW_BASE;
+const CODE: u64 = 0xFFFF_8000_1000_0000;
+const VECTORS: u64 = CODE + 0x1000;
+const SP_PA: u64 = 0x4800_0000;
+const TRACE_ID: u8 = 0x10;
+
+// ---- guest memory and register access ------------------------------------------------------
+
+#[derive(Default)]
+struct Mem(Mutex<HashMap<u64, u32>>);
+
+impl GuestMem for Mem {
+    fn read_u32(&self, paddr: u64) -> Option<u32> {
+        Some(*self.0.lock().unwrap().get(&(paddr & !3)).unwrap_or(&0))
+    }
+    fn write_u32(&self, paddr: u64, value: u32) {
+        self.0.lock().unwrap().insert(paddr & !3, value);
+    }
+    fn read_u64(&self, paddr: u64) -> Option<u64> {
+        Some(u64::from(self.read_u32(paddr)?) | (u64::from(self.read_u32(paddr + 4)?) << 32))
+    }
+}
+
+/// The guest's view of one component: a read returns the staged word, then the plugin hook runs.
+struct Frame<'a> {
+    emu: &'a Emu,
+    mem: &'a Mem,
+    base: u64,
+}
+
+impl CsAccess for Frame<'_> {
+    fn read32(&mut self, offset: u32) -> u32 {
+        let pa = self.base + u64::from(offset);
+        let v = self.mem.read_u32(pa).unwrap();
+        assert!(self.emu.mmio(0, pa, 4, false));
+        v
+    }
+    fn write32(&mut self, offset: u32, value: u32) {
+        let pa = self.base + u64::from(offset);
+        self.mem.write_u32(pa, value);
+        assert!(self.emu.mmio(0, pa, 4, true));
+    }
+    fn delay_us(&mut self, _us: u32) {}
+}
+
+fn frame<'a>(emu: &'a Emu, mem: &'a Mem, off: u64) -> Frame<'a> {
+    Frame {
+        emu,
+        mem,
+        base: WINDOW + off,
+    }
+}
+
+// ---- a small assembler ----------------------------------------------------------------------
+
+const NOP: u32 = 0xD503_201F;
+const RET: u32 = 0xD65F_03C0;
+const ERET: u32 = 0xD69F_03E0;
+const ISB: u32 = 0xD503_3FDF;
+const SVC0: u32 = 0xD400_0001;
+const LDR_X1_X2: u32 = 0xF940_0041;
+const MRS_X22_ELR: u32 = 0xD538_4036;
+/// `stp x22, x23, [sp, #0x100]`.
+const STP_X22_X23_SP: u32 = 0xA910_5FF6;
+
+fn off(from: u64, to: u64) -> u32 {
+    ((to.wrapping_sub(from) as i64) / 4) as u32
+}
+fn b(from: u64, to: u64) -> u32 {
+    0x1400_0000 | (off(from, to) & 0x03FF_FFFF)
+}
+fn bl(from: u64, to: u64) -> u32 {
+    0x8000_0000 | b(from, to)
+}
+fn b_cond(from: u64, to: u64, cond: u32) -> u32 {
+    0x5400_0000 | ((off(from, to) & 0x7_FFFF) << 5) | cond
+}
+fn cbnz(from: u64, to: u64) -> u32 {
+    0xB500_0000 | ((off(from, to) & 0x7_FFFF) << 5) | 2
+}
+fn tbz(from: u64, to: u64) -> u32 {
+    0x3600_0000 | (5 << 19) | ((off(from, to) & 0x3FFF) << 5) | 3
+}
+fn blr(rn: u32) -> u32 {
+    0xD63F_0000 | (rn << 5)
+}
+fn br(rn: u32) -> u32 {
+    0xD61F_0000 | (rn << 5)
+}
+
+struct Program {
+    words: Vec<u32>,
+    /// Targets of `blr x8` and of `br x9`.
+    calls: [u64; 2],
+    jumps: [u64; 2],
+}
+
+fn program() -> Program {
+    let mut w = vec![NOP; 0x1800 / 4];
+    let mut put = |o: u64, i: u32| w[(o / 4) as usize] = i;
+    let a = |o: u64| CODE + o;
+    // main
+    put(0x04, LDR_X1_X2);
+    put(0x08, b_cond(a(0x08), a(0x30), 0x0));
+    put(0x0C, bl(a(0x0C), a(0x100)));
+    put(0x10, cbnz(a(0x10), a(0x00)));
+    put(0x14, blr(8));
+    put(0x18, SVC0);
+    put(0x1C, tbz(a(0x1C), a(0x28)));
+    put(0x20, br(9));
+    put(0x28, ISB);
+    put(0x2C, b(a(0x2C), a(0x00)));
+    put(0x30, b_cond(a(0x30), a(0x00), 0xB));
+    put(0x34, b(a(0x34), a(0x00)));
+    put(0x44, LDR_X1_X2);
+    put(0x4C, b(a(0x4C), a(0x300)));
+    // func_a
+    put(0x104, b_cond(a(0x104), a(0x10C), 0x1));
+    put(0x10C, RET);
+    // func_b
+    put(0x204, bl(a(0x204), a(0x100)));
+    put(0x208, RET);
+    // far
+    put(0x304, b(a(0x304), a(0x00)));
+    // Vectors: synchronous (current EL, SPx) and IRQ. The IRQ handler calls a function before
+    // it saves ELR_EL1, so blocks queue up behind the exception.
+    for (o, call) in [(0x200u64, false), (0x280, true)] {
+        let v = 0x1000 + o;
+        let mut i = v;
+        if call {
+            put(i, bl(a(i), a(0x200)));
+            i += 4;
+        }
+        put(i, MRS_X22_ELR);
+        put(i + 4, NOP);
+        put(i + 8, STP_X22_X23_SP);
+        put(i + 12, ERET);
+    }
+    Program {
+        words: w,
+        calls: [a(0x100), a(0x200)],
+        jumps: [a(0x00), a(0x40)],
+    }
+}
+
+impl Program {
+    fn word(&self, addr: u64) -> u32 {
+        self.words[((addr - CODE) / 4) as usize]
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+// ---- the CPU ------------------------------------------------------------------------------
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn one_in(&mut self, n: u64) -> bool {
+        self.next().is_multiple_of(n)
+    }
+}
+
+/// What a decoder should report: an instruction range `[start, end)` of `n` instructions whose
+/// last was taken (E) or not (N), or an exception with its preferred return address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Elem {
+    Range {
+        start: u64,
+        end: u64,
+        n: u64,
+        taken: bool,
+    },
+    Exception {
+        ret: u64,
+    },
+}
+
+struct Cpu<'a> {
+    prog: &'a Program,
+    emu: &'a Emu,
+    mem: &'a Mem,
+    rng: Rng,
+    pc: u64,
+    stack: Vec<u64>,
+    elr: u64,
+    in_handler: bool,
+    /// Start of the range the next P0 element ends.
+    range_start: u64,
+    expected: Vec<Elem>,
+    /// The ground truth the plugin should keep: (kind, from, to).
+    truth: Vec<(&'static str, u64, u64)>,
+    blocks: HashMap<u64, &'static TbInfo>,
+    branches: u64,
+    exceptions: u64,
+}
+
+impl Cpu<'_> {
+    /// The block QEMU would translate at `pc`: up to the first instruction that ends one.
+    fn block(&mut self, pc: u64) -> &'static TbInfo {
+        if let Some(b) = self.blocks.get(&pc) {
+            return b;
+        }
+        let mut words = Vec::new();
+        let mut a = pc;
+        loop {
+            let w = self.prog.word(a);
+            words.push(w);
+            let k = a64::kind(a, w);
+            if k != Kind::Other || words.len() == 12 {
+                break;
+            }
+            a += 4;
+        }
+        let tb: &'static TbInfo = Box::leak(Box::new(TbInfo::new(pc, &words).unwrap()));
+        self.blocks.insert(pc, tb);
+        tb
+    }
+
+    fn range_to(&mut self, end: u64, taken: bool) {
+        let n = (end - self.range_start) / 4;
+        self.expected.push(Elem::Range {
+            start: self.range_start,
+            end,
+            n,
+            taken,
+        });
+    }
+
+    fn exception(&mut self, ret: u64, vector: u64) {
+        if ret != self.range_start {
+            self.range_to(ret, true);
+        }
+        self.expected.push(Elem::Exception { ret });
+        self.truth.push(("exception", ret, vector));
+        self.exceptions += 1;
+        self.elr = ret;
+        self.in_handler = true;
+        self.pc = vector;
+        self.range_start = vector;
+    }
+
+    /// Runs one block (or takes an interrupt instead).
+    fn step(&mut self) {
+        if !self.in_handler && self.rng.one_in(9) {
+            let pc = self.pc;
+            self.exception(pc, VECTORS + 0x280);
+        }
+        let tb = self.block(self.pc);
+        self.emu.tb_exec(0, tb);
+        let mut a = tb.start;
+        loop {
+            let w = self.prog.word(a);
+            match a64::kind(a, w) {
+                Kind::Other => {
+                    if w == LDR_X1_X2 && !self.in_handler && self.rng.one_in(5) {
+                        // A data abort: the load does not complete; the block ends here.
+                        self.exception(a, VECTORS + 0x200);
+                        return;
+                    }
+                    if w == MRS_X22_ELR {
+                        self.emu.mrs_elr(0, 22);
+                    }
+                    if w == STP_X22_X23_SP {
+                        let pa = SP_PA + 0x100;
+                        let regs = a64::stored_regs(w);
+                        self.mem.write_u32(pa, self.elr as u32);
+                        self.mem.write_u32(pa + 4, (self.elr >> 32) as u32);
+                        if self.emu.watching_stores(0) {
+                            self.emu.stored(0, regs, pa);
+                        }
+                        self.mem.write_u32(pa + 8, 0x2323);
+                        if self.emu.watching_stores(0) {
+                            self.emu.stored(0, regs, pa + 8);
+                        }
+                    }
+                    if a == tb.last_addr {
+                        self.pc = a + 4;
+                        return;
+                    }
+                    a += 4;
+                }
+                Kind::Call => {
+                    self.exception(a + 4, VECTORS + 0x200);
+                    return;
+                }
+                Kind::Breakpoint => unreachable!(),
+                k => {
+                    self.branches += 1;
+                    let (taken, next) = match k {
+                        Kind::Direct { link, target } => {
+                            if link {
+                                self.stack.push(a + 4);
+                            }
+                            (true, target)
+                        }
+                        Kind::Cond { target } => {
+                            let t = self.rng.one_in(3);
+                            (t, if t { target } else { a + 4 })
+                        }
+                        Kind::Indirect { link: true } => {
+                            self.stack.push(a + 4);
+                            (true, self.prog.calls[(self.rng.next() % 2) as usize])
+                        }
+                        Kind::Indirect { link: false } if w == RET => {
+                            (true, self.stack.pop().unwrap())
+                        }
+                        Kind::Indirect { link: false } => {
+                            (true, self.prog.jumps[(self.rng.next() % 2) as usize])
+                        }
+                        Kind::Eret => {
+                            self.in_handler = false;
+                            (true, self.elr)
+                        }
+                        Kind::Waypoint => (true, a + 4),
+                        _ => unreachable!(),
+                    };
+                    self.range_to(a + 4, taken);
+                    let kind = match (k, taken) {
+                        (Kind::Waypoint, _) => "waypoint",
+                        (_, true) => "taken",
+                        (_, false) => "not-taken",
+                    };
+                    self.truth.push((kind, a, next));
+                    self.pc = next;
+                    self.range_start = next;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// ---- OpenCSD -----------------------------------------------------------------------------
+
+fn trc_pkt_lister() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("trc_pkt_lister"))
+        .find(|p| p.is_file())
+        .expect("trc_pkt_lister is missing: scripts/setup.sh installs it (Debian libopencsd-bin)")
+}
+
+fn write_snapshot(dir: &Path, code: &[u8], trace: &[u8], regs: &[(String, u32)]) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let w = |name: &str, s: String| std::fs::write(dir.join(name), s).unwrap();
+    w(
+        "snapshot.ini",
+        "[snapshot]\nversion=1.0\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\n\n[trace]\nmetadata=trace.ini\n".into(),
+    );
+    w(
+        "cpu_0.ini",
+        format!(
+            "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A57\n\n[regs]\nPC(size:64)=0x{CODE:X}\nSP(size:64)=0\nSCTLR_EL1=0x1007\nCPSR=0x1C5\n\n[dump1]\nfile=code.bin\naddress=0x{CODE:X}\nlength=0x{:X}\n",
+            code.len()
+        ),
+    );
+    let mut etm = String::from("[device]\nname=ETM_0\nclass=trace_source\ntype=ETM4\n\n[regs]\n");
+    for (name, v) in regs {
+        etm.push_str(&format!("{name}=0x{v:08X}\n"));
+    }
+    w("etm_0.ini", etm);
+    w(
+        "trace.ini",
+        "[trace_buffers]\nbuffers=buffer0\n\n[buffer0]\nname=ETB_0\nfile=trace.bin\nformat=coresight\n\n[source_buffers]\nETM_0=ETB_0\n\n[core_trace_sources]\ncpu_0=ETM_0\n".into(),
+    );
+    std::fs::write(dir.join("code.bin"), code).unwrap();
+    std::fs::write(dir.join("trace.bin"), trace).unwrap();
+}
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).unwrap()
+}
+
+fn decode(dir: &Path) -> (Vec<Elem>, String) {
+    let out = Command::new(trc_pkt_lister())
+        .arg("-ss_dir")
+        .arg(dir)
+        .arg("-decode")
+        .arg("-logstdout")
+        .output()
+        .expect("run trc_pkt_lister");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut elems = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line
+            .split("OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=")
+            .nth(1)
+        {
+            let (start, rest) = rest.split_once(":[").unwrap();
+            let (end, rest) = rest.split_once(']').unwrap();
+            let n = rest
+                .split("num_i(")
+                .nth(1)
+                .unwrap()
+                .split(')')
+                .next()
+                .unwrap();
+            let taken = rest.split("(ISA=A64) ").nth(1).unwrap().starts_with('E');
+            elems.push(Elem::Range {
+                start: hex(start),
+                end: hex(end),
+                n: n.parse().unwrap(),
+                taken,
+            });
+        } else if let Some(rest) = line.split("OCSD_GEN_TRC_ELEM_EXCEPTION(").nth(1) {
+            let ret = rest.split("pref ret addr:").nth(1).expect(line);
+            let ret = ret.split([';', ' ', ')']).next().unwrap();
+            elems.push(Elem::Exception { ret: hex(ret) });
+        }
+    }
+    (elems, text)
+}
+
+// ---- the run --------------------------------------------------------------------------------
+
+struct Run {
+    expected: Vec<Elem>,
+    decoded: Vec<Elem>,
+    text: String,
+    branches: u64,
+    exceptions: u64,
+    wrapped: bool,
+    truth_events: usize,
+}
+
+fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
+    let prog = program();
+    let mem = Mem::default();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("emu_trace_decode")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let truth_file = dir.with_extension("truth.json");
+    let cfg = Config::parse([
+        format!("tmc_size={tmc_size}").as_str(),
+        "cpus=1",
+        format!("truth={}", truth_file.display()).as_str(),
+    ])
+    .unwrap();
+    let emu = Emu::new(cfg, 1, Box::new(MemRef(&mem as *const Mem))).unwrap();
+
+    // Vector tables are learnt from exceptions seen before trace starts, as at boot.
+    let mut cpu = Cpu {
+        prog: &prog,
+        emu: &emu,
+        mem: &mem,
+        rng: Rng(seed),
+        pc: CODE,
+        stack: Vec::new(),
+        elr: 0,
+        in_handler: false,
+        range_start: CODE,
+        expected: Vec::new(),
+        truth: Vec::new(),
+        blocks: HashMap::new(),
+        branches: 0,
+        exceptions: 0,
+    };
+    for _ in 0..300 {
+        cpu.step();
+    }
+
+    // The sink and the funnel port, then the source, as the drivers program them.
+    cspd_hw::tmc::enable_circular(&mut frame(&emu, &mem, bus::TMC_OFFSET), 0).unwrap();
+    {
+        let mut f = frame(&emu, &mem, bus::FUNNEL_OFFSET);
+        f.write32(0xFB0, 0xC5AC_CE55);
+        f.write32(0x000, 0x301);
+    }
+    let saved = {
+        let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
+        let mut etm = Etm4x::new(&mut f, Interface::Mmio, Timeout::DEFAULT);
+        let ids = etm.read_ids().unwrap();
+        let tc = TraceConfig::default_for(&ids, TRACE_ID, false).unwrap();
+        etm.enable(&tc).unwrap();
+        ids
+    };
+    // Trace starts at the next block; what ran before is not expected.
+    cpu.expected.clear();
+    cpu.truth.clear();
+    cpu.range_start = cpu.pc;
+    cpu.branches = 0;
+    cpu.exceptions = 0;
+    // A block boundary where no exception is pending, so the expectation starts clean.
+    for _ in 0..blocks {
+        cpu.step();
+    }
+    while cpu.in_handler {
+        cpu.step();
+    }
+    // The driver's code that stops the trace unit runs in the next block: its start shows how
+    // the last one ended, and nothing after it is a complete range.
+    let last = cpu.block(cpu.pc);
+    emu.tb_exec(0, last);
+    let save = {
+        let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
+        let mut etm = Etm4x::new(&mut f, Interface::Mmio, Timeout::DEFAULT);
+        etm.panic_save(0)
+    };
+    assert!(save.regs_valid(), "{save:?}");
+    // Drain the TMC as the panic path does.
+    let rsz = tmc_size / 4;
+    let mut slot = vec![0u8; cspd_hw::tmc::TmcRecord::slot_len_for(rsz as u32).unwrap()];
+    let summary =
+        cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot).unwrap();
+    let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
+    let wrapped = hdr.sts & 1 != 0;
+
+    let regs = vec![
+        ("TRCCONFIGR(0x004)".to_string(), save.trcconfigr),
+        ("TRCTRACEIDR(0x010)".to_string(), save.trctraceidr),
+        ("TRCAUTHSTATUS(0x3EE)".to_string(), save.authstatus),
+        ("TRCIDR0(0x078)".to_string(), saved.idr(0)),
+        ("TRCIDR1(0x079)".to_string(), saved.idr(1)),
+        ("TRCIDR2(0x07A)".to_string(), saved.idr(2)),
+        ("TRCIDR8(0x060)".to_string(), saved.idr(8)),
+        ("TRCIDR9(0x061)".to_string(), saved.idr(9)),
+        ("TRCIDR10(0x062)".to_string(), saved.idr(10)),
+        ("TRCIDR11(0x063)".to_string(), saved.idr(11)),
+        ("TRCIDR12(0x064)".to_string(), saved.idr(12)),
+        ("TRCIDR13(0x065)".to_string(), saved.idr(13)),
+    ];
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("emu_trace_decode")
+        .join(name);
+    write_snapshot(&dir, &prog.bytes(), data, &regs);
+    let (decoded, text) = decode(&dir);
+    // The ground truth the plugin wrote when the trace unit stopped.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&truth_file).unwrap()).unwrap();
+    let cpu0 = &json["cpus"][0];
+    assert_eq!(cpu0["reason"], "stopped");
+    let truth: Vec<(String, u64, u64)> = cpu0["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_string(),
+                hex(e["from"].as_str().unwrap()),
+                hex(e["to"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64, u64)> = cpu.truth[cpu.truth.len().saturating_sub(truth.len())..]
+        .iter()
+        .map(|(k, f, t)| (k.to_string(), *f, *t))
+        .collect();
+    assert_eq!(truth.len(), 4096.min(cpu.truth.len()), "truth depth");
+    assert!(
+        truth == want,
+        "{name}: the ground truth is not the execution: first difference at {}",
+        first_difference_by(&truth, &want)
+    );
+    let truth_events = truth.len();
+    Run {
+        expected: cpu.expected,
+        decoded,
+        text,
+        branches: cpu.branches,
+        exceptions: cpu.exceptions,
+        wrapped,
+        truth_events,
+    }
+}
+
+/// `*const Mem` that outlives the `Emu` in `run`.
+struct MemRef(*const Mem);
+// SAFETY: the `Mem` is behind a mutex and outlives every use in `run`.
+unsafe impl Send for MemRef {}
+// SAFETY: as above.
+unsafe impl Sync for MemRef {}
+impl GuestMem for MemRef {
+    fn read_u32(&self, paddr: u64) -> Option<u32> {
+        // SAFETY: see the type.
+        unsafe { &*self.0 }.read_u32(paddr)
+    }
+    fn write_u32(&self, paddr: u64, value: u32) {
+        // SAFETY: see the type.
+        unsafe { &*self.0 }.write_u32(paddr, value)
+    }
+    fn read_u64(&self, paddr: u64) -> Option<u64> {
+        // SAFETY: see the type.
+        unsafe { &*self.0 }.read_u64(paddr)
+    }
+}
+
+fn first_difference_by<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
+}
+
+fn first_difference(a: &[Elem], b: &[Elem]) -> usize {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
+}
+
+fn assert_clean(r: &Run, name: &str) {
+    for bad in ["ADDR_NACC", "I_BAD", "ERR", "UNSYNC"] {
+        if let Some(line) = r
+            .text
+            .lines()
+            .find(|l| l.contains(bad) && !l.contains("EO_TRACE"))
+        {
+            panic!("{name}: decoder reported {bad}: {line}");
+        }
+    }
+}
+
+#[test]
+fn ten_thousand_branches_with_exceptions_decode_exactly() {
+    let r = run("long", 12000, 1 << 20, 0x9E37_79B9_7F4A_7C15);
+    assert!(!r.wrapped, "a 1 MiB ETF must hold this run");
+    assert!(r.branches >= 10_000, "only {} branches", r.branches);
+    assert!(r.exceptions >= 500, "only {} exceptions", r.exceptions);
+    let d = first_difference(&r.decoded, &r.expected);
+    assert!(
+        r.decoded == r.expected,
+        "decoded {} elements, executed {}; first difference at {d}: decoded {:x?}, executed {:x?}\n{}",
+        r.decoded.len(),
+        r.expected.len(),
+        &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
+        &r.expected[d.saturating_sub(2)..(d + 3).min(r.expected.len())],
+        r.text.lines().filter(|l| l.contains("Idx:")).take(40).collect::<Vec<_>>().join("\n"),
+    );
+    assert_clean(&r, "long");
+    assert!(r.truth_events > 0);
+}
+
+#[test]
+fn a_wrapped_buffer_decodes_to_the_end_of_the_execution() {
+    let r = run("wrapped", 6000, 4096, 0x1234_5678_9ABC_DEF1);
+    assert!(r.wrapped, "a 4 KiB ETF must wrap");
+    assert!(
+        r.decoded.len() > 100,
+        "decoded only {} elements",
+        r.decoded.len()
+    );
+    // The decode starts at the first synchronisation after the oldest data and then follows
+    // the execution to its end, exactly.
+    let tail = &r.expected[r.expected.len() - r.decoded.len()..];
+    let d = first_difference(&r.decoded, tail);
+    assert!(
+        r.decoded == tail,
+        "decoded {} elements, not the end of the {} executed; first difference at {d}: decoded {:x?}, executed {:x?}",
+        r.decoded.len(),
+        r.expected.len(),
+        &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
+        &tail[d.saturating_sub(2)..(d + 3).min(tail.len())],
+    );
+}
