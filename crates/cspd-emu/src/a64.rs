@@ -135,3 +135,58 @@ pub fn stored_regs(insn: u32) -> Option<StoredRegs> {
 pub fn is_load_store(insn: u32) -> bool {
     insn & 0x0A00_0000 == 0x0800_0000
 }
+
+/// Returns `true` for the single-register 32-bit and 64-bit integer loads and stores, the only
+/// instructions device accessors (`readl`/`writel`/`readq`/`writeq`, their relaxed and
+/// acquire/release forms) and `/dev/mem` word accesses compile to: `LDR`/`STR` in every
+/// addressing mode but the literal, `LDUR`/`STUR`, `LDTR`/`STTR`, `LDAR`/`STLR` and the
+/// exclusives. Pairs, bytes, halfwords and SIMD registers are left out.
+pub fn is_word_access(insn: u32) -> bool {
+    if insn >> 30 < 2 {
+        return false;
+    }
+    matches!(insn & 0x3F00_0000, 0x3900_0000 | 0x3800_0000 | 0x0800_0000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_accesses_are_the_device_accessors() {
+        for (insn, want, what) in [
+            (0xB940_0020, true, "ldr w0, [x1]"),
+            (0xB900_0001, true, "str w1, [x0]"),
+            (0xF940_0020, true, "ldr x0, [x1]"),
+            (0xB820_6820, true, "str w0, [x1, x0]"),
+            (0x88DF_FC20, true, "ldar w0, [x1]"),
+            (0x889F_FC20, true, "stlr w0, [x1]"),
+            (0xA9BF_7BFD, false, "stp x29, x30, [sp, #-16]!"),
+            (0x3940_0020, false, "ldrb w0, [x1]"),
+            (0x7940_0020, false, "ldrh w0, [x1]"),
+            (0x3DC0_0020, false, "ldr q0, [x1]"),
+            (0x5800_0040, false, "ldr x0, <literal>"),
+            (0xD503_201F, false, "nop"),
+        ] {
+            assert_eq!(is_word_access(insn), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn kernel_entry_saves_elr_with_a_store_pair() {
+        assert_eq!(mrs_elr_el1(0xD538_4036), Some(22), "mrs x22, elr_el1");
+        assert_eq!(mrs_elr_el1(0xD538_4037), Some(23));
+        assert_eq!(mrs_elr_el1(0xD538_4016), None, "mrs x22, spsr_el1");
+        // stp x22, x23, [sp, #0x100]
+        assert_eq!(
+            stored_regs(0xA910_5FF6),
+            Some(StoredRegs {
+                rt: 22,
+                rt2: Some(23)
+            })
+        );
+        // str x0, [sp, #0x138]
+        assert_eq!(stored_regs(0xF900_9FE0), Some(StoredRegs { rt: 0, rt2: None }));
+        assert_eq!(stored_regs(0xB940_0020), None, "a load");
+    }
+}

@@ -265,7 +265,7 @@ unsafe extern "C" fn tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     };
     if light {
         for (i, &insn) in insns.iter().enumerate() {
-            if info.words.get(i).is_some_and(|&w| a64::is_load_store(w)) {
+            if info.words.get(i).is_some_and(|&w| a64::is_word_access(w)) {
                 // SAFETY: `insn` belongs to `tb`; no userdata.
                 unsafe {
                     qemu_plugin_register_vcpu_mem_cb(
@@ -289,12 +289,17 @@ unsafe extern "C" fn tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
             std::ptr::from_ref(info).cast_mut().cast(),
         );
     }
+    // The register that holds ELR_EL1 after an `mrs xN, elr_el1` earlier in the block: the
+    // stores of it are watched (the kernel's exception entry saves it a few instructions on).
+    let mut elr_reg: Option<u8> = None;
     for (i, &insn) in insns.iter().enumerate() {
         let Some(&w) = info.words.get(i) else {
             break;
         };
-        if a64::is_load_store(w) {
-            let ud = store_userdata(a64::stored_regs(w));
+        let saves_elr = elr_reg
+            .is_some_and(|r| a64::stored_regs(w).is_some_and(|s| s.rt == r || s.rt2 == Some(r)));
+        if a64::is_word_access(w) || saves_elr {
+            let ud = store_userdata(a64::stored_regs(w).filter(|_| saves_elr));
             // SAFETY: `insn` belongs to `tb`; the userdata is a plain integer.
             unsafe {
                 qemu_plugin_register_vcpu_mem_cb(
@@ -306,6 +311,7 @@ unsafe extern "C" fn tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
                 )
             };
         } else if let Some(reg) = a64::mrs_elr_el1(w) {
+            elr_reg = Some(reg);
             // SAFETY: as above.
             unsafe {
                 qemu_plugin_register_vcpu_insn_exec_cb(
