@@ -186,7 +186,10 @@ mod tests {
             })
         );
         // str x0, [sp, #0x138]
-        assert_eq!(stored_regs(0xF900_9FE0), Some(StoredRegs { rt: 0, rt2: None }));
+        assert_eq!(
+            stored_regs(0xF900_9FE0),
+            Some(StoredRegs { rt: 0, rt2: None })
+        );
         assert_eq!(stored_regs(0xB940_0020), None, "a load");
     }
 }

@@ -59,6 +59,9 @@ pub struct Config {
     pub truth_depth: usize,
     /// Where the plugin logs (`log=`); `None` logs through QEMU.
     pub log: Option<PathBuf>,
+    /// Where the TMC's trace RAM goes, oldest word first, each time capture stops
+    /// (`tmc_dump=`); `None` writes none.
+    pub tmc_dump: Option<PathBuf>,
     /// Faults (`fault=NAME` or `fault=NAME@CPU`, repeatable).
     pub faults: Faults,
 }
@@ -75,6 +78,7 @@ impl Default for Config {
             truth: None,
             truth_depth: 4096,
             log: None,
+            tmc_dump: None,
             faults: Faults::default(),
         }
     }
@@ -153,6 +157,7 @@ impl Config {
                     }
                 }
                 "log" => c.log = Some(PathBuf::from(v)),
+                "tmc_dump" => c.tmc_dump = Some(PathBuf::from(v)),
                 "fault" => c.fault(v)?,
                 _ => return Err(format!("unknown argument '{key}' (in '{arg}')")),
             }

@@ -83,6 +83,12 @@ pub struct Emu {
     truths: Mutex<Vec<Option<String>>>,
     stats: Mutex<EmuStats>,
     active: AtomicU32,
+    /// What happened that a test harness checks, for the plugin's log.
+    events: Mutex<Vec<String>>,
+    /// The PC staged in each CPU's `EDPCSR`.
+    staged_pc: Box<[AtomicU64]>,
+    /// The TMC had stopped capture at the last access.
+    tmc_stopped: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -128,6 +134,9 @@ impl Emu {
             truths: Mutex::new(vec![None; cpus]),
             stats: Mutex::new(EmuStats::default()),
             active: AtomicU32::new(0),
+            events: Mutex::new(Vec::new()),
+            staged_pc: (0..cpus).map(|_| AtomicU64::new(0)).collect(),
+            tmc_stopped: AtomicBool::new(false),
             cfg,
         };
         {
@@ -187,6 +196,9 @@ impl Emu {
             if let (Some(dbg), Some(v)) = (d.dbgs.get_mut(n), self.vcpus.get(n)) {
                 let pc = v.last_pc.load(Ordering::Relaxed);
                 dbg.set_sample(pc, el_of(pc), true);
+                if let Some(s) = self.staged_pc.get(n) {
+                    s.store(pc, Ordering::Relaxed);
+                }
             }
         }
         let base = self.cfg.window + bus::frame_of(t);
@@ -330,12 +342,69 @@ impl Emu {
                     continue;
                 };
                 self.write(&mut d, vcpu, target, o, value);
-            } else if let Some(c) = Self::component(&mut d, target) {
-                c.read(o);
+            } else {
+                if let (Target::Debug(n), 0x0A0) = (target, o) {
+                    let pc = self
+                        .staged_pc
+                        .get(n)
+                        .map_or(0, |s| s.load(Ordering::Relaxed));
+                    self.event(format!(
+                        "debug {n}: EDPCSR read by cpu {vcpu}, sample {pc:#x}"
+                    ));
+                }
+                if let Some(c) = Self::component(&mut d, target) {
+                    c.read(o);
+                }
             }
         }
         self.stage(&mut d, target);
+        if target == Target::Tmc {
+            self.watch_tmc(&mut d);
+        }
         true
+    }
+
+    fn event(&self, e: String) {
+        lock(&self.events).push(e);
+    }
+
+    /// Returns the events since the last call (ETM enables and stops, `EDPCSR` samples, TMC
+    /// stops), for the log.
+    pub fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.events))
+    }
+
+    /// When capture has just stopped, writes the RAM as a drain reads it (oldest word first).
+    fn watch_tmc(&self, d: &mut Devices) {
+        use cspd_model::tmc::{CTL, FFSR, RRP, RWP, STS};
+        let sts = d.tmc.peek(STS);
+        let stopped =
+            d.tmc.peek(CTL) & 1 != 0 && sts & (1 << 2) != 0 && d.tmc.peek(FFSR) & (1 << 1) != 0;
+        if self.tmc_stopped.swap(stopped, Ordering::Relaxed) || !stopped {
+            return;
+        }
+        let rsz = d.tmc.rsz_words();
+        let full = sts & 1 != 0;
+        let rwp = d.tmc.peek(RWP) as usize / 4 % rsz.max(1);
+        let (start, n) = if full {
+            (rwp, rsz)
+        } else {
+            let rrp = d.tmc.peek(RRP) as usize / 4 % rsz.max(1);
+            (rrp, (rwp + rsz - rrp) % rsz.max(1))
+        };
+        let ram = d.tmc.ram();
+        let bytes: Vec<u8> = (0..n)
+            .filter_map(|i| ram.get((start + i) % rsz.max(1)))
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let mut e = format!("tmc stopped: {} bytes held, full {full}", bytes.len());
+        if let Some(path) = self.cfg.tmc_dump.as_deref() {
+            match fs::write(path, &bytes) {
+                Ok(()) => e.push_str(&format!(", written to {}", path.display())),
+                Err(err) => e.push_str(&format!(", not written to {}: {err}", path.display())),
+            }
+        }
+        self.event(e);
     }
 
     fn write(&self, d: &mut Devices, _vcpu: usize, target: Target, off: u32, value: u32) {
@@ -372,6 +441,10 @@ impl Emu {
         let Some(v) = self.vcpus.get(cpu) else {
             return;
         };
+        self.event(format!(
+            "etm {cpu}: enabled, trace id {:#x}, TRCCONFIGR {:#x}, EL excluded (NS) {:#x}",
+            prog.trace_id, prog.configr, prog.exclude_el_ns
+        ));
         v.trace_id.store(prog.trace_id, Ordering::Relaxed);
         lock(&v.tracker).start(prog, self.cfg.truth_depth);
         v.tracing.store(true, Ordering::Relaxed);
@@ -396,6 +469,11 @@ impl Emu {
             .active
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.route(d, cpu, &bytes);
+        self.event(format!(
+            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth",
+            bytes.len(),
+            truth.events().len()
+        ));
         let json = truth.to_json(cpu, reason);
         {
             let mut s = lock(&self.stats);

@@ -468,6 +468,7 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
         format!("tmc_size={tmc_size}").as_str(),
         "cpus=1",
         format!("truth={}", truth_file.display()).as_str(),
+        format!("tmc_dump={}", dir.with_extension("tmc.bin").display()).as_str(),
     ])
     .unwrap();
     let emu = Emu::new(cfg, 1, Box::new(MemRef(&mem as *const Mem))).unwrap();
@@ -538,6 +539,26 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
         cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot).unwrap();
     let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
     let wrapped = hdr.sts & 1 != 0;
+    // The plugin wrote the RAM as the drain reads it when capture stopped.
+    let held = std::fs::read(dir.with_extension("tmc.bin")).unwrap();
+    if !wrapped {
+        assert!(
+            held == data,
+            "{name}: the drained trace is not what the TMC RAM held"
+        );
+    }
+    assert_eq!(held.len(), if wrapped { tmc_size } else { data.len() });
+    let events = emu.take_events();
+    assert!(
+        events.iter().any(|e| e.starts_with("tmc stopped: ")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("etm 0: enabled, trace id 0x10")),
+        "{events:?}"
+    );
 
     let regs = vec![
         ("TRCCONFIGR(0x004)".to_string(), save.trcconfigr),

@@ -227,6 +227,9 @@ unsafe extern "C" fn mem_access(
         // SAFETY: `info` is this callback's.
         let size = 1u32 << unsafe { qemu_plugin_mem_size_shift(info) }.min(4);
         p.emu.mmio(vcpu, pa, size, store);
+        for e in p.emu.take_events() {
+            p.log(&format!("qemu-coresight: {e}"));
+        }
         follow_sessions(p);
         return;
     }
