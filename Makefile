@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint help
+.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint plugin bench help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -38,9 +38,17 @@ host-test:
 lint:
 	bash scripts/lint.sh
 
+## plugin           the QEMU TCG plugin with the CoreSight components (target/release/libqemu_coresight.so)
+plugin:
+	$(CARGO) build --release --locked -p qemu-coresight
+
 ## e2e              QEMU end-to-end scenarios (needs kernels and initramfs)
-e2e:
+e2e: plugin
 	bash scripts/e2e.sh
+
+## bench            the plugin's cost: boot-to-panic time and QEMU's RSS with and without it
+bench: plugin
+	bash scripts/bench-plugin.sh
 
 ## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
 demo: setup
@@ -66,5 +74,7 @@ check: setup
 	bash scripts/kernel.sh all builtin
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin
+	$(MAKE) plugin
 	bash scripts/e2e.sh
+	$(MAKE) bench
 

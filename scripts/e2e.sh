@@ -24,8 +24,13 @@
 #   harness-no-module    the record check must FAIL when the sample is not loaded
 #   harness-no-panic     the capture must FAIL (bounded) when the guest does not panic
 #   harness-wrong-record the record check must FAIL on a record with another message
+#   coresight-devmem     the QEMU CoreSight plugin (tools/qemu-coresight) with device-tree nodes as
+#                        on silicon: the guest reads IDs and drives the TMC with devmem; every
+#                        documented value is checked (scripts/check_coresight.py)
+#   harness-coresight-wrong-id  that check must FAIL when one component ID differs
 #
-# Each scenario leaves console.log, qemu.log and the vmcore in $CSPD_CACHE/e2e/<scenario>/.
+# Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
+# $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
 # Prints "N passed, M failed" at the end and exits non-zero if any failed.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -292,7 +297,9 @@ DT_REGION=0x7f000000
 SMP=2
 # The QEMU virt device tree, plus (region) the dump region as a reserved-memory node and (trace)
 # model-backed CoreSight trace: one sim ETM per CPU into a C static funnel into a sim TMC, which
-# has the model fault TMC_FAULT when given.
+# has the model fault TMC_FAULT when given; or (coresight) the components the QEMU plugin
+# tools/qemu-coresight serves in its register window, described as on silicon (see
+# coresight_nodes).
 make_dtb() {
 	local out=$1 region=${2:-region} trace=${3:-} tmc_fault=${4:-} fault_prop=
 	[ -z "$tmc_fault" ] || fault_prop="linux,sim-fault = \"$tmc_fault\";"
@@ -353,8 +360,72 @@ DTS
 };
 DTS
 		fi
+		[ "$trace" != coresight ] || coresight_nodes
 	} | dtc -q -I dts -O dtb -o "$out" - || return 1
 	rm -f "$out.base"
+}
+
+# The QEMU plugin's CoreSight components, in the register window at the top of the 1 GiB of RAM
+# (the kernel gets mem=1023M): the TMC (an ETF) at CS_WINDOW, the dynamic funnel at +0x1000, the
+# ETM of CPU n at +0x10000 + n*0x1000 and its CPU debug interface at +0x20000 + n*0x1000. The nodes
+# follow the upstream bindings (Documentation/devicetree/bindings/arm/arm,coresight-*.yaml): AMBA
+# primecells clocked by QEMU's own apb-pclk fixed clock, a board's topology (ETM per CPU -> funnel
+# in-port n -> ETF), so the same nodes would describe silicon.
+CS_WINDOW=0x7ff00000
+cs_addr() { printf '%x' $((CS_WINDOW + $1)); }
+coresight_nodes() {
+	local c a clk='clocks = <&{/apb-pclk}>;
+		clock-names = "apb_pclk";'
+	echo "/ {"
+	a=$(cs_addr 0)
+	cat <<DTS
+	etf@$a {
+		compatible = "arm,coresight-tmc", "arm,primecell";
+		reg = <0x0 0x$a 0x0 0x1000>;
+		$clk
+		in-ports { port { cs_etf_in: endpoint { remote-endpoint = <&cs_funnel_out>; }; }; };
+	};
+DTS
+	a=$(cs_addr 0x1000)
+	cat <<DTS
+	funnel@$a {
+		compatible = "arm,coresight-dynamic-funnel", "arm,primecell";
+		reg = <0x0 0x$a 0x0 0x1000>;
+		$clk
+		out-ports { port { cs_funnel_out: endpoint { remote-endpoint = <&cs_etf_in>; }; }; };
+		in-ports {
+			#address-cells = <1>;
+			#size-cells = <0>;
+DTS
+	for ((c = 0; c < SMP; c++)); do
+		echo "			port@$c { reg = <$c>; cs_funnel_in$c: endpoint { remote-endpoint = <&cs_etm${c}_out>; }; };"
+	done
+	echo "		};"
+	echo "	};"
+	for ((c = 0; c < SMP; c++)); do
+		a=$(cs_addr $((0x10000 + c * 0x1000)))
+		cat <<DTS
+	etm@$a {
+		compatible = "arm,coresight-etm4x", "arm,primecell";
+		reg = <0x0 0x$a 0x0 0x1000>;
+		cpu = <&{/cpus/cpu@$c}>;
+		$clk
+		out-ports { port { cs_etm${c}_out: endpoint { remote-endpoint = <&cs_funnel_in$c>; }; }; };
+	};
+DTS
+	done
+	for ((c = 0; c < SMP; c++)); do
+		a=$(cs_addr $((0x20000 + c * 0x1000)))
+		cat <<DTS
+	debug@$a {
+		compatible = "arm,coresight-cpu-debug", "arm,primecell";
+		reg = <0x0 0x$a 0x0 0x1000>;
+		cpu = <&{/cpus/cpu@$c}>;
+		$clk
+	};
+DTS
+	done
+	echo "};"
 }
 
 scenario_dump-dt-region() {
@@ -398,6 +469,40 @@ scenario_trace-builtin() {
 	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
 	qemu qemu-dump builtin "$d" "cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1" \
 		--qemu-arg "-dtb $RUNS/virt-trace.dtb" && check_trace "$d" builtin
+}
+
+# The QEMU plugin's CoreSight components, as the device tree describes them (make_dtb coresight):
+# the guest reads every component's IDs, takes the TMC through reset, capture, manual flush and an
+# RRD drain, and samples another CPU's PC through its CPU debug interface, all with devmem
+# (cspd.test=devmem); check_coresight.py compares each value with the documented one.
+scenario_coresight-devmem() {
+	local d=$RUNS/coresight-devmem
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	rm -rf "$d"
+	mkdir -p "$d"
+	python3 "$REPO/scripts/qemu.py" boot --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
+		--append "$BASE_APPEND cspd.test=devmem" --workdir "$d" --coresight \
+		--qemu-arg "-dtb $RUNS/virt-coresight.dtb" --wait-for "CSPD: devmem done" --panic-timeout 180 ||
+		return 1
+	grep -a "qemu-coresight: exit" "$d/plugin.log" "$d/qemu.log" 2>/dev/null | head -n 3
+	python3 "$REPO/scripts/check_coresight.py" --console "$d/console.log" --cpus "$SMP" \
+		--system-map "$CSPD_CACHE/build-mod/System.map"
+}
+
+# check_coresight must fail on a wrong ID: the funnel's part number (PIDR0) is changed in a copy of
+# coresight-devmem's console log.
+scenario_harness-coresight-wrong-id() {
+	local src=$RUNS/coresight-devmem d=$RUNS/harness-coresight-wrong-id
+	grep -q "CSPD: devmem done" "$src/console.log" 2>/dev/null || scenario_coresight-devmem || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	sed -E 's/(devmem rd funnel\.PIDR0 0x[0-9a-fA-F]{8} )0x00000008/\10x00000009/g' "$src/console.log" >"$d/console.log"
+	grep -q "devmem rd funnel.PIDR0 0x[0-9a-fA-F]* 0x00000009" "$d/console.log" ||
+		{ echo "could not alter the funnel's PIDR0 in the copy" >&2; return 1; }
+	expect_failure "funnel part number 0x909 instead of 0x908" \
+		python3 "$REPO/scripts/check_coresight.py" --console "$d/console.log" --cpus "$SMP" \
+		--system-map "$CSPD_CACHE/build-mod/System.map"
 }
 
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it.
@@ -533,7 +638,8 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-tmc-stuck trace-unload harness-trace-wrong-path)
+	trace-kdump trace-builtin trace-tmc-stuck trace-unload harness-trace-wrong-path coresight-devmem
+	harness-coresight-wrong-id)
 
 main() {
 	ensure_cache_dir
@@ -564,4 +670,7 @@ main() {
 	[ $failed = 0 ] || die "failed scenarios: ${failures[*]}"
 }
 
-main "$@"
+# scripts/bench-plugin.sh sources this file for make_dtb and the run settings.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	main "$@"
+fi

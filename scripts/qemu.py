@@ -13,7 +13,20 @@ Two capture methods:
              a raw virtio disk, which becomes the vmcore on the host.
   warm       panic=1 reboots the guest with its RAM; the second boot saves the previous boot's
              dump from debugfs to a virtio disk, which becomes the region file on the host.
-  boot       no capture: boot, wait for a console line, stop (used to look at a live guest).
+  boot       no capture: boot, wait for a console line, stop (used to look at a live guest);
+             prints how long that took and QEMU's peak RSS.
+
+CoreSight components (--coresight): the guest's RAM comes from a file in /dev/shm that QEMU maps
+shared (memory-backend-file, share=on), the TCG plugin tools/qemu-coresight
+(target/release/libqemu_coresight.so, or --plugin / $CSPD_PLUGIN) maps the same file and serves
+the components' registers in the top of it (0x7ff00000..0x7ff30000), and the guest kernel gets
+`mem=1023M` so it never owns that window. The plugin writes truth.json and plugin.log to the
+workdir; --cs-arg KEY=VALUE (repeatable) passes more options to it (tmc=etf, fault=NAME@CPU, ...).
+The RAM file is removed after the run. --shared-ram alone gives the same RAM file without the
+plugin (the baseline of the plugin benchmark).
+
+Every QEMU command line gets the words of $CSPD_QEMU_EXTRA appended and is written, one line per
+invocation, to WORKDIR/cmdline.txt.
 
 Every wait has a timeout; on any failure the script says what it waited for and exits non-zero.
 """
@@ -23,7 +36,9 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +46,18 @@ import time
 
 PANIC_LINE = "Kernel panic - not syncing"
 PANIC_END = "---[ end Kernel panic"
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_PLUGIN = os.path.join(REPO, "target", "release", "libqemu_coresight.so")
+# The guest RAM files of --shared-ram / --coresight: /dev/shm/cspd-ram-<pid of qemu.py>-<n>.
+SHM_DIR = "/dev/shm"
+SHM_PREFIX = "cspd-ram-"
+# -M virt puts RAM at 0x40000000; the plugin's register window is the top of 1 GiB of it, from
+# 0x7ff00000: the guest kernel gets the RAM below (mem=1023M).
+CS_RAM_SIZE = 1 << 30
+CS_KERNEL_MEM = "mem=1023M"
+# Plugin options the harness sets itself.
+CS_OWN_KEYS = ("ram", "truth", "log")
 
 
 class Failure(Exception):
@@ -56,7 +83,7 @@ class Console:
         self.text += new
         return new
 
-    def wait_for(self, needle, timeout, proc=None, what=None):
+    def wait_for(self, needle, timeout, proc=None, what=None, poll=0.2):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.poll()
@@ -68,7 +95,7 @@ class Console:
                     return
                 raise Failure(f"QEMU exited (status {proc.returncode}) before the console showed "
                               f"{what or repr(needle)}")
-            time.sleep(0.2)
+            time.sleep(poll)
         raise Failure(f"timed out after {timeout} s waiting for {what or repr(needle)} on the console")
 
 
@@ -146,24 +173,56 @@ def qemu_binary():
 
 
 def base_args(a, workdir):
-    return [
-        qemu_binary(), "-M", "virt", "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
+    machine = ["-M", "virt"]
+    if a.ram_file:
+        machine = ["-M", "virt,memory-backend=mem", "-object",
+                   f"memory-backend-file,id=mem,size={a.mem},mem-path={a.ram_file},share=on"]
+    plugin = []
+    if a.coresight:
+        opts = [f"file={a.plugin}", f"ram={a.ram_file}",
+                f"truth={os.path.join(workdir, 'truth.json')}",
+                f"log={os.path.join(workdir, 'plugin.log')}"] + (a.cs_arg or [])
+        # QEMU's option syntax: a comma inside a value is written twice.
+        plugin = ["-plugin", ",".join(o.replace(",", ",,") for o in opts)]
+    return [qemu_binary()] + machine + [
+        "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
         "-display", "none", "-monitor", "none", "-nic", "none",
         "-serial", f"file:{os.path.join(workdir, 'console.log')}",
         "-kernel", a.kernel, "-initrd", a.initrd,
         "-device", "vmcoreinfo",
-    ] + [x for extra in (a.qemu_arg or []) for x in extra.split()]
+    ] + plugin + [x for extra in (a.qemu_arg or []) for x in extra.split()]
 
 
 def start(args, workdir):
+    args = args + shlex.split(os.environ.get("CSPD_QEMU_EXTRA", ""))
+    with open(os.path.join(workdir, "cmdline.txt"), "a") as f:
+        print(shlex.join(args), file=f)
     log = open(os.path.join(workdir, "qemu.log"), "w")
     print("+ " + " ".join(args), file=log, flush=True)
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
+def peak_rss_kib(proc):
+    """QEMU's peak resident set (VmHWM) so far, in KiB; None once it has exited."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def stop(proc):
+    # SIGTERM first: QEMU then exits through its normal path, which runs the plugins' atexit
+    # callbacks (the CoreSight plugin writes its truth file and exit counts there).
     if proc.poll() is None:
-        proc.kill()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
     proc.wait(timeout=30)
 
 
@@ -315,13 +374,97 @@ def run_warm(a, workdir):
 
 def run_boot(a, workdir):
     args = base_args(a, workdir) + ["-append", a.append]
+    t = time.monotonic()
     proc = start(args, workdir)
     console = Console(os.path.join(workdir, "console.log"))
     try:
-        console.wait_for(a.wait_for, a.panic_timeout, proc)
-        print(f"boot: saw {a.wait_for!r}")
+        console.wait_for(a.wait_for, a.panic_timeout, proc, poll=0.05)
+        took = time.monotonic() - t
+        rss = peak_rss_kib(proc)
+        print(f"boot: saw {a.wait_for!r} after {took:.2f} s (QEMU peak RSS {rss} KiB)")
     finally:
         stop(proc)
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip().upper())
+    if not m:
+        raise Failure(f"cannot read the memory size {text!r}")
+    return int(m.group(1)) << (10 * " KMGT".index(m.group(2) or " "))
+
+
+def remove_stale_ram_files():
+    """RAM files left by runs that were killed (their qemu.py is gone)."""
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return
+    for name in names:
+        m = re.fullmatch(re.escape(SHM_PREFIX) + r"(\d+)-\d+", name)
+        if not m:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except OSError:
+                pass
+        except OSError:
+            pass
+
+
+def make_ram_file(a):
+    """Creates the guest RAM file (sparse, full size) so the plugin can map it when it loads."""
+    if not os.path.isdir(SHM_DIR):
+        raise Failure(f"{SHM_DIR} is missing: the shared guest RAM needs a tmpfs there")
+    remove_stale_ram_files()
+    size = parse_size(a.mem)
+    for n in range(100):
+        path = os.path.join(SHM_DIR, f"{SHM_PREFIX}{os.getpid()}-{n}")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        return path
+    raise Failure(f"could not create a guest RAM file in {SHM_DIR}")
+
+
+def setup_coresight(a):
+    """Checks the plugin options; returns an error message or None."""
+    if a.coresight:
+        a.shared_ram = True
+        a.plugin = os.path.abspath(a.plugin)
+        if not os.path.isfile(a.plugin):
+            return (f"the QEMU CoreSight plugin {a.plugin} is missing: build it with "
+                    "cargo build --release -p qemu-coresight (or give --plugin / CSPD_PLUGIN)")
+        for kv in a.cs_arg or []:
+            key, eq, _ = kv.partition("=")
+            if not eq or not key:
+                return f"--cs-arg {kv!r}: expected KEY=VALUE"
+            if key in CS_OWN_KEYS or key == "file":
+                return f"--cs-arg {kv!r}: the harness sets {key}= itself"
+        if parse_size(a.mem) != CS_RAM_SIZE:
+            return (f"--coresight needs --mem 1G (the plugin's register window is the top of "
+                    f"1 GiB of RAM), not {a.mem}")
+        if not re.search(r"(^|\s)mem=", a.append):
+            a.append += " " + CS_KERNEL_MEM
+    elif a.cs_arg:
+        return "--cs-arg needs --coresight"
+    return None
+
+
+def qemu_log_tail(workdir, n=5):
+    try:
+        with open(os.path.join(workdir, "qemu.log"), errors="replace") as f:
+            lines = [l.rstrip() for l in f if l.strip() and not l.startswith("+ ")]
+    except OSError:
+        return []
+    return lines[-n:]
 
 
 def last_line(text):
@@ -335,7 +478,8 @@ def main():
     p.add_argument("--kernel", required=True)
     p.add_argument("--initrd", required=True)
     p.add_argument("--append", required=True)
-    p.add_argument("--workdir", required=True, help="console.log, qemu.log and the QMP socket go here")
+    p.add_argument("--workdir", required=True,
+                   help="console.log, qemu.log, cmdline.txt and the QMP socket go here")
     p.add_argument("--vmcore", help="where to write the vmcore")
     p.add_argument("--cpu", default="cortex-a57")
     p.add_argument("--smp", type=int, default=2)
@@ -347,7 +491,16 @@ def main():
                    "console text, for a guest that hangs in its panic path")
     p.add_argument("--wait-for", default="CSPD: idle", help="console text that ends a 'boot' run")
     p.add_argument("--qemu-arg", action="append", help="extra QEMU arguments")
+    p.add_argument("--coresight", action="store_true",
+                   help="load the CoreSight TCG plugin on shared guest RAM, kernel mem=1023M")
+    p.add_argument("--cs-arg", action="append", metavar="KEY=VALUE",
+                   help="another plugin option, e.g. tmc=etb, tmc_size=65536, fault=etm-os-lock@1")
+    p.add_argument("--plugin", default=os.environ.get("CSPD_PLUGIN") or DEFAULT_PLUGIN,
+                   help="the plugin (default $CSPD_PLUGIN or target/release/libqemu_coresight.so)")
+    p.add_argument("--shared-ram", action="store_true",
+                   help="guest RAM from a shared file in /dev/shm (implied by --coresight)")
     a = p.parse_args()
+    a.workdir = os.path.abspath(a.workdir)
     os.makedirs(a.workdir, exist_ok=True)
     if a.mode != "boot" and not a.vmcore:
         p.error("--vmcore is required for a capture")
@@ -355,11 +508,31 @@ def main():
         if not os.path.isfile(f):
             print(f"error: {f} does not exist", file=sys.stderr)
             return 1
+    a.ram_file = None
     try:
+        why = setup_coresight(a)
+    except Failure as e:
+        why = str(e)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 1
+    # Killed by a timeout or a signal: still stop QEMU and remove the RAM file (the finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        if a.shared_ram:
+            a.ram_file = make_ram_file(a)
         {"qemu-dump": run_qemu_dump, "kdump": run_kdump, "warm": run_warm, "boot": run_boot}[a.mode](a, a.workdir)
     except Failure as e:
         print(f"error: {a.mode}: {e} (console: {os.path.join(a.workdir, 'console.log')})", file=sys.stderr)
+        for line in qemu_log_tail(a.workdir) if "QEMU exited" in str(e) else []:
+            print(f"  qemu.log: {line}", file=sys.stderr)
         return 1
+    finally:
+        if a.ram_file:
+            try:
+                os.unlink(a.ram_file)
+            except OSError:
+                pass
     return 0
 
 
