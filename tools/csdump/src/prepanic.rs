@@ -38,7 +38,9 @@ pub struct Addr {
     pub symbol: Option<String>,
 }
 
-/// A taken branch (or a jump the decoder could not follow further).
+/// A taken branch, a P0 instruction that is not a branch (`ISB`, `WFI`), an exception (from its
+/// preferred return address to the vector, kind `exception`), or a jump the decoder could not
+/// follow further (kind `target`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Branch {
     /// The branch instruction (absent when the decoder only saw the target).
@@ -172,13 +174,20 @@ fn summarise(
             }
         }
         match e {
+            // OpenCSD names the last instruction `---` when it is not a branch (a range cut
+            // by an exception).
             Element::Range {
                 end,
                 last_size,
                 taken: true,
                 branch,
                 ..
-            } => pending = Some((end.wrapping_sub(u64::from(*last_size)), branch.clone())),
+            } if !branch.is_empty() && branch != "---" => {
+                pending = Some((end.wrapping_sub(u64::from(*last_size)), branch.clone()))
+            }
+            // An exception goes from its preferred return address to the vector, where the
+            // next element starts.
+            Element::Exception { ret: Some(r), .. } => pending = Some((*r, "exception".into())),
             _ => pending = None,
         }
     }
@@ -484,4 +493,62 @@ pub fn render_html(r: &PrePanic) -> String {
     }
     s.push_str("</body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(start: u64, end: u64, taken: bool, branch: &str) -> Element {
+        Element::Range {
+            start,
+            end,
+            count: u32::try_from((end - start) / 4).unwrap_or(0),
+            last_size: 4,
+            taken,
+            branch: branch.into(),
+        }
+    }
+
+    #[test]
+    fn exceptions_are_branches_from_the_return_address_to_the_vector() {
+        let els: VecDeque<Element> = [
+            // A taken branch to 0x200, interrupted before its target ran.
+            range(0x100, 0x110, true, "BR  <cond>"),
+            Element::Exception {
+                ret: Some(0x200),
+                text: "IRQ".into(),
+            },
+            range(0x1280, 0x1290, true, "iBR A64:eret"),
+            range(0x200, 0x208, false, "BR  <cond>"),
+            // A data abort at 0x210: the range before it ends in an ordinary instruction.
+            range(0x208, 0x210, true, "---"),
+            Element::Exception {
+                ret: Some(0x210),
+                text: "Data Fault".into(),
+            },
+            range(0x1200, 0x1204, true, "ISB"),
+            range(0x1204, 0x1208, true, "iBR A64:eret"),
+            range(0x210, 0x214, true, "BR  b+link"),
+        ]
+        .into();
+        let (_, branches) = summarise(&els, None, 64);
+        let got: Vec<(Option<String>, String, String)> = branches
+            .into_iter()
+            .map(|b| (b.from.map(|a| a.addr), b.to.addr, b.kind))
+            .collect();
+        let want = [
+            ("0x10c", "0x200", "BR  <cond>"),
+            ("0x200", "0x1280", "exception"),
+            ("0x128c", "0x200", "iBR A64:eret"),
+            ("0x210", "0x1200", "exception"),
+            ("0x1200", "0x1204", "ISB"),
+            ("0x1204", "0x210", "iBR A64:eret"),
+        ];
+        let want: Vec<(Option<String>, String, String)> = want
+            .iter()
+            .map(|(f, t, k)| (Some(f.to_string()), t.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
 }
