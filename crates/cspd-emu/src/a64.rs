@@ -3,7 +3,8 @@
 //! Branch classification is the one the ETMv4 generator of `cspd-model` uses
 //! ([`cspd_model::etm4x_gen::classify`]); this adds what a trace of real execution meets as well:
 //! exception returns, pointer-authenticated branches, exception-generating instructions and the
-//! P0 instructions that are not branches (Arm IHI 0064, "P0 elements": `ISB`, `WFI`, `WFE`).
+//! P0 instruction that is not a branch (Arm IHI 0064, "P0 elements": `ISB`; `WFI` and `WFE` are
+//! P0 elements only on units whose `TRCIDR2.WFXMODE` is set, which the emulated ETMv4.0 is not).
 
 use cspd_model::etm4x_gen::{classify, A64Class, BranchKind};
 
@@ -31,7 +32,7 @@ pub enum Kind {
     },
     /// `ERET` (and `ERETAA`/`ERETAB`): traced as an indirect branch.
     Eret,
-    /// `ISB`, `WFI`, `WFE`, `WFIT`, `WFET`: P0 elements that are not branches.
+    /// `ISB`: a P0 element that is not a branch.
     Waypoint,
     /// `SVC`, `HVC`, `SMC`: an exception whose preferred return address is the next instruction.
     Call,
@@ -84,11 +85,9 @@ fn unsupported_kind(insn: u32) -> Kind {
         0xD420_0000 | 0xD440_0000 => return Kind::Breakpoint,
         _ => {}
     }
-    if insn & 0xFFFF_F0FF == 0xD503_30DF
-        || insn == 0xD503_205F
-        || insn == 0xD503_207F
-        || insn & 0xFFFF_FFC0 == 0xD503_1000
-    {
+    // `ISB` is always a P0 element. `WFI`/`WFE` are P0 only where `TRCIDR2.WFXMODE` says so
+    // (ETMv4.3 and later); the emulated unit is an ETMv4.0 and advertises 0.
+    if insn & 0xFFFF_F0FF == 0xD503_30DF {
         return Kind::Waypoint;
     }
     Kind::Other

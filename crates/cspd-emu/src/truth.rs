@@ -15,7 +15,7 @@ pub enum EventKind {
     Taken,
     /// A conditional branch that was not taken.
     NotTaken,
-    /// A P0 element that is not a branch (`ISB`, `WFI`, `WFE`).
+    /// A P0 element that is not a branch (`ISB`).
     Waypoint,
     /// An exception: `from` is the preferred return address, `to` the vector.
     Exception(ExceptionType),

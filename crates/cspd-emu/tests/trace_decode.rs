@@ -81,6 +81,8 @@ const NOP: u32 = 0xD503_201F;
 const RET: u32 = 0xD65F_03C0;
 const ERET: u32 = 0xD69F_03E0;
 const ISB: u32 = 0xD503_3FDF;
+/// Not a P0 element on an ETMv4.0 (`TRCIDR2.WFXMODE` = 0).
+const WFI: u32 = 0xD503_207F;
 const SVC0: u32 = 0xD400_0001;
 const LDR_X1_X2: u32 = 0xF940_0041;
 const MRS_X22_ELR: u32 = 0xD538_4036;
@@ -136,6 +138,7 @@ fn program() -> Program {
     put(0x2C, b(a(0x2C), a(0x00)));
     put(0x30, b_cond(a(0x30), a(0x00), 0xB));
     put(0x34, b(a(0x34), a(0x00)));
+    put(0x40, WFI);
     put(0x44, LDR_X1_X2);
     put(0x4C, b(a(0x4C), a(0x300)));
     // func_a

@@ -11,6 +11,7 @@ use std::fs;
 use std::path::Path;
 use std::path::PathBuf;
 
+use crate::vmcore::ElfCore;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
 use cspd_format::RecordKind;
@@ -117,6 +118,8 @@ pub struct KernelInfo {
     pub kaslr_offset: u64,
     /// Runtime address of `_text`, when known.
     pub text: Option<u64>,
+    /// `kimage_voffset` (kernel image virtual minus physical address), when known.
+    pub kimage_voffset: Option<u64>,
 }
 
 /// Everything the trace commands need from one input.
@@ -142,6 +145,8 @@ pub struct Capture<'a> {
     pub core_types: Vec<(u32, String)>,
     /// What could not be used, in words for the user.
     pub warnings: Vec<String>,
+    /// The vmcore the dump was found in, for the memory the kernel ran (its patched text).
+    pub core: Option<&'a ElfCore<'a>>,
 }
 
 impl<'a> Capture<'a> {
@@ -157,6 +162,7 @@ impl<'a> Capture<'a> {
             memory: Vec::new(),
             core_types: Vec::new(),
             warnings: Vec::new(),
+            core: None,
         }
     }
 
@@ -168,6 +174,7 @@ impl<'a> Capture<'a> {
         let bytes: &'a [u8] = &located.bytes;
         let region = cspd_format::parse_region(bytes)?;
         let mut c = Capture::empty(Origin::Dump);
+        c.core = located.core.as_ref();
         let mut sources = Vec::new();
         for rec in region.records().flatten() {
             let h = &rec.header;
@@ -511,6 +518,7 @@ fn kernel_info(id: &Identity) -> KernelInfo {
         build_id: id.build_id_bytes().to_vec(),
         kaslr_offset: id.kaslr_offset,
         text: (id.text_addr != 0).then_some(id.text_addr),
+        kimage_voffset: (id.kimage_voffset != 0).then_some(id.kimage_voffset),
     }
 }
 

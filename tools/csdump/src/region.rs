@@ -128,6 +128,8 @@ pub struct Located<'a> {
     pub vmcoreinfo: Option<String>,
     /// Notes about the input that did not stop the reading.
     pub warnings: Vec<String>,
+    /// The vmcore itself, for reading other memory (the running kernel's text).
+    pub core: Option<ElfCore<'a>>,
 }
 
 impl Located<'_> {
@@ -165,6 +167,7 @@ fn locate_raw(data: &[u8]) -> Result<Located<'_>, LocateError> {
         kerneloffset: None,
         vmcoreinfo: None,
         warnings: Vec::new(),
+        core: None,
     };
     if data.starts_with(&CONTAINER_MAGIC) || data.len() < CONTAINER_HEADER_SIZE {
         // The region itself (possibly damaged): the parser names what is wrong.
@@ -239,6 +242,7 @@ fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
                 kerneloffset,
                 vmcoreinfo,
                 warnings,
+                core: Some(elf),
             });
         }
         Some((None, _)) | Some((_, None)) => warnings.push(format!(
@@ -296,5 +300,6 @@ fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
         kerneloffset,
         vmcoreinfo,
         warnings,
+        core: Some(elf),
     })
 }

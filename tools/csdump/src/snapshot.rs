@@ -81,6 +81,14 @@ fn etm_regs(e: &Etm) -> Vec<(String, u32, u32)> {
     v
 }
 
+/// Reads `len` bytes of kernel text at runtime address `addr` from the vmcore the capture came
+/// from, through the kernel image's linear mapping (`kimage_voffset`).
+fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
+    let core = capture.core?;
+    let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
+    core.read_phys(paddr, len).ok().map(|b| b.into_owned())
+}
+
 /// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and
 /// vmlinux have it, else the dump's KASLR offset.
 pub fn kernel_relocation(capture: &Capture<'_>, vmlinux: &Vmlinux) -> u64 {
@@ -124,13 +132,24 @@ pub fn write_snapshot(
     let mut dumps: Vec<(String, u64, u64)> = Vec::new();
     if let Some(v) = vmlinux {
         let reloc = kernel_relocation(capture, &v.elf);
+        let mut from_core = 0usize;
         for (i, s) in v.elf.exec.iter().enumerate() {
             let name = format!("kernel_text_{i}.bin");
             let path = dir.join(&name);
             let start = usize::try_from(s.offset).unwrap_or(usize::MAX);
             let end = start.saturating_add(usize::try_from(s.size).unwrap_or(usize::MAX));
-            let Some(bytes) = v.bytes.get(start..end) else {
+            let Some(built) = v.bytes.get(start..end) else {
                 continue;
+            };
+            // The text as the kernel ran it (alternatives, jump labels and static calls patched
+            // in), from the vmcore, when it holds the kernel image.
+            let ran = runtime_text(capture, s.addr.wrapping_add(reloc), s.size);
+            let bytes = match ran.as_deref() {
+                Some(b) if b.len() == built.len() => {
+                    from_core += 1;
+                    b
+                }
+                _ => built,
             };
             fs::write(&path, bytes).map_err(|e| io_err(&path, e))?;
             out.files.push(path);
@@ -140,6 +159,12 @@ pub fn write_snapshot(
         if dumps.is_empty() {
             out.notes
                 .push("vmlinux has no executable section: no memory image".into());
+        } else if from_core == 0 {
+            out.notes.push(
+                "kernel text from vmlinux, as built: code the kernel patched at run time \
+                 (alternatives, jump labels) may decode wrongly; a vmcore gives the text as it ran"
+                    .into(),
+            );
         }
     } else {
         for (i, m) in capture.memory.iter().enumerate() {
