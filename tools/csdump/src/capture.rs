@@ -147,6 +147,8 @@ pub struct Capture<'a> {
     pub warnings: Vec<String>,
     /// The vmcore the dump was found in, for the memory the kernel ran (its patched text).
     pub core: Option<&'a ElfCore<'a>>,
+    /// The vmcore's VMCOREINFO text.
+    pub vmcoreinfo: Option<&'a str>,
 }
 
 impl<'a> Capture<'a> {
@@ -163,6 +165,7 @@ impl<'a> Capture<'a> {
             core_types: Vec::new(),
             warnings: Vec::new(),
             core: None,
+            vmcoreinfo: None,
         }
     }
 
@@ -175,6 +178,7 @@ impl<'a> Capture<'a> {
         let region = cspd_format::parse_region(bytes)?;
         let mut c = Capture::empty(Origin::Dump);
         c.core = located.core.as_ref();
+        c.vmcoreinfo = located.vmcoreinfo.as_deref();
         let mut sources = Vec::new();
         for rec in region.records().flatten() {
             let h = &rec.header;

@@ -9,6 +9,7 @@ pub mod decode;
 pub mod elf;
 pub mod extract;
 pub mod ini;
+pub mod kmem;
 pub mod perf;
 pub mod prepanic;
 pub mod region;

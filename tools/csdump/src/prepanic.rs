@@ -14,10 +14,11 @@ use serde::Serialize;
 use crate::capture::Capture;
 use crate::capture::Origin;
 use crate::decode::run_trc_pkt_lister;
+use crate::decode::Decoded;
 use crate::decode::Element;
 use crate::elf::Symbolizer;
 use crate::snapshot::kernel_relocation;
-use crate::snapshot::write_snapshot;
+use crate::snapshot::write_snapshot_with;
 use crate::snapshot::VmlinuxImage;
 
 /// Report options.
@@ -196,6 +197,42 @@ fn summarise(
     (funcs, branches)
 }
 
+/// Adds to `extra` the mapped kernel memory around each address the decoder could not read;
+/// returns how many ranges it added.
+fn add_module_text(
+    km: &crate::kmem::KernelMemory<'_, '_>,
+    d: &Decoded,
+    extra: &mut Vec<(u64, Vec<u8>)>,
+) -> usize {
+    let mut added = 0;
+    let nacc: Vec<u64> = d
+        .by_id
+        .values()
+        .flatten()
+        .filter_map(|e| match e {
+            Element::NoAccess { addr } => Some(*addr),
+            _ => None,
+        })
+        .collect();
+    for a in nacc {
+        let covered = |x: u64| {
+            extra
+                .iter()
+                .any(|(s, b)| x >= *s && x - *s < b.len() as u64)
+        };
+        if a < crate::capture::KERNEL_SPACE || covered(a) || extra.len() >= 64 {
+            continue;
+        }
+        if let Some((start, bytes)) = km.read_around(a, 256 * 1024, 256 * 1024) {
+            if !bytes.is_empty() && !covered(start) {
+                extra.push((start, bytes));
+                added += 1;
+            }
+        }
+    }
+    added
+}
+
 /// Builds the report: writes a scratch snapshot, decodes it, symbolises.
 pub fn build(
     capture: &Capture<'_>,
@@ -216,24 +253,54 @@ pub fn build(
         decoder = "not run: no ETMv4 source or no trace".to_string();
     } else {
         let dir = scratch_dir();
-        let result = write_snapshot(capture, &dir, vmlinux).and_then(|_| {
-            let idx = capture
-                .sinks
-                .iter()
-                .position(|s| !s.frames().is_empty())
-                .unwrap_or(0);
-            run_trc_pkt_lister(
-                &opts.decoder,
-                &dir,
-                &format!("ETB_{idx}"),
-                &dir.join("decode.ppl"),
-                keep,
-            )
-        });
+        let idx = capture
+            .sinks
+            .iter()
+            .position(|s| !s.frames().is_empty())
+            .unwrap_or(0);
+        let decode = |extra: &[(u64, Vec<u8>)]| {
+            let _ = fs::remove_dir_all(&dir);
+            write_snapshot_with(capture, &dir, vmlinux, extra).and_then(|_| {
+                run_trc_pkt_lister(
+                    &opts.decoder,
+                    &dir,
+                    &format!("ETB_{idx}"),
+                    &dir.join("decode.ppl"),
+                    keep,
+                )
+            })
+        };
+        let mut extra = Vec::new();
+        let mut module_note = String::new();
+        let mut result = decode(&extra);
+        // Code outside vmlinux (modules) that the decoder could not reach: read it from the
+        // vmcore through the kernel's page tables and decode again.
+        if let (Ok(_), Some(core), Some(info)) = (&result, capture.core, capture.vmcoreinfo) {
+            if let Some(km) = crate::kmem::KernelMemory::new(core, info) {
+                for _ in 0..3 {
+                    let Ok(d) = &result else {
+                        break;
+                    };
+                    let added = add_module_text(&km, d, &mut extra);
+                    if added == 0 {
+                        break;
+                    }
+                    result = decode(&extra);
+                }
+                if !extra.is_empty() {
+                    let bytes: usize = extra.iter().map(|(_, b)| b.len()).sum();
+                    module_note = format!(
+                        "; code outside vmlinux (modules) read from the vmcore: {} range(s), {} KiB",
+                        extra.len(),
+                        bytes / 1024
+                    );
+                }
+            }
+        }
         let _ = fs::remove_dir_all(&dir);
         match result {
             Ok(d) => {
-                decoder = format!("OpenCSD ({})", opts.decoder.display());
+                decoder = format!("OpenCSD ({}){module_note}", opts.decoder.display());
                 decoded = Some(d);
             }
             Err(e) => {

@@ -119,6 +119,17 @@ pub fn write_snapshot(
     dir: &Path,
     vmlinux: Option<&VmlinuxImage<'_>>,
 ) -> io::Result<SnapshotOutput> {
+    write_snapshot_with(capture, dir, vmlinux, &[])
+}
+
+/// Like [`write_snapshot`], with more memory images: `(address, bytes)` pairs, such as module
+/// text read from the vmcore.
+pub fn write_snapshot_with(
+    capture: &Capture<'_>,
+    dir: &Path,
+    vmlinux: Option<&VmlinuxImage<'_>>,
+    extra: &[(u64, Vec<u8>)],
+) -> io::Result<SnapshotOutput> {
     fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let mut out = SnapshotOutput::default();
     let write = |out: &mut SnapshotOutput, name: &str, text: &str| -> io::Result<()> {
@@ -180,6 +191,15 @@ pub fn write_snapshot(
             out.memory_bytes += n;
             dumps.push((name, *address, n));
         }
+    }
+
+    for (i, (address, bytes)) in extra.iter().enumerate() {
+        let name = format!("kernel_mem_{i}.bin");
+        let path = dir.join(&name);
+        fs::write(&path, bytes).map_err(|e| io_err(&path, e))?;
+        out.files.push(path);
+        out.memory_bytes += bytes.len() as u64;
+        dumps.push((name, *address, bytes.len() as u64));
     }
 
     // Trace buffers.
