@@ -17,8 +17,6 @@ SUITES=(
 	coresight_tmc_hw
 	coresight_etm4x_hw
 	coresight_cpu_debug_hw
-	coresight_etm4x_gen
-	coresight_sim_bus
 )
 
 main() {

@@ -46,9 +46,6 @@ use core::{
 
 pub mod panic_dump;
 
-#[cfg(CONFIG_CORESIGHT_RUST_SIM)]
-pub mod sim;
-
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`
 /// phandle in the device tree).
 ///

@@ -28,7 +28,7 @@
 //!
 //! The offsets and bits here are written from the Arm documents independently of the driver
 //! code, so that a wrong constant there shows up as a failing test. Plain `core`, no
-//! allocation: usable in the QEMU sim module too.
+//! allocation: usable in the QEMU plugin and the KUnit test module too.
 
 use crate::access::CsAccess;
 

@@ -17,7 +17,7 @@
 //!   programmers' model, an OS lock that will not clear, a powered-down trace domain.
 //! - Counters of every kind of access, so tests can bound what the driver did.
 //!
-//! It is plain `core` Rust with no allocation, usable on the host and in the kernel sim.
+//! It is plain `core` Rust with no allocation, usable on the host and in the KUnit test module.
 
 use crate::access::CsAccess;
 use crate::access::CS_UNLOCK_KEY;

@@ -32,7 +32,7 @@
 //! `RRD` returns the RAM word at `RRP` and advances `RRP`, wrapping, without an end marker.
 //!
 //! This file is plain `core` Rust with no allocation: it is compiled into the host model crate
-//! and into the QEMU sim devices.
+//! (and through it the QEMU plugin) and into the KUnit test module.
 
 use crate::access::CsAccess;
 

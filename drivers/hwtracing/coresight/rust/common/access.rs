@@ -4,7 +4,7 @@
 //!
 //! The hardware sequences (TMC drain, ETMv4 save, CPU debug sampling) are written once, generic
 //! over [`CsAccess`]. In the kernel it is implemented over MMIO (`kernel::io`) or system
-//! registers; on the host and in the QEMU sim it is implemented by the register-level models.
+//! registers; on the host and in the KUnit tests it is implemented by the register-level models.
 //!
 //! This file is plain `core` Rust: it is compiled into the kernel drivers and into the host
 //! crates.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the kernel drivers share: register access (MMIO frames and the [`Backend`] trait behind
-//! which a driver keeps either a real frame or a register-level model) and [`Component`], the pair
-//! of registrations a trace component has.
+//! which a driver keeps a memory-mapped frame or, for an ETMv4, the CPU's system registers) and
+//! [`Component`], the pair of registrations a trace component has.
 
 use kernel::{
     coresight::{
@@ -92,17 +92,6 @@ impl Backend for IoMem<'_, FRAME> {
     unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
         f(&mut Mmio(self))
     }
-}
-
-/// FNV-1a, 64 bits: a checksum the models log so that tests can compare what a dump holds with
-/// what the model held, without printing it all.
-pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 /// How a trace component is registered with the CoreSight core and with the panic dump.

@@ -11,10 +11,6 @@
 //! Sampling is off until enabled: `debug=1` or `enable=1` at load,
 //! `coresight_cpu_debug.enable=1` on the command line, `CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON`,
 //! or `/sys/kernel/debug/coresight_cpu_debug/enable`.
-//!
-//! With `CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM`, one model-backed debug interface per CPU (the
-//! register-level model in `samples/rust/coresight_sim`) goes through the same sampling code, for
-//! machines such as QEMU's that have no CoreSight hardware.
 
 use kernel::{
     amba, c_str,
@@ -52,11 +48,7 @@ pub mod access;
 pub mod hw;
 #[path = "../common/kernel_io.rs"]
 pub mod kernel_io;
-#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-#[path = "../../../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
-pub mod model;
 
-use access::CsAccess;
 use hw::{
     ArchData,
     CpuSample,
@@ -101,48 +93,13 @@ static ENABLED: Atomic<bool> = Atomic::new(false);
 /// Whether this panic's report header was printed (by the first CPU's sampler).
 static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
 
-/// The model of one CPU's debug interface.
-#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-struct Sim {
-    cpu: u32,
-    model: core::cell::UnsafeCell<model::CpuDebugModel>,
-}
-
-// SAFETY: The model is only reached through `with_io`, whose callers never overlap (probe, then
-// the panic path on one CPU).
-#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-unsafe impl Sync for Sim {}
-
-#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-impl Backend for Sim {
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        // SAFETY: By the safety requirements this is the only access to the model.
-        let m = unsafe { &mut *self.model.get() };
-        // The CPU is where a simulated trace unit says its execution ended, if one does.
-        if let Some(pc) = kernel::coresight::sim::last_pc(self.cpu) {
-            m.set_cpu_state(model::CpuState {
-                pc,
-                ..m.cpu_state()
-            });
-        }
-        f(m)
-    }
-}
-
-/// Where the report's lines go.
-enum Reporter {
-    /// A bound device: `dev_emerg!`, prefixed as the C driver's lines are.
-    Device(ARef<Device>),
-    /// A sim interface: the same text after its name.
-    Named(CString),
-}
-
 /// Samples one CPU at panic.
 struct Sampler<B: Backend> {
     cpu: u32,
     arch: ArchData,
     backend: B,
-    out: Reporter,
+    /// The bound device; the report's lines are prefixed with its name, as the C driver's are.
+    dev: ARef<Device>,
 }
 
 /// Shows a `core::fmt::Display` value through the kernel's formatting.
@@ -154,13 +111,10 @@ impl<T: core::fmt::Display> fmt::Display for Shown<T> {
     }
 }
 
-/// Prints one line of the report through `$s.out`.
+/// Prints one line of the report with `dev_emerg!` on `$s.dev`.
 macro_rules! report_line {
     ($s:expr, $($arg:tt)*) => {
-        match &$s.out {
-            Reporter::Device(dev) => dev_emerg!(dev, "{}\n", fmt!($($arg)*)),
-            Reporter::Named(name) => pr_emerg!("{}: {}\n", &**name, fmt!($($arg)*)),
-        }
+        dev_emerg!($s.dev, "{}\n", fmt!($($arg)*))
     };
 }
 
@@ -289,7 +243,7 @@ impl amba::Driver for CpuDebug {
             cpu,
             arch,
             backend: iomem,
-            out: Reporter::Device(ARef::from(plain)),
+            dev: ARef::from(plain),
         };
         let reg = register(sampler, &name)?;
         dev_info!(dev, "Coresight debug-CPU{} initialized\n", cpu);
@@ -322,52 +276,8 @@ fn store_enable(_: &(), reader: &mut UserSliceReader) -> Result {
 
 struct CpuDebugModule {
     _driver: Pin<KBox<driver::Registration<amba::Adapter<CpuDebug>>>>,
-    #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-    _sims: KVec<SamplerReg<Sim>>,
     _knob: Pin<KBox<debugfs::File<()>>>,
     _dir: debugfs::Dir,
-}
-
-/// Creates one model-backed debug interface per possible CPU. A CPU's PC is where a simulated
-/// trace unit says its execution ended, else the start of the kernel function the simulated
-/// trace units start at (`panic()` on CPU 0, `default_idle_call()` on CPU 1, `schedule()`).
-#[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-fn sim_devices() -> Result<KVec<SamplerReg<Sim>>> {
-    use kernel::coresight::sim::{
-        path_start,
-        PathStart, //
-    };
-    let mut sims = KVec::new();
-    for cpu in 0..kernel::cpu::nr_cpu_ids() {
-        let pc = path_start(match cpu {
-            0 => PathStart::Panic,
-            1 => PathStart::Idle,
-            _ => PathStart::Schedule,
-        });
-        let mut m = model::CpuDebugModel::new(model::CpuDebugConfig::v8());
-        m.set_cpu_state(model::CpuState {
-            context_id: 0x100 + cpu,
-            ..model::CpuState::aarch64_el1(pc)
-        });
-        let sim = Sim {
-            cpu,
-            model: core::cell::UnsafeCell::new(m),
-        };
-        // SAFETY: The model was just created; nothing else reaches it.
-        let arch = unsafe { sim.with_io(|io| ArchData::read(io, cfg!(CONFIG_64BIT))) }
-            .map_err(|_| ENODEV)?;
-        let name = CString::try_from_fmt(fmt!("{} cpu-debug-sim.{}", DRIVER_NAME, cpu))?;
-        let sampler = Sampler {
-            cpu,
-            arch,
-            backend: sim,
-            out: Reporter::Named(name),
-        };
-        let dump_name = CString::try_from_fmt(fmt!("cpu-debug-sim.{}", cpu))?;
-        sims.push(register(sampler, &dump_name)?, GFP_KERNEL)?;
-    }
-    pr_info!("{} model-backed CPU debug interfaces (sim)\n", sims.len());
-    Ok(sims)
 }
 
 impl kernel::Module for CpuDebugModule {
@@ -382,8 +292,6 @@ impl kernel::Module for CpuDebugModule {
             dir.read_write_callback_file(c_str!("enable"), (), &show_enable, &store_enable),
             GFP_KERNEL,
         )?;
-        #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-        let sims = sim_devices()?;
         let driver = KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?;
         pr_info!(
             "PC sampling at panic {}\n",
@@ -391,8 +299,6 @@ impl kernel::Module for CpuDebugModule {
         );
         Ok(Self {
             _driver: driver,
-            #[cfg(CONFIG_CORESIGHT_CPU_DEBUG_RUST_SIM)]
-            _sims: sims,
             _knob: knob,
             _dir: dir,
         })

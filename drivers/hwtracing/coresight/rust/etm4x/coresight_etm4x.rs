@@ -16,13 +16,14 @@
 //! CPU stops every memory-mapped unit itself; a system-register unit of another CPU is recorded
 //! as unreachable.
 //!
-//! Perf mode is not supported.
+//! Memory-mapped units bind through the AMBA bus (`arm,coresight-etm4x` primecells, matched by
+//! their peripheral IDs). Units reached through system registers (`arm,coresight-etm4x-sysreg`,
+//! ACPI `ARMHC500`) bind through the platform bus and are operated with `MRS`/`MSR` on their CPU.
+//! That path is compiled, and its register sequences are tested against the host models, but its
+//! accesses need silicon that implements the trace system registers: the test bench emulates
+//! memory-mapped units only.
 //!
-//! With `CONFIG_CORESIGHT_ETM4X_RUST_SIM`, device-tree nodes compatible with
-//! `linux,coresight-etm4x-sim` are backed by the register-level model of
-//! `samples/rust/coresight_sim/model_etm4x.rs`. While enabled, such a unit "traces" a path through
-//! the real kernel text: when it is stopped, the ETMv4 stream of that path, produced by
-//! `samples/rust/coresight_sim/etm4x_gen.rs`, goes onto the simulated trace bus to the sink.
+//! Perf mode is not supported.
 
 use kernel::{
     amba, c_str,
@@ -413,24 +414,11 @@ impl amba::Driver for Etm4xAmba {
     }
 }
 
-#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
-#[path = "../../../../../samples/rust/coresight_sim/model_etm4x.rs"]
-pub mod model;
-
-#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
-#[path = "../../../../../samples/rust/coresight_sim/etm4x_gen.rs"]
-pub mod etm4x_gen;
-
-#[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
-mod sim;
-
 mod sysreg;
 
 struct Etm4xModule {
     _amba: Pin<KBox<driver::Registration<amba::Adapter<Etm4xAmba>>>>,
     _sysreg: Pin<KBox<driver::Registration<kernel::platform::Adapter<sysreg::Etm4xSysReg>>>>,
-    #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
-    _sim: Pin<KBox<driver::Registration<kernel::platform::Adapter<sim::Etm4xSim>>>>,
 }
 
 impl kernel::Module for Etm4xModule {
@@ -439,11 +427,6 @@ impl kernel::Module for Etm4xModule {
             _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
             _sysreg: KBox::pin_init(
                 driver::Registration::new(c_str!("coresight-etm4x-sysreg"), module),
-                GFP_KERNEL,
-            )?,
-            #[cfg(CONFIG_CORESIGHT_ETM4X_RUST_SIM)]
-            _sim: KBox::pin_init(
-                driver::Registration::new(c_str!("coresight-etm4x-sim"), module),
                 GFP_KERNEL,
             )?,
         })

@@ -2,12 +2,14 @@
 
 //! KUnit tests of the CoreSight panic dump code, compiled the way the kernel compiles it.
 //!
-//! The container format of the panic-dump core, the hardware sequences of the Rust TMC, ETMv4 and
-//! CPU debug drivers, the register-level models and the ETMv4 trace generator are plain `core`
-//! Rust. The host crates test them on the host; these suites run the same files in the kernel
-//! (kernel target, `no_std`, the kernel's `core` and `alloc`), included here the way the drivers
-//! include them. The simulated trace bus (`CONFIG_CORESIGHT_RUST_SIM`, which the test option
-//! selects) and the generator over the real kernel text are tested too.
+//! The container format of the panic-dump core and the hardware sequences of the Rust TMC, ETMv4
+//! and CPU debug drivers are plain `core` Rust. The host crates test them on the host; these
+//! suites run the same files in the kernel (kernel target, `no_std`, the kernel's `core` and
+//! `alloc`), included here the way the drivers include them.
+//!
+//! The sequences run against the register-level models of the components, which are test
+//! fixtures: they are compiled into this test module only, never into a driver. The host crate
+//! `cspd-model` compiles the same files (the `model_*.rs` files included below).
 //!
 //! Run them with `scripts/kunit.sh` (kunit.py under QEMU), or load the module built with
 //! `CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST=m`.
@@ -18,8 +20,6 @@ use kernel::prelude::*;
 pub mod access;
 #[path = "../cpu_debug/hw.rs"]
 pub mod cpu_debug_hw;
-#[path = "../../../../../samples/rust/coresight_sim/etm4x_gen.rs"]
-pub mod etm4x_gen;
 #[path = "../etm4x/hw.rs"]
 pub mod etm4x_hw;
 #[path = "../panic_dump/format.rs"]
@@ -34,10 +34,8 @@ pub mod model_tmc;
 pub mod tmc_hw;
 
 mod cpu_debug_test;
-mod etm4x_gen_test;
 mod etm4x_test;
 mod format_test;
-mod sim_test;
 mod tmc_test;
 
 module! {

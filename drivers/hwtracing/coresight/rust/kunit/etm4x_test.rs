@@ -10,7 +10,7 @@ use crate::model_etm4x::{
 use kernel::prelude::*;
 
 /// Builds a model on the heap: its register file is too big for a test's stack.
-pub(crate) fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
+fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
     let mut slot = KBox::<Etm4xModel>::new_uninit(GFP_KERNEL)?;
     Etm4xModel::new_in(&mut slot, ids, iface);
     // SAFETY: `new_in` initialised every field of the model.

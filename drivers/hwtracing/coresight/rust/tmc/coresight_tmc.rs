@@ -11,11 +11,6 @@
 //!
 //! Perf mode is not supported (there is no AUX buffer support); the C driver's `/dev` reader is
 //! not provided either: the trace is read from the dump.
-//!
-//! With `CONFIG_CORESIGHT_TMC_RUST_SIM`, device-tree nodes compatible with
-//! `linux,coresight-tmc-sim` are backed by the register-level model of
-//! `samples/rust/coresight_sim/model_tmc.rs`, fed by the simulated trace bus
-//! ([`kernel::coresight::sim`]), and go through the same code as real devices.
 
 use kernel::{
     amba, c_str,
@@ -55,9 +50,6 @@ pub mod access;
 pub mod hw;
 #[path = "../common/kernel_io.rs"]
 pub mod kernel_io;
-#[cfg(CONFIG_CORESIGHT_TMC_RUST_SIM)]
-#[path = "../../../../../samples/rust/coresight_sim/model_tmc.rs"]
-pub mod model;
 
 use hw::TmcConfigType;
 use kernel_io::{
@@ -323,248 +315,14 @@ impl amba::Driver for TmcAmba {
     }
 }
 
-#[cfg(CONFIG_CORESIGHT_TMC_RUST_SIM)]
-mod sim {
-    //! Model-backed TMCs for machines without CoreSight hardware.
-
-    use super::*;
-    use access::CsAccess;
-    use core::{
-        cell::UnsafeCell,
-        mem::ManuallyDrop, //
-    };
-    use kernel::{
-        alloc::flags,
-        coresight::sim as atb,
-        of,
-        platform, //
-    };
-
-    /// Trace RAM of a simulated TMC, in 32-bit words (16 KiB).
-    pub(super) const SIM_RSZ_WORDS: usize = 4096;
-
-    /// The model and what the sim observed of it.
-    struct State {
-        model: model::TmcModel<'static>,
-        /// Whether the RAM's content was logged since the last stop.
-        logged: bool,
-    }
-
-    /// A TMC model with its trace RAM.
-    pub(super) struct SimTmc {
-        state: ManuallyDrop<UnsafeCell<State>>,
-        ram: *mut [u32; SIM_RSZ_WORDS],
-        index: u32,
-    }
-
-    // SAFETY: The model is only reached through `with_io`, whose callers never overlap; `ram` is
-    // owned by the model while it exists.
-    unsafe impl Send for SimTmc {}
-    // SAFETY: As above.
-    unsafe impl Sync for SimTmc {}
-
-    /// A fault the device tree asks the model to have (`linux,sim-fault`).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(super) enum Fault {
-        /// `never-ready`: `STS.TMCReady` never rises.
-        NeverReady,
-        /// `flush-stuck`: a manual flush never completes.
-        FlushStuck,
-        /// `ram-stuck`: `RRD` never returns the empty marker.
-        RamStuck,
-        /// `lock-stuck`: the software lock cannot be cleared.
-        LockStuck,
-    }
-
-    impl Fault {
-        /// Reads the optional `linux,sim-fault` property of `dev`.
-        pub(super) fn of(dev: &Device) -> Result<Option<Self>> {
-            let Some(node) = dev.fwnode() else {
-                return Ok(None);
-            };
-            let name = c_str!("linux,sim-fault");
-            if !node.property_present(name) {
-                return Ok(None);
-            }
-            for (value, fault) in [
-                (c_str!("never-ready"), Self::NeverReady),
-                (c_str!("flush-stuck"), Self::FlushStuck),
-                (c_str!("ram-stuck"), Self::RamStuck),
-                (c_str!("lock-stuck"), Self::LockStuck),
-            ] {
-                if node.property_match_string(name, value).is_ok() {
-                    return Ok(Some(fault));
-                }
-            }
-            dev_err!(
-                dev,
-                "linux,sim-fault must be never-ready, flush-stuck, ram-stuck or lock-stuck\n"
-            );
-            Err(EINVAL)
-        }
-    }
-
-    impl SimTmc {
-        /// Creates a reset model with zeroed RAM.
-        pub(super) fn new(index: u32, fault: Option<Fault>) -> Result<Self> {
-            let ram = KBox::<[u32; SIM_RSZ_WORDS]>::new_uninit(GFP_KERNEL | flags::__GFP_ZERO)?;
-            // SAFETY: The allocation was zeroed, and zero is a valid `u32`.
-            let ram = unsafe { ram.assume_init() };
-            let ram: *mut [u32; SIM_RSZ_WORDS] = KBox::into_raw(ram);
-            // SAFETY: `ram` was just allocated; only the model uses it, and it is freed in
-            // `drop` after the model.
-            let slice: &'static mut [u32] = unsafe { &mut *ram };
-            let Some(mut m) = model::TmcModel::new(model::TmcModelConfig::Etb, slice) else {
-                // SAFETY: `ram` came from `KBox::into_raw` and the model was not created.
-                drop(unsafe { KBox::from_raw(ram) });
-                return Err(EINVAL);
-            };
-            // A flush takes a few microseconds of the model's clock, TMCReady a few more.
-            m.set_latencies(3, 2);
-            match fault {
-                None => {}
-                Some(Fault::NeverReady) => m.set_fault_never_ready(true),
-                Some(Fault::FlushStuck) => m.set_fault_flush_stuck(true),
-                Some(Fault::RamStuck) => m.set_fault_ram_stuck(Some(model::RamStuck::NeverEmpty)),
-                Some(Fault::LockStuck) => m.set_fault_lock_stuck(true),
-            }
-            Ok(Self {
-                state: ManuallyDrop::new(UnsafeCell::new(State {
-                    model: m,
-                    logged: false,
-                })),
-                ram,
-                index,
-            })
-        }
-    }
-
-    impl Drop for SimTmc {
-        fn drop(&mut self) {
-            // SAFETY: The model, which borrows the RAM, is dropped first and never used again;
-            // then the RAM, which came from `KBox::into_raw`, is freed.
-            unsafe {
-                ManuallyDrop::drop(&mut self.state);
-                drop(KBox::from_raw(self.ram));
-            }
-        }
-    }
-
-    /// The model's registers, with the trace bus feeding its formatter before each flush.
-    struct SimIo<'m> {
-        st: &'m mut State,
-        index: u32,
-    }
-
-    impl SimIo<'_> {
-        /// Logs what the stopped model holds, oldest word first, as a drain reads it: its length
-        /// and a checksum of everything after the first frame (which a wrapped drain replaces
-        /// with a barrier packet).
-        fn log_held(&mut self) {
-            let m = &mut self.st.model;
-            let rsz = m.rsz();
-            let full = m.read32(hw::TMC_STS) & hw::TMC_STS_FULL != 0;
-            let rwp = usize::try_from(m.read32(hw::TMC_RWP) / 4).unwrap_or(0) % rsz.max(1);
-            let rrp = usize::try_from(m.read32(hw::TMC_RRP) / 4).unwrap_or(0) % rsz.max(1);
-            let words = m.words_held();
-            let start = if full { rwp } else { rrp };
-            let ram = m.ram();
-            let bytes = (0..words)
-                .map(|i| ram.get((start + i) % rsz).copied().unwrap_or(0))
-                .flat_map(u32::to_le_bytes);
-            let sum = kernel_io::fnv1a64(bytes.skip(hw::CS_FRAME_LEN));
-            pr_info!(
-                "sim tmc{}: model holds {} bytes, full {}, fnv64 after first frame {:016x}\n",
-                self.index,
-                words * 4,
-                u8::from(full),
-                sum
-            );
-        }
-    }
-
-    impl access::CsAccess for SimIo<'_> {
-        fn read32(&mut self, offset: u32) -> u32 {
-            if offset == hw::TMC_RRD && !self.st.logged && self.st.model.is_stopped() {
-                self.st.logged = true;
-                self.log_held();
-            }
-            self.st.model.read32(offset)
-        }
-
-        fn write32(&mut self, offset: u32, value: u32) {
-            if offset == hw::TMC_FFCR && value & hw::TMC_FFCR_FLUSHMAN != 0 {
-                let m = &mut self.st.model;
-                atb::take(|id, bytes| {
-                    m.push_trace(id, bytes);
-                });
-                self.st.logged = false;
-            }
-            self.st.model.write32(offset, value)
-        }
-
-        fn delay_us(&mut self, us: u32) {
-            self.st.model.delay_us(us)
-        }
-    }
-
-    impl Backend for SimTmc {
-        unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn access::CsAccess) -> R) -> R {
-            // SAFETY: By the safety requirements this is the only access to the model.
-            let st = unsafe { &mut *self.state.get() };
-            f(&mut SimIo {
-                st,
-                index: self.index,
-            })
-        }
-    }
-
-    /// Platform driver for the simulated TMCs of the device tree.
-    pub(super) struct TmcSim;
-
-    static SIM_COUNT: Atomic<u32> = Atomic::new(0);
-
-    kernel::of_device_table!(
-        OF_TABLE,
-        <TmcSim as platform::Driver>::IdInfo,
-        [(of::DeviceId::new(c_str!("linux,coresight-tmc-sim")), ())]
-    );
-
-    impl platform::Driver for TmcSim {
-        type IdInfo = ();
-        type Data<'bound> = Pin<KBox<TmcDevice<SimTmc>>>;
-        const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&OF_TABLE);
-
-        fn probe<'bound>(
-            pdev: &'bound platform::Device<Core<'_>>,
-            _info: Option<&'bound Self::IdInfo>,
-        ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-            let dev: &Device<Core<'_>> = pdev.as_ref();
-            let fault = Fault::of(dev)?;
-            if let Some(f) = fault {
-                dev_info!(dev, "model fault: {:?}\n", f);
-            }
-            let sim = SimTmc::new(SIM_COUNT.fetch_add(1, Relaxed), fault)?;
-            KBox::pin_init(probe_tmc(dev, sim)?, GFP_KERNEL)
-        }
-    }
-}
-
 struct TmcModule {
     _amba: Pin<KBox<driver::Registration<amba::Adapter<TmcAmba>>>>,
-    #[cfg(CONFIG_CORESIGHT_TMC_RUST_SIM)]
-    _sim: Pin<KBox<driver::Registration<kernel::platform::Adapter<sim::TmcSim>>>>,
 }
 
 impl kernel::Module for TmcModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
         Ok(Self {
             _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
-            #[cfg(CONFIG_CORESIGHT_TMC_RUST_SIM)]
-            _sim: KBox::pin_init(
-                driver::Registration::new(c_str!("coresight-tmc-sim"), module),
-                GFP_KERNEL,
-            )?,
         })
     }
 }
