@@ -8,8 +8,9 @@
 #   scripts/kernel.sh all VARIANT       all of the above
 #   scripts/kernel.sh rustdoc VARIANT   rustdoc of the kernel crate, failing on warnings in our files
 #
-# VARIANT is "mod" (project code as modules) or "builtin" (project code built in, compiled with
-# W=1 and CLIPPY=1 so that it doubles as the lint build).
+# VARIANT is "mod" (project code as modules), "builtin" (project code built in, compiled with
+# W=1 and CLIPPY=1 so that it doubles as the lint build) or "upstream" (Linux's own C TMC and
+# ETMv4 drivers built in instead of this project's Rust ones, for the upstream-drivers scenario).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Directories of this repo whose files are laid over the kernel tree.
@@ -109,7 +110,8 @@ variant_fragments() {
 	case $1 in
 	mod) echo "$REPO/configs/base.config $REPO/configs/modules.config" ;;
 	builtin) echo "$REPO/configs/base.config $REPO/configs/builtin.config" ;;
-	*) die "unknown kernel variant '$1' (use mod or builtin)" ;;
+	upstream) echo "$REPO/configs/base.config $REPO/configs/upstream.config" ;;
+	*) die "unknown kernel variant '$1' (use mod, builtin or upstream)" ;;
 	esac
 }
 
@@ -117,6 +119,7 @@ variant_make_flags() {
 	case $1 in
 	mod) ;;
 	builtin) echo "W=1 CLIPPY=1" ;;
+	upstream) ;;
 	esac
 }
 
@@ -207,7 +210,7 @@ main() {
 		cmd_config "$@"
 		cmd_build "$@"
 		;;
-	*) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 }
 

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Judge the QEMU plugin's CoreSight emulation with upstream's C drivers (scenario upstream-drivers).
+
+The upstream kernel (Linux 7.3's own coresight-tmc and coresight-etm4x, built in) bound to the
+plugin's components, traced through sysfs while a workload ran, stopped every source, copied the
+ETF through /dev/tmc_etf0 to a raw disk (etf.disk) and printed each ETM's sysfs registers
+(`CSPD: upstream reg etmN GROUP/NAME VALUE`), then panicked for a QMP vmcore. This script:
+
+- checks that the drivers bound (tmc_etf0, funnel0, one etmN per CPU) and that sysfs tracing
+  worked without a driver error (timeouts, claim-tag or probe failures, warnings, oopses);
+- checks what the driver programmed against what the plugin saw (plugin.log: trace ID, TRCCONFIGR);
+- writes an OpenCSD snapshot (snapshot/): the ETF bytes as read through /dev/tmc_etf0, each ETM's
+  registers as the upstream driver's sysfs shows them, and the kernel text as it ran, read from
+  the vmcore (alternatives and jump labels are patched at boot, so vmlinux's bytes would not do);
+- decodes it with `trc_pkt_lister` and, for each CPU, compares the last LAST (64, or as many as
+  the buffer holds) taken branches, waypoints and exceptions with the plugin's ground truth
+  (truth.json, written when that CPU's ETM was disabled). The decoder learns a branch's target
+  only from the range after it, so the truth's very last event may be missing from the decode;
+  the comparison then ends one event earlier and checks that the missing one leaves the last
+  decoded range.
+
+Exits 1 on any difference, naming it.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+LAST = 64
+TRUTH_KINDS = ("taken", "waypoint", "exception")
+# ETMv4 register numbers (byte offset / 4) as OpenCSD's snapshot reader names them.
+TRCIDR_OFFSET = {**{n: 0x1E0 + 4 * n for n in range(8)}, **{n: 0x180 + 4 * (n - 8) for n in range(8, 14)}}
+TRCCONFIGR, TRCTRACEIDR, TRCAUTHSTATUS = 0x010, 0x040, 0xFB8
+DRIVER_TROUBLE = re.compile(
+    r"(timeout while waiting|coresight.*(fail|error|timed out|not supported)|"
+    r"probe of .*(etm|etf|funnel|tmc).* failed|TRCDEVARCH doesn't match|WARNING:|Oops|BUG:|"
+    r"Unable to handle|Call trace:)", re.I)
+
+
+class Bad(Exception):
+    pass
+
+
+# --- the guest's console ---------------------------------------------------------------------
+
+def guest_view(console, cpus):
+    text = open(console, errors="replace").read()
+    if "CSPD: upstream: done" not in text:
+        raise Bad("the guest did not finish its upstream sequence (no 'CSPD: upstream: done')")
+    m = re.search(r"CSPD: upstream: coresight devices: (.*)", text)
+    devs = m.group(1).split() if m else []
+    want = ["tmc_etf0", "funnel0"] + [f"etm{c}" for c in range(cpus)]
+    missing = [x for x in want if x not in devs]
+    if missing:
+        raise Bad(f"upstream's drivers did not register {missing} (CoreSight bus: {devs})")
+    for line in ["enabled sink tmc_etf0: enable_sink=1"] + \
+            [f"enabled source etm{c}: enable_source=1" for c in range(cpus)] + \
+            [f"disabled source etm{c}: enable_source=0" for c in range(cpus)]:
+        if f"CSPD: upstream: {line}" not in text:
+            raise Bad(f"sysfs: no 'upstream: {line}' (see the console)")
+    regs = {}
+    for m in re.finditer(r"CSPD: upstream: reg (etm\d+|tmc_etf0) (\S+) (\S+)", text):
+        name, reg, value = m.groups()
+        v = int(value, 0) if re.fullmatch(r"(0x)?[0-9a-fA-F]+", value) else value
+        regs.setdefault(name, {})[reg] = v
+    m = re.search(r"CSPD: upstream: etf (\d+) bytes, md5 ([0-9a-f]{32})", text)
+    if not m:
+        raise Bad("the guest did not read the ETF through /dev/tmc_etf0 (no 'upstream: etf' line)")
+    # The drivers' messages up to the panic the guest triggers afterwards (its call trace is fine).
+    before = text.split("Kernel panic - not syncing", 1)[0]
+    trouble = [l.strip() for l in before.splitlines() if DRIVER_TROUBLE.search(l)]
+    probes = [l.strip() for l in text.splitlines()
+              if re.search(r"(coresight|etm4|tmc|funnel)", l, re.I) and "CSPD:" not in l]
+    return regs, int(m.group(1)), m.group(2), trouble, probes
+
+
+def plugin_view(path):
+    text = open(path, errors="replace").read() if os.path.exists(path) else ""
+    enabled = {}
+    for m in re.finditer(r"etm (\d+): enabled, trace id (0x[0-9a-f]+), TRCCONFIGR (0x[0-9a-f]+)", text):
+        enabled[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16))
+    return enabled, text
+
+
+# --- the vmcore and vmlinux ------------------------------------------------------------------
+
+def elf_phdrs(data):
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise Bad("the vmcore is not an ELF64 file")
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        yield struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+
+
+def vmcoreinfo(data):
+    for p_type, _, off, _, _, filesz, _, _ in elf_phdrs(data):
+        if p_type != 4:  # PT_NOTE
+            continue
+        pos, end = off, off + filesz
+        while pos + 12 <= end:
+            namesz, descsz, _ = struct.unpack_from("<III", data, pos)
+            name = data[pos + 12:pos + 12 + namesz].rstrip(b"\0")
+            desc_at = pos + 12 + (namesz + 3) // 4 * 4
+            desc = data[desc_at:desc_at + descsz]
+            if name == b"VMCOREINFO":
+                return dict(l.split("=", 1) for l in desc.decode(errors="replace").splitlines() if "=" in l)
+            pos = desc_at + (descsz + 3) // 4 * 4
+    raise Bad("the vmcore has no VMCOREINFO note")
+
+
+def read_phys(data, paddr, size):
+    for p_type, _, off, _, pa, filesz, _, _ in elf_phdrs(data):
+        if p_type == 1 and pa <= paddr and paddr + size <= pa + filesz:
+            return data[off + paddr - pa:off + paddr - pa + size]
+    return None
+
+
+def exec_sections(path):
+    """(name, address, bytes) of vmlinux's executable sections that stay after boot."""
+    data = open(path, "rb").read()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    shdrs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    stro = shdrs[shstrndx][4]
+    out = []
+    for name_off, sh_type, flags, addr, off, size, *_ in shdrs:
+        name = data[stro + name_off:data.index(b"\0", stro + name_off)].decode()
+        if sh_type == 1 and flags & 0x4 and flags & 0x2 and size and not name.startswith((".init", ".exit")):
+            out.append((name, addr, data[off:off + size]))
+    return out
+
+
+def kernel_text(vmcore, vmlinux):
+    data = open(vmcore, "rb").read()
+    info = vmcoreinfo(data)
+    try:
+        koff = int(info.get("KERNELOFFSET", "0"), 16)
+        voff = int(info["NUMBER(kimage_voffset)"], 16)
+    except (KeyError, ValueError):
+        raise Bad("VMCOREINFO lacks KERNELOFFSET or NUMBER(kimage_voffset)")
+    images, patched = [], 0
+    for name, addr, built in exec_sections(vmlinux):
+        ran = read_phys(data, (addr + koff - voff) & (1 << 64) - 1, len(built))
+        if ran is None:
+            raise Bad(f"the vmcore does not hold {name} at {addr + koff:#x}")
+        patched += sum(a != b for a, b in zip(ran, built))
+        images.append((name, addr + koff, ran))
+    return images, koff, patched
+
+
+# --- the snapshot and the decode -------------------------------------------------------------
+
+def write_snapshot(d, etf, images, etms):
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "cstrace.bin"), "wb") as f:
+        f.write(etf)
+    devices = []
+    for k, (cpu, regs) in enumerate(sorted(etms.items())):
+        core = (f"[device]\nname=cpu_{cpu}\nclass=core\ntype=ARMv8-A\n\n[regs]\n"
+                f"PC(size:64)=0x{images[0][1]:X}\nSP(size:64)=0\nSCTLR_EL1=0x1007\nCPSR=0x1C5\n")
+        # OpenCSD keeps one memory map for all cores: the images go with the first core only.
+        for i, (name, addr, b) in enumerate(images if k == 0 else []):
+            fname = f"kernel{name.replace('.', '_')}.bin"
+            with open(os.path.join(d, fname), "wb") as f:
+                f.write(b)
+            core += f"\n[dump{i + 1}]\nfile={fname}\naddress=0x{addr:X}\nlength=0x{len(b):X}\n"
+        open(os.path.join(d, f"cpu_{cpu}.ini"), "w").write(core)
+        etm = f"[device]\nname=ETM_{cpu}\nclass=trace_source\ntype=ETM4\n\n[regs]\n"
+        for name, off, val in regs:
+            etm += f"{name}(0x{off >> 2:03X})=0x{val:08X}\n"
+        open(os.path.join(d, f"etm_{cpu}.ini"), "w").write(etm)
+        devices += [f"cpu_{cpu}.ini", f"etm_{cpu}.ini"]
+    open(os.path.join(d, "snapshot.ini"), "w").write(
+        "[snapshot]\nversion=1.0\n\n[device_list]\n"
+        + "".join(f"device{i}={f}\n" for i, f in enumerate(devices))
+        + "\n[trace]\nmetadata=trace.ini\n")
+    open(os.path.join(d, "trace.ini"), "w").write(
+        "[trace_buffers]\nbuffers=buffer0\n\n[buffer0]\nname=ETB_0\nfile=cstrace.bin\nformat=coresight\n"
+        "\n[source_buffers]\n" + "".join(f"ETM_{c}=ETB_0\n" for c in sorted(etms))
+        + "\n[core_trace_sources]\n" + "".join(f"cpu_{c}=ETM_{c}\n" for c in sorted(etms)))
+
+
+ELEM = re.compile(r"Idx:\d+; ID:([0-9a-fA-F]+); OCSD_GEN_TRC_ELEM_(\w+)\((.*)\)\s*$")
+
+
+def decode(d, lister):
+    log = os.path.join(d, "decode.ppl")
+    r = subprocess.run([lister, "-ss_dir", d, "-src_name", "ETB_0", "-decode_only", "-logfilename", log],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Bad(f"trc_pkt_lister failed ({r.returncode}): {r.stderr.strip() or r.stdout[-500:]}")
+    by_id, errors = {}, []
+    for line in open(log, errors="replace"):
+        m = ELEM.match(line.strip())
+        if not m:
+            if "OCSD_ERR" in line:
+                errors.append(line.strip())
+            continue
+        tid, kind, body = int(m.group(1), 16), m.group(2), m.group(3)
+        by_id.setdefault(tid, []).append((kind, body))
+    return by_id, errors, log
+
+
+def branches(elems):
+    """(from, to, is_exception) of every taken branch, waypoint and exception, in order, and the
+    end of the last instruction range; the rule csdump's report uses."""
+    out, pending, last_end = [], None, None
+    for kind, body in elems:
+        addr = None
+        if kind == "INSTR_RANGE":
+            m = re.search(r"exec range=0x([0-9a-f]+):\[0x([0-9a-f]+)\] num_i\(\d+\) last_sz\((\d+)\) "
+                          r"\(ISA=\w+\) ([EN]) ?(.*)$", body)
+            if not m:
+                raise Bad(f"cannot read the decoder's range {body!r}")
+            start, end, size, flag, br = int(m.group(1), 16), int(m.group(2), 16), int(m.group(3)), \
+                m.group(4), m.group(5).strip()
+            addr, last_end = start, end
+        elif kind == "ADDR_NACC":
+            m = re.search(r"0x([0-9a-fA-F]+)", body)
+            addr = int(m.group(1), 16) if m else None
+        elif kind == "EXCEPTION":
+            m = re.search(r"ret addr:(0x[0-9a-f]+)", body)
+            addr = int(m.group(1), 16) if m else None
+        elif kind in ("NO_SYNC", "TRACE_ON"):
+            pending = None
+            continue
+        else:
+            continue
+        if addr is not None and pending is not None:
+            out.append((pending[0], addr, pending[1]))
+        pending = None
+        if kind == "INSTR_RANGE" and flag == "E" and br and not br.startswith("---"):
+            pending = (end - size, False)
+        elif kind == "EXCEPTION" and addr is not None:
+            pending = (addr, True)
+    return out, last_end
+
+
+def compare(cpu, dec, last_end, tc, n_max):
+    """Returns a note, or raises Bad naming the first difference."""
+    if tc.get("reason") != "stopped":
+        raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
+    events = tc["events"]
+    tru = [(int(e["from"], 16), int(e["to"], 16), e["kind"] == "exception")
+           for e in events if e["kind"] in TRUTH_KINDS]
+    n = min(n_max, len(dec))
+    if n < 8:
+        raise Bad(f"CPU{cpu}: only {len(dec)} branches decoded")
+    if len(tru) < n:
+        raise Bad(f"CPU{cpu}: the truth has only {len(tru)} branches")
+    # Where the compared truth window starts; no gap may fall in it.
+    def gap_in(k):
+        kept = [i for i, e in enumerate(events) if e["kind"] in TRUTH_KINDS]
+        first = kept[-k] if k <= len(kept) else 0
+        return any(e["kind"] == "gap" for e in events[first:])
+    if dec[-n:] == tru[-n:]:
+        if gap_in(n):
+            raise Bad(f"CPU{cpu}: the truth has a gap in the compared window")
+        return f"the last {n} equal"
+    f, t, exc = tru[-1]
+    if dec[-n:] == tru[-n - 1:-1] and not exc and last_end is not None and f == last_end - 4:
+        if gap_in(n + 1):
+            raise Bad(f"CPU{cpu}: the truth has a gap in the compared window")
+        return (f"the last {n} equal up to the decode's end; the truth's final branch "
+                f"{f:#x} -> {t:#x} leaves the last decoded range (its target needs a range after it)")
+    fmt = lambda x: f"{x[0]:#x}->{x[1]:#x}{' exc' if x[2] else ''}" if x else "none"
+    best = None
+    for shift in (0, 1):
+        tw = tru[len(tru) - n - shift:len(tru) - shift]
+        i = next((i for i, (a, b) in enumerate(zip(dec[-n:], tw)) if a != b), n)
+        if best is None or i > best[0]:
+            best = (i, shift, tw)
+    i, shift, tw = best
+    ctx = lambda seq: " ".join(fmt(x) for x in seq[max(0, i - 2):i + 3])
+    raise Bad(f"CPU{cpu}: the last {n} decoded branches differ from the plugin's ground truth at {i} of {n} "
+              f"(truth window ending {shift} early): decoded {fmt(dec[-n:][i] if i < n else None)}, "
+              f"truth {fmt(tw[i] if i < len(tw) else None)}\n  decoded: {ctx(dec[-n:])}\n  truth:   {ctx(tw)}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dir", required=True, help="the run directory (console.log, plugin.log, truth.json, "
+                   "etf.disk, vmcore.elf)")
+    p.add_argument("--vmlinux", required=True)
+    p.add_argument("--cpus", type=int, required=True)
+    p.add_argument("--last", type=int, default=LAST)
+    p.add_argument("--trc-pkt-lister", default=shutil.which("trc_pkt_lister") or "trc_pkt_lister")
+    a = p.parse_args()
+    d = a.dir
+    try:
+        regs, etf_len, etf_md5, trouble, probes = guest_view(os.path.join(d, "console.log"), a.cpus)
+        print("upstream drivers, as the kernel logged them:")
+        for l in probes[:40]:
+            print(f"  {l}")
+        if trouble:
+            raise Bad("the upstream drivers reported trouble:\n  " + "\n  ".join(trouble[:20]))
+        etf = open(os.path.join(d, "etf.disk"), "rb").read()[:etf_len]
+        if len(etf) != etf_len or hashlib.md5(etf).hexdigest() != etf_md5:
+            raise Bad(f"etf.disk does not hold the {etf_len} bytes the guest read (md5 {etf_md5})")
+        if etf_len == 0 or etf_len % 16:
+            raise Bad(f"/dev/tmc_etf0 gave {etf_len} bytes: want a non-zero number of 16-byte frames")
+        t = regs.get("tmc_etf0", {})
+        print("tmc_etf0 as the driver's sysfs shows it after the read: "
+              + ", ".join(f"{k.split('/')[-1]} {v:#x}" if isinstance(v, int) else f"{k} {v}"
+                          for k, v in sorted(t.items())))
+        print(f"ETF through /dev/tmc_etf0: {etf_len} bytes"
+              + (" (wrapped: the driver put a barrier packet first)"
+                 if etf[:16] == struct.pack("<4I", *[0x7FFFFFFF] * 4) else ""))
+
+        enabled, _ = plugin_view(os.path.join(d, "plugin.log"))
+        etms, ids = {}, {}
+        for c in range(a.cpus):
+            r = regs.get(f"etm{c}", {})
+            need = [f"trcidr/trcidr{n}" for n in TRCIDR_OFFSET if n not in (6, 7)] + \
+                   ["mgmt/trcconfig", "mgmt/trctraceid", "mgmt/trcauthstatus", "cpu"]
+            miss = [x for x in need if not isinstance(r.get(x), int)]
+            if miss:
+                raise Bad(f"etm{c}: sysfs did not give {miss} ({ {k: r.get(k) for k in miss} })")
+            cpu = r["cpu"]
+            tid, cfg = r["mgmt/trctraceid"], r["mgmt/trcconfig"]
+            if cpu not in enabled:
+                raise Bad(f"the plugin never saw CPU{cpu}'s ETM enabled (plugin.log)")
+            if enabled[cpu] != (tid, cfg):
+                raise Bad(f"etm{c} (CPU{cpu}): sysfs says trace ID {tid:#x}, TRCCONFIGR {cfg:#x}; the plugin "
+                          f"saw {enabled[cpu][0]:#x}, {enabled[cpu][1]:#x} programmed")
+            etms[cpu] = [("TRCCONFIGR", TRCCONFIGR, cfg), ("TRCTRACEIDR", TRCTRACEIDR, tid),
+                         ("TRCAUTHSTATUS", TRCAUTHSTATUS, r["mgmt/trcauthstatus"])] + \
+                [(f"TRCIDR{n}", off, r[f"trcidr/trcidr{n}"]) for n, off in TRCIDR_OFFSET.items() if n not in (6, 7)]
+            ids[cpu] = tid
+            print(f"etm{c}: CPU{cpu}, trace ID {tid:#x}, TRCCONFIGR {cfg:#x}, TRCIDR0 {r['trcidr/trcidr0']:#x}, "
+                  f"TRCIDR1 {r['trcidr/trcidr1']:#x} (the plugin saw the same trace ID and TRCCONFIGR)")
+
+        images, koff, patched = kernel_text(os.path.join(d, "vmcore.elf"), a.vmlinux)
+        print(f"kernel text from the vmcore: {sum(len(b) for _, _, b in images)} bytes in {len(images)} "
+              f"sections at KASLR offset {koff:#x}; {patched} bytes differ from vmlinux (patched at boot)")
+        snap = os.path.join(d, "snapshot")
+        write_snapshot(snap, etf, images, etms)
+        by_id, errors, log = decode(snap, a.trc_pkt_lister)
+        if errors:
+            print(f"decoder errors ({len(errors)}), first: {errors[0]}")
+
+        truth = {c["cpu"]: c for c in json.load(open(os.path.join(d, "truth.json")))["cpus"]}
+        failed = []
+        for cpu, tid in sorted(ids.items()):
+            dec, last_end = branches(by_id.get(tid, []))
+            try:
+                if cpu not in truth:
+                    raise Bad(f"CPU{cpu}: no ground truth in truth.json")
+                note = compare(cpu, dec, last_end, truth[cpu], a.last)
+                print(f"ground truth CPU{cpu} (trace ID {tid:#x}): {len(dec)} branches, waypoints and "
+                      f"exceptions decoded; {note}")
+            except Bad as e:
+                failed.append(str(e))
+        if failed:
+            raise Bad("\n".join(failed) + f"\n(decode: {log})")
+    except (Bad, OSError) as e:
+        print(f"check_upstream: FAIL: {e}", file=sys.stderr)
+        return 1
+    print("check_upstream: upstream's C drivers bound, traced and read the ETF; OpenCSD decodes it to "
+          "the plugin's ground truth on every CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
