@@ -51,20 +51,26 @@ bench: plugin
 	bash scripts/bench-plugin.sh
 
 ## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
-demo: setup
+demo: setup plugin
 	bash scripts/kernel.sh all mod
 	bash scripts/initramfs.sh mod
 	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module trace-kdump
 	@echo; echo "== csdump's summary of the dump kdump recovered"
 	@cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
-	@echo; echo "== the CPU debug report the panicking kernel printed"
+	@echo; echo "== the CPU debug report the panicking kernel printed (the QEMU plugin's debug interfaces)"
 	@grep -a "ARM external debug module\|coresight-cpu-debug" \
 		$${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/cpu-debug-module/console.log
-	@echo; echo "== csdump report: what each CPU executed before the panic (trace-kdump's vmcore)"
+	@echo; echo "== csdump report: what each CPU executed before the panic (trace-kdump's vmcore, traced by"
+	@echo "   the production drivers on the QEMU plugin's ETMs and ETF; the panicking CPU first)"
 	@target/release/csdump report $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/trace-kdump/vmcore.elf \
-		--vmlinux $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/build-mod/vmlinux
+		--vmlinux $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/build-mod/vmlinux --last 24
+	@echo; grep -h "^ground truth CPU\|^panicking CPU" \
+		$${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/trace-kdump/check.txt | cut -c1-150
+	@echo "checked: the last 64 branches, waypoints and exceptions of each CPU that csdump decodes from this"
+	@echo "dump equal QEMU's ground truth (what the vCPUs executed, recorded by the plugin when each ETM"
+	@echo "stopped), and the panicking CPU's decoded flow runs through sysrq_handle_crash into panic()"
 
-## check            every test: host tests, lint, both kernel builds, all QEMU scenarios
+## check            every test: host tests, lint, the three kernel builds, all QEMU scenarios
 check: setup
 	$(MAKE) host-test
 	$(MAKE) lint
@@ -72,8 +78,10 @@ check: setup
 	bash scripts/kernel.sh rustdoc mod
 	bash scripts/kunit.sh
 	bash scripts/kernel.sh all builtin
+	bash scripts/kernel.sh all upstream
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin
+	bash scripts/initramfs.sh upstream
 	$(MAKE) plugin
 	bash scripts/e2e.sh
 	$(MAKE) bench

@@ -176,6 +176,11 @@ def main():
                 if len(f) == 3 and f[2] in ("_stext", "_etext"):
                     syms[f[2]] = int(f[0], 16)
             start, end = syms.get("_stext", 0), syms.get("_etext", 0)
+            # KASLR: the guest printed where _stext runs; System.map has the link address.
+            m = re.search(r"CSPD: devmem ksym _stext ([0-9a-f]{16})", text)
+            if m and start:
+                shift = int(m.group(1), 16) - start
+                start, end = start + shift, end + shift
         if start and end:
             c.expect(start <= pc < end + 8,
                      f"{d} EDPCSR {pc:#018x} is not in the kernel text {start:#x}..{end:#x}")

@@ -18,7 +18,8 @@
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
-#   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1: knob, report per sim CPU, csdump agrees
+#   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1 on the plugin's CPU debug interfaces:
+#                        knob, report per CPU, each PC the plugin's sample, csdump agrees
 #   cpu-debug-builtin    the same built in, enabled by coresight_cpu_debug.enable=1
 #   harness-bad-input    clear messages for a non-7.3 tree, an unwritable cache, QEMU missing
 #   harness-no-module    the record check must FAIL when the sample is not loaded
@@ -28,6 +29,18 @@
 #                        on silicon: the guest reads IDs and drives the TMC with devmem; every
 #                        documented value is checked (scripts/check_coresight.py)
 #   harness-coresight-wrong-id  that check must FAIL when one component ID differs
+#   upstream-drivers     the upstream kernel variant (Linux's own C coresight-tmc and coresight-etm4x)
+#                        binds to the plugin's components, traces through sysfs, reads the ETF through
+#                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
+#   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
+#                        the dump against the emulated hardware and its ground truth (check_trace.py)
+#   trace-builtin        the same built in, QMP dump
+#   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
+#   trace-tmc-stuck, trace-tmc-never-ready, trace-debug-power-off, trace-etm-os-lock
+#                        one plugin fault each: only the faulty component's record is lost, and named
+#   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
+#   harness-trace-ground-truth  the ground-truth comparison must FAIL with one branch dropped, added
+#                        or changed
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -142,64 +155,82 @@ print("region full: c-sample refused at registration; the others dumped and comm
 PY
 }
 
-# CPU debug: the Rust coresight_cpu_debug with its model-backed interfaces (one per CPU) prints
-# the C driver's report at panic with symbolised PCs, and csdump shows the same register values.
+# CPU debug: the Rust coresight_cpu_debug bound to the QEMU plugin's CPU debug interfaces (one per
+# CPU, make_dtb coresight) prints the C driver's report at panic with symbolised PCs; each PC is the
+# sample the plugin says that EDPCSR read returned (plugin.log), and csdump shows the same registers.
 check_cpu_debug() {
-	local d=$1
-	python3 - "$d/console.log" <<'PY' || return 1
-import re, sys
-text = open(sys.argv[1], errors="replace").read()
-assert "ARM external debug module:" in text, "no report header"
-# Without trace, a sim CPU's PC is the start of the function its sim ETM would trace from.
-want = {0: "panic", 1: "default_idle_call"}
-for cpu, fn in want.items():
-    p = f"coresight-cpu-debug cpu-debug-sim.{cpu}: "
-    assert p + f"CPU[{cpu}]:" in text, f"no report for CPU {cpu}"
-    assert p + " EDPRSR:  00000001 (Power:On DLK:Unlock)" in text, f"EDPRSR line of CPU {cpu}"
-    m = re.search(re.escape(p) + r" EDPCSR:  (\S+)", text)
-    assert m and m.group(1).startswith(fn + "+0x0/"), f"EDPCSR of CPU {cpu}: {m and m.group(1)}"
-    assert p + f" EDCIDSR: {0x100 + cpu:08x}" in text, f"EDCIDSR of CPU {cpu}"
-    assert p + " EDVIDSR: 90000000 (State:Non-secure Mode:EL1/0 Width:64bits VMID:0)" in text, \
-        f"EDVIDSR of CPU {cpu}"
-print("report printed for every sim CPU with symbolised PCs")
-PY
+	local d=$1 variant=$2
 	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
 	local rc=0
-	"$CSDUMP" report "$d/vmcore.elf" --json >"$d/report.json" 2>"$d/report.err" || rc=$?
+	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --json \
+		>"$d/report.json" 2>"$d/report.err" || rc=$?
 	[ $rc = 0 ] || [ $rc = 2 ] || { cat "$d/report.err"; return 1; }
-	python3 - "$d/console.log" "$d/report.json" <<'PY'
+	python3 - "$d/console.log" "$d/report.json" "$d/plugin.log" "$SMP" <<'PY'
 import json, re, sys
 text = open(sys.argv[1], errors="replace").read()
 rep = json.load(open(sys.argv[2]))
+plog = open(sys.argv[3], errors="replace").read()
+ncpu = int(sys.argv[4])
+assert "ARM external debug module:" in text, "no report header"
+plugin = {int(c): int(v, 16) for c, v in
+          re.findall(r"qemu-coresight: debug (\d+): EDPCSR read by cpu \d+, sample (0x[0-9a-f]+)", plog)}
 samples = {c["cpu"]: c["sample"] for c in rep["cpus"] if c.get("sample")}
-for cpu in (0, 1):
+for cpu in range(ncpu):
+    p = f"coresight-cpu-debug 7ff2{cpu:x}000.debug: "
+    assert p + f"CPU[{cpu}]:" in text, f"no report for CPU {cpu}"
+    assert p + " EDPRSR:  00000001 (Power:On DLK:Unlock)" in text, f"EDPRSR line of CPU {cpu}"
+    assert p + " EDVIDSR: 90000000 (State:Non-secure Mode:EL1/0 Width:64bits VMID:0)" in text, \
+        f"EDVIDSR of CPU {cpu}"
+    assert cpu in plugin, f"the plugin never served an EDPCSR read of CPU {cpu}"
     s = samples.get(cpu)
     assert s and s["outcome"] == "sampled", f"csdump has no sample for CPU {cpu}: {s}"
-    p = f"coresight-cpu-debug cpu-debug-sim.{cpu}: "
+    pc = int(s["pc"]["addr"], 16)
+    assert pc == plugin[cpu], f"CPU {cpu}: the record's PC {pc:#x}, the plugin's sample {plugin[cpu]:#x}"
+    m = re.search(re.escape(p) + r" EDPCSR:  (\S+)", text)
+    fn = (s["pc"].get("symbol") or "").split("+")[0]
+    assert m and fn and m.group(1).split("+")[0] == fn, \
+        f"EDPCSR of CPU {cpu}: the kernel printed {m and m.group(1)}, csdump symbolises {pc:#x} as {fn}"
     for reg in ("EDPRSR", "EDCIDSR", "EDVIDSR"):
         kline = re.search(re.escape(p) + r" (" + reg + r":.*)", text).group(1).strip()
         assert any(l.strip() == kline for l in s["text"].splitlines()), \
             f"CPU {cpu} {reg}: kernel {kline!r}, csdump {s['text']!r}"
-print("csdump shows the same EDPRSR, EDCIDSR and EDVIDSR as the kernel for every CPU")
+    print(f"CPU {cpu}: EDPCSR {pc:#x} ({fn}) is the plugin's sample; csdump shows the kernel's registers")
 PY
+}
+
+# The CoreSight device tree and plugin options of the scenarios on emulated CoreSight. The ETF is
+# 256 KiB (tmc_size; the plugin's default is 64 KiB): until the hardware stop of the panic path
+# exists, the ETMs trace until their own panic callbacks stop them, so panic()'s printing and the
+# dump must fit in the ETF after the crash (measured: more than half of a 256 KiB ETF is the
+# panicking CPU's trace after sysrq_handle_crash). The dump region is 4 MiB: the TMC record alone
+# takes the ETF's size.
+CS_DTB=$RUNS/virt-coresight.dtb
+CS_TMC_SIZE=256K
+cs_qemu() {
+	local mode=$1 variant=$2 dir=$3 append=$4
+	shift 4
+	mkdir -p "$RUNS"
+	make_dtb "$CS_DTB" none coresight || { echo "could not make the coresight device tree" >&2; return 1; }
+	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" \
+		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $CS_DTB" "$@"
 }
 
 scenario_cpu-debug-module() {
 	local d=$RUNS/cpu-debug-module
-	qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump cspd.knob=1 cspd.insmod=coresight_cpu_debug.ko cspd.modparm_coresight_cpu_debug=debug=1" ||
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump cspd.knob=1 cspd.insmod=coresight_cpu_debug.ko cspd.modparm_coresight_cpu_debug=debug=1" ||
 		return 1
 	grep -q "CSPD: knob read 1" "$d/console.log" &&
 		grep -q "CSPD: knob after 0: 0" "$d/console.log" &&
 		grep -q "CSPD: knob rejected 2: 0" "$d/console.log" &&
 		grep -q "CSPD: knob after 1: 1" "$d/console.log" ||
 		{ echo "the debugfs enable knob did not toggle as expected" >&2; return 1; }
-	check_cpu_debug "$d"
+	check_cpu_debug "$d" mod
 }
 
 scenario_cpu-debug-builtin() {
 	local d=$RUNS/cpu-debug-builtin
-	qemu qemu-dump builtin "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump coresight_cpu_debug.enable=1" &&
-		check_cpu_debug "$d"
+	cs_qemu qemu-dump builtin "$d" "cspd.test=panic reserve_mem=1M:4096:coresight_dump coresight_cpu_debug.enable=1" &&
+		check_cpu_debug "$d" builtin
 }
 
 # Warm reboot: the first boot panics and reboots itself (panic=1) with its RAM; the second boot
@@ -295,14 +326,14 @@ PY
 # and a node compatible with "linux,coresight-panic-dump" that names it "dump" (mapped WC).
 DT_REGION=0x7f000000
 SMP=2
-# The QEMU virt device tree, plus (region) the dump region as a reserved-memory node and (trace)
-# model-backed CoreSight trace: one sim ETM per CPU into a C static funnel into a sim TMC, which
-# has the model fault TMC_FAULT when given; or (coresight) the components the QEMU plugin
-# tools/qemu-coresight serves in its register window, described as on silicon (see
-# coresight_nodes).
+# The QEMU virt device tree, plus (region) the dump region as a reserved-memory node and
+# (coresight) the components the QEMU plugin tools/qemu-coresight serves in its register window,
+# described as on silicon (see coresight_nodes), and a fixed kaslr-seed in /chosen (KASLR_SEED):
+# with CONFIG_RANDOMIZE_BASE the kernel runs at an offset that is the same in every run, and the
+# trace carries its runtime addresses, which csdump must relocate.
+KASLR_SEED="0x1d5c0a37 0x6e42b9f1"
 make_dtb() {
-	local out=$1 region=${2:-region} trace=${3:-} tmc_fault=${4:-} fault_prop=
-	[ -z "$tmc_fault" ] || fault_prop="linux,sim-fault = \"$tmc_fault\";"
+	local out=$1 region=${2:-region} cs=${3:-}
 	command -v dtc >/dev/null || die "dtc is missing: run scripts/setup.sh (package device-tree-compiler)"
 	qemu-system-aarch64 -M "virt,dumpdtb=$out.base" -cpu cortex-a57 -smp "$SMP" -m 1G -display none \
 		-nic none -device vmcoreinfo >/dev/null 2>&1 || return 1
@@ -328,39 +359,10 @@ make_dtb() {
 };
 DTS
 		fi
-		if [ "$trace" = trace ]; then
-			local c
-			echo "/ {"
-			for ((c = 0; c < SMP; c++)); do
-				cat <<DTS
-	etm-sim-$c {
-		compatible = "linux,coresight-etm4x-sim";
-		cpu = <&{/cpus/cpu@$c}>;
-		out-ports { port { etm${c}_out: endpoint { remote-endpoint = <&funnel_in$c>; }; }; };
-	};
-DTS
-			done
-			echo "	funnel-sim {"
-			echo '		compatible = "arm,coresight-static-funnel";'
-			echo "		out-ports { port { funnel_out: endpoint { remote-endpoint = <&tmc_in>; }; }; };"
-			echo "		in-ports {"
-			echo "			#address-cells = <1>;"
-			echo "			#size-cells = <0>;"
-			for ((c = 0; c < SMP; c++)); do
-				echo "			port@$c { reg = <$c>; funnel_in$c: endpoint { remote-endpoint = <&etm${c}_out>; }; };"
-			done
-			echo "		};"
-			echo "	};"
-			cat <<DTS
-	tmc-sim {
-		compatible = "linux,coresight-tmc-sim";
-		$fault_prop
-		in-ports { port { tmc_in: endpoint { remote-endpoint = <&funnel_out>; }; }; };
-	};
-};
-DTS
+		if [ "$cs" = coresight ]; then
+			coresight_nodes
+			echo "/ { chosen { kaslr-seed = <$KASLR_SEED>; }; };"
 		fi
-		[ "$trace" != coresight ] || coresight_nodes
 	} | dtc -q -I dts -O dtb -o "$out" - || return 1
 	rm -f "$out.base"
 }
@@ -440,35 +442,80 @@ scenario_dump-dt-region() {
 	check_dump "$d"
 }
 
-# Trace: sim ETMs (one per CPU) through the C static funnel into a sim TMC, enabled through
-# sysfs, then a panic. The TMC record must equal what the model held, each CPU's ETM record the
-# model's registers, and the report each CPU's generated path.
+# Trace on the QEMU plugin's CoreSight (make_dtb coresight): the production drivers bind to the
+# emulated ETF, funnel, ETMs and CPU debug interfaces; the guest enables the sink and every source
+# through sysfs, then panics. check_trace.py judges the dump against what the emulated hardware did
+# (plugin.log, tmc.bin, truth.json): see its docstring.
 TRACE_MODS=coresight_tmc.ko,coresight_etm4x.ko,coresight_cpu_debug.ko
-TRACE_APPEND="reserve_mem=1M:4096:coresight_dump cspd.trace=1"
+TRACE_APPEND="reserve_mem=4M:4096:coresight_dump cspd.trace=1"
+TRACE_MOD_APPEND="$TRACE_APPEND cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1"
 
 check_trace() {
 	local dir=$1 variant=$2
 	shift 2
+	# Its findings also go to the run's check.txt (make demo prints them).
 	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
-		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" \
-		--etm-model "$REPO/samples/rust/coresight_sim/model_etm4x.rs" --cpus "$SMP" "$@"
+		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "$@" 2>&1 | tee "$dir/check.txt"
 }
 
 scenario_trace-kdump() {
 	local d=$RUNS/trace-kdump
-	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
-	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_APPEND cspd.insmod=$TRACE_MODS \
-cspd.modparm_coresight_cpu_debug=debug=1" --qemu-arg "-dtb $RUNS/virt-trace.dtb" &&
-		check_trace "$d" mod
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" && check_trace "$d" mod --perf
 }
 
 scenario_trace-builtin() {
 	local d=$RUNS/trace-builtin
-	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
-	qemu qemu-dump builtin "$d" "cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1" \
-		--qemu-arg "-dtb $RUNS/virt-trace.dtb" && check_trace "$d" builtin
+	cs_qemu qemu-dump builtin "$d" "cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1" &&
+		check_trace "$d" builtin
+}
+
+# An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
+# decoded flow takes the data abort in lkdtm_EXCEPTION (the task may then move: one run faulted on
+# CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through die() into panic(). The
+# oops prints registers and a backtrace before panic() prints its own, and the run is longer than
+# sysrq's: the ETF is 1 MiB here (256 KiB did not hold lkdtm_EXCEPTION in one run of two).
+scenario_trace-oops() {
+	local d=$RUNS/trace-oops rc=0
+	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" \
+		"cspd.test=panic cspd.trigger=lkdtm cspd.lkdtm=EXCEPTION panic_on_oops=1 $TRACE_MOD_APPEND" || rc=1
+	if grep -qa "CSPD: no LKDTM" "$d/console.log" 2>/dev/null; then
+		echo "the kernel has no LKDTM (/sys/kernel/debug/provoke-crash is missing): it needs CONFIG_LKDTM=y" >&2
+		return 1
+	fi
+	[ $rc = 0 ] || return 1
+	grep -qa "Internal error: Oops" "$d/console.log" || { echo "LKDTM EXCEPTION did not oops" >&2; return 1; }
+	check_trace "$d" mod --last 400000 --trigger lkdtm_EXCEPTION --through die,panic
+}
+
+# Plugin faults: each costs only its own record, which names it; the rest is checked as in the
+# other trace scenarios (the ground truth included wherever there is trace).
+# The TMC's RAM reads never end (fault=tmc-rrd-stuck): the drain stops after RSZ words.
+scenario_trace-tmc-stuck() {
+	local d=$RUNS/trace-tmc-stuck
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-rrd-stuck &&
+		check_trace "$d" mod --fault tmc-rrd-stuck
+}
+
+# The TMC never sets TMCReady (fault=tmc-never-ready): the drain times out with nothing read.
+scenario_trace-tmc-never-ready() {
+	local d=$RUNS/trace-tmc-never-ready
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-never-ready &&
+		check_trace "$d" mod --fault tmc-never-ready
+}
+
+# CPU 1's debug power domain stays off (fault=debug-power-off@1): its record says it was not sampled.
+scenario_trace-debug-power-off() {
+	local d=$RUNS/trace-debug-power-off
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
+		check_trace "$d" mod --fault debug-power-off@1
+}
+
+# CPU 1's ETM keeps its OS lock set (fault=etm-os-lock@1): the driver refuses it at probe and says
+# why; CPU 0 traces and is checked against the ground truth.
+scenario_trace-etm-os-lock() {
+	local d=$RUNS/trace-etm-os-lock
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=etm-os-lock@1 &&
+		check_trace "$d" mod --fault etm-os-lock@1
 }
 
 # The QEMU plugin's CoreSight components, as the device tree describes them (make_dtb coresight):
@@ -505,6 +552,30 @@ scenario_harness-coresight-wrong-id() {
 		--system-map "$CSPD_CACHE/build-mod/System.map"
 }
 
+# Upstream's C drivers judge the emulation: the upstream kernel (Linux 7.3's coresight-tmc and
+# coresight-etm4x instead of this project's Rust drivers) binds to the plugin's components as the
+# device tree describes them, traces through sysfs (enable_sink, enable_source) while a workload
+# runs on every CPU, stops the sources (the plugin writes its ground truth), reads the ETF through
+# /dev/tmc_etf0 onto a raw disk and prints each ETM's sysfs registers, then panics for a QMP
+# vmcore. check_upstream.py builds an OpenCSD snapshot from those bytes, registers and the kernel
+# text the vmcore holds, decodes it with trc_pkt_lister and compares each CPU's last 64 branches
+# with the ground truth.
+scenario_upstream-drivers() {
+	local d=$RUNS/upstream-drivers
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	rm -rf "$d"
+	mkdir -p "$d"
+	truncate -s 8M "$d/etf.disk"
+	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
+		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1" --workdir "$d" --vmcore "$d/vmcore.elf" \
+		--coresight --cs-arg tmc_size=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
+		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
+		--panic-timeout 300 || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
+		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it.
 expect_failure() {
 	local what=$1
@@ -519,31 +590,19 @@ expect_failure() {
 	echo "detected as expected: $what"
 }
 
-# A TMC whose RAM reads never end (the model's "ram-stuck" fault): the drain stops after RSZ words,
-# its record says so and keeps them, and the other devices' records are intact.
-scenario_trace-tmc-stuck() {
-	local d=$RUNS/trace-tmc-stuck
-	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-trace-stuck.dtb" none trace ram-stuck ||
-		{ echo "could not make the device tree" >&2; return 1; }
-	qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS" \
-		--qemu-arg "-dtb $RUNS/virt-trace-stuck.dtb" && check_trace "$d" mod --tmc-fault ram-stuck
-}
-
-# Unload after tracing: one sim ETM unbound while it traces (its registration disables it first),
-# the other sources stopped through sysfs, then rmmod of the ETM, TMC and CPU debug modules.
-# Their CoreSight devices and dump registrations go away cleanly (no oops, no warning), and the
-# panic that follows dumps without them.
+# Unload after tracing: CPU 1's ETM unbound from its driver while it traces (its registration
+# disables it first), the other sources stopped through sysfs, then rmmod of the ETM, TMC and CPU
+# debug modules. Their CoreSight devices and dump registrations go away cleanly (no oops, no
+# warning), and the panic that follows dumps without them.
 scenario_trace-unload() {
 	local d=$RUNS/trace-unload
-	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-trace.dtb" none trace || { echo "could not make the device tree" >&2; return 1; }
-	qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS \
-cspd.unbind=coresight-etm4x-sim/etm-sim-1 cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" \
-		--qemu-arg "-dtb $RUNS/virt-trace.dtb" || return 1
-	grep -qaE "CSPD: unbound coresight-etm4x-sim/etm-sim-1; coresight devices: etm0 funnel0 tmc_etb0[[:space:]]*$" \
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS \
+cspd.unbind=coresight-etm4x/7ff11000.etm cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" || return 1
+	grep -qaE "CSPD: unbound coresight-etm4x/7ff11000.etm; coresight devices: etm0 funnel0 tmc_etf0[[:space:]]*$" \
 		"$d/console.log" && grep -qa "coresight etm1: ETM tracing disabled" "$d/console.log" ||
 		{ echo "unbinding the tracing etm1 did not disable and remove it" >&2; return 1; }
+	grep -qa "qemu-coresight: etm 1: stopped" "$d/plugin.log" ||
+		{ echo "the emulated ETM of CPU 1 was not stopped by the unbind" >&2; return 1; }
 	local m
 	for m in coresight_etm4x coresight_tmc coresight_cpu_debug; do
 		grep -q "CSPD: removed $m" "$d/console.log" || { echo "rmmod $m failed" >&2; return 1; }
@@ -563,22 +622,39 @@ print("after unload the dump holds only the core's records:", kinds)
 PY
 }
 
-# check_trace must notice a report that is not the generated path: the last function the sim
-# logged for CPU 1 is renamed in a copy of trace-builtin's console log.
-scenario_harness-trace-wrong-path() {
-	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-wrong-path
-	[ -f "$src/vmcore.elf" ] || scenario_trace-builtin || return 1
+# The ground-truth comparison must fail when the decoded list differs from the truth by one branch:
+# on trace-builtin's files, check_trace.py --compare-only passes on the decoded report that check
+# saved (ground/report.json), and fails on copies with one branch of CPU 0 dropped, one added and
+# one changed.
+scenario_harness-trace-ground-truth() {
+	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-ground-truth rc=0 w
+	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
 	rm -rf "$d"
 	mkdir -p "$d"
-	ln -s "$src/vmcore.elf" "$d/vmcore.elf"
-	python3 - "$src/console.log" "$d/console.log" <<'PY'
-import re, sys
-lines = open(sys.argv[1], errors="replace").read().splitlines(True)
-last = max(i for i, l in enumerate(lines) if re.search(r"sim etm1: path function \d+: ", l))
-lines[last] = re.sub(r"(path function \d+: )\S+", r"\1not_the_path+0x0/0x4", lines[last])
-open(sys.argv[2], "w").writelines(lines)
+	python3 - "$src/ground/report.json" "$d" <<'PY' || return 1
+import copy, json, os, sys
+rep = json.load(open(sys.argv[1]))
+def altered(what, fn):
+    r = copy.deepcopy(rep)
+    for c in r["cpus"]:
+        if c["cpu"] == 0:
+            fn(c["branches"])
+    json.dump(r, open(os.path.join(sys.argv[2], what + ".json"), "w"))
+def change(b):
+    x = b[-30]["to"]
+    x["addr"] = hex(int(x["addr"], 16) + 4)
+altered("dropped", lambda b: b.pop(-20))
+altered("added", lambda b: b.insert(-20, copy.deepcopy(b[-25])))
+altered("changed", change)
 PY
-	expect_failure "report that does not end with the generated path" check_trace "$d" builtin
+	local -a cmp=(python3 "$REPO/scripts/check_trace.py" --dir "$src" --csdump "$CSDUMP"
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --compare-only)
+	"${cmp[@]}" --decoded "$src/ground/report.json" ||
+		{ echo "the comparison fails on the unaltered decoded report" >&2; return 1; }
+	for w in dropped added changed; do
+		expect_failure "one branch $w in CPU 0's decoded list" "${cmp[@]}" --decoded "$d/$w.json" || rc=1
+	done
+	return $rc
 }
 
 scenario_harness-no-module() {
@@ -638,8 +714,9 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-tmc-stuck trace-unload harness-trace-wrong-path coresight-devmem
-	harness-coresight-wrong-id)
+	trace-kdump trace-builtin trace-oops trace-tmc-stuck trace-tmc-never-ready trace-debug-power-off
+	trace-etm-os-lock trace-unload harness-trace-ground-truth coresight-devmem
+	harness-coresight-wrong-id upstream-drivers)
 
 main() {
 	ensure_cache_dir
