@@ -8,8 +8,9 @@
 //! `alloc`), included here the way the drivers include them.
 //!
 //! The sequences run against the register-level models of the components, which are test
-//! fixtures: they are compiled into this test module only, never into a driver. The host crate
-//! `cspd-model` compiles the same files (the `model_*.rs` files included below).
+//! fixtures: they live next to this file (`model_*.rs`) and are compiled into this test module
+//! only, never into a driver. The host crate `cspd-model` compiles the same files, for the host
+//! tests and the QEMU plugin's emulated components.
 //!
 //! Run them with `scripts/kunit.sh` (kunit.py under QEMU), or load the module built with
 //! `CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST=m`.
@@ -24,11 +25,8 @@ pub mod cpu_debug_hw;
 pub mod etm4x_hw;
 #[path = "../panic_dump/format.rs"]
 pub mod format;
-#[path = "../../../../../samples/rust/coresight_sim/model_cpu_debug.rs"]
 pub mod model_cpu_debug;
-#[path = "../../../../../samples/rust/coresight_sim/model_etm4x.rs"]
 pub mod model_etm4x;
-#[path = "../../../../../samples/rust/coresight_sim/model_tmc.rs"]
 pub mod model_tmc;
 #[path = "../tmc/hw.rs"]
 pub mod tmc_hw;
