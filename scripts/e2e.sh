@@ -624,8 +624,8 @@ PY
 
 # The ground-truth comparison must fail when the decoded list differs from the truth by one branch:
 # on trace-builtin's files, check_trace.py --compare-only passes on the decoded report that check
-# saved (ground/report.json), and fails on copies with one branch of CPU 0 dropped, one added and
-# one changed.
+# saved (ground/report.json), and fails on copies with one branch of CPU 0 dropped, one added, one
+# changed, and its last branch's target dropped (or invented, if the last branch is indirect).
 scenario_harness-trace-ground-truth() {
 	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-ground-truth rc=0 w
 	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
@@ -646,12 +646,14 @@ def change(b):
 altered("dropped", lambda b: b.pop(-20))
 altered("added", lambda b: b.insert(-20, copy.deepcopy(b[-25])))
 altered("changed", change)
+# The last branch: a direct one's target dropped, or an indirect one given a target.
+altered("last", lambda b: b[-1].update(to=None if b[-1]["to"] else {"addr": "0x0", "symbol": None}))
 PY
 	local -a cmp=(python3 "$REPO/scripts/check_trace.py" --dir "$src" --csdump "$CSDUMP"
 		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --compare-only)
 	"${cmp[@]}" --decoded "$src/ground/report.json" ||
 		{ echo "the comparison fails on the unaltered decoded report" >&2; return 1; }
-	for w in dropped added changed; do
+	for w in dropped added changed last; do
 		expect_failure "one branch $w in CPU 0's decoded list" "${cmp[@]}" --decoded "$d/$w.json" || rc=1
 	done
 	return $rc

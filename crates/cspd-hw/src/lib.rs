@@ -6,6 +6,8 @@
 //! `cspd-model`.
 #![no_std]
 
+pub mod a64;
+
 #[path = "../../../drivers/hwtracing/coresight/rust/common/access.rs"]
 pub mod access;
 

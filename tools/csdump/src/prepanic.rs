@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
+use cspd_hw::a64::direct_target;
 use serde::Serialize;
 
 use crate::capture::Capture;
@@ -18,6 +19,7 @@ use crate::decode::Decoded;
 use crate::decode::Element;
 use crate::elf::Symbolizer;
 use crate::snapshot::kernel_relocation;
+use crate::snapshot::runtime_text;
 use crate::snapshot::write_snapshot_with;
 use crate::snapshot::VmlinuxImage;
 
@@ -46,8 +48,9 @@ pub struct Addr {
 pub struct Branch {
     /// The branch instruction (absent when the decoder only saw the target).
     pub from: Option<Addr>,
-    /// Where execution went.
-    pub to: Addr,
+    /// Where execution went; `None` for a CPU's last branch when it is indirect: the trace
+    /// stopped before the address packet that would have named its target.
+    pub to: Option<Addr>,
     /// Branch type as OpenCSD names it.
     pub kind: String,
 }
@@ -120,6 +123,9 @@ pub struct PrePanic {
     pub warnings: Vec<String>,
 }
 
+/// How the report shows the target of an indirect last branch.
+const NOT_TRACED: &str = "(target not traced)";
+
 fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
     Addr {
         addr: format!("{a:#x}"),
@@ -135,10 +141,14 @@ fn scratch_dir() -> PathBuf {
 }
 
 /// Turns a CPU's last elements into its last functions and branches.
+/// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
+/// `word` reads the instruction at an address, for the target of a last branch no range
+/// follows.
 fn summarise(
     els: &VecDeque<Element>,
     sym: Option<&Symbolizer>,
     last: usize,
+    word: &dyn Fn(u64) -> Option<u32>,
 ) -> (Vec<FunctionRun>, Vec<Branch>) {
     let mut funcs: Vec<FunctionRun> = Vec::new();
     let mut branches = Vec::new();
@@ -148,13 +158,13 @@ fn summarise(
             if let Some((from, kind)) = pending.take() {
                 branches.push(Branch {
                     from: Some(addr(sym, from)),
-                    to: addr(sym, a),
+                    to: Some(addr(sym, a)),
                     kind,
                 });
             } else if matches!(e, Element::NoAccess { .. }) {
                 branches.push(Branch {
                     from: None,
-                    to: addr(sym, a),
+                    to: Some(addr(sym, a)),
                     kind: "target".into(),
                 });
             }
@@ -191,6 +201,16 @@ fn summarise(
             Element::Exception { ret: Some(r), .. } => pending = Some((*r, "exception".into())),
             _ => pending = None,
         }
+    }
+    // The trace ended right after a branch (the ETM stopped before the next instruction range):
+    // a direct branch's target is in its encoding; an indirect one's is not in the trace.
+    if let Some((from, kind)) = pending {
+        let to = word(from).and_then(|w| direct_target(w, from));
+        branches.push(Branch {
+            from: Some(addr(sym, from)),
+            to: to.map(|t| addr(sym, t)),
+            kind,
+        });
     }
     funcs.drain(..funcs.len().saturating_sub(last));
     branches.drain(..branches.len().saturating_sub(last));
@@ -249,6 +269,7 @@ pub fn build(
     let keep = opts.last.saturating_mul(128).max(1024);
     let mut decoded = None;
     let decoder;
+    let mut extra = Vec::new();
     if capture.etms.is_empty() || capture.sinks.iter().all(|s| s.frames().is_empty()) {
         decoder = "not run: no ETMv4 source or no trace".to_string();
     } else {
@@ -270,7 +291,6 @@ pub fn build(
                 )
             })
         };
-        let mut extra = Vec::new();
         let mut module_note = String::new();
         let mut result = decode(&extra);
         // Code outside vmlinux (modules) that the decoder could not reach: read it from the
@@ -318,6 +338,30 @@ pub fn build(
                 .into(),
         );
     }
+    // An instruction word as the kernel ran it: module code read for the decoder, the vmcore's
+    // kernel image, else vmlinux as built.
+    let word = |a: u64| -> Option<u32> {
+        let le = |b: &[u8]| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?));
+        for (base, bytes) in &extra {
+            if let Some(off) = a.checked_sub(*base).and_then(|o| usize::try_from(o).ok()) {
+                if let Some(w) = bytes.get(off..).and_then(le) {
+                    return Some(w);
+                }
+            }
+        }
+        if let Some(w) = runtime_text(capture, a, 4).as_deref().and_then(le) {
+            return Some(w);
+        }
+        let v = vmlinux?;
+        let link = a.wrapping_sub(kernel_relocation(capture, &v.elf));
+        let sec = v
+            .elf
+            .exec
+            .iter()
+            .find(|s| link >= s.addr && link - s.addr < s.size)?;
+        let off = usize::try_from(sec.offset + (link - sec.addr)).ok()?;
+        v.bytes.get(off..).and_then(le)
+    };
     let mut cpus = Vec::new();
     for cpu in capture.cpus() {
         let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
@@ -356,7 +400,7 @@ pub fn build(
             (Some(id), Some(d)) => match d.by_id.get(&id) {
                 Some(els) => {
                     elements = d.totals.get(&id).copied().unwrap_or(0);
-                    (functions, branches) = summarise(els, sym.as_ref(), opts.last);
+                    (functions, branches) = summarise(els, sym.as_ref(), opts.last, &word);
                 }
                 None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
             },
@@ -443,7 +487,8 @@ pub fn render_text(r: &PrePanic) -> String {
         let _ = writeln!(s, "  last branches (oldest first):");
         for b in &c.branches {
             let from = b.from.as_ref().map_or("?".into(), show);
-            let _ = writeln!(s, "    {from} -> {} [{}]", show(&b.to), b.kind);
+            let to = b.to.as_ref().map_or(NOT_TRACED.into(), show);
+            let _ = writeln!(s, "    {from} -> {to} [{}]", b.kind);
         }
     }
     s
@@ -552,7 +597,7 @@ pub fn render_html(r: &PrePanic) -> String {
                 s,
                 "<li><code>{} &rarr; {}</code> [{}]</li>",
                 esc(&from),
-                esc(&show(&b.to)),
+                esc(&b.to.as_ref().map_or(NOT_TRACED.into(), show)),
                 esc(&b.kind)
             );
         }
@@ -599,10 +644,11 @@ mod tests {
             range(0x210, 0x214, true, "BR  b+link"),
         ]
         .into();
-        let (_, branches) = summarise(&els, None, 64);
+        // The last range ends in a BL at 0x210 (`bl .+0x40`) that no range follows.
+        let (_, branches) = summarise(&els, None, 64, &|a| (a == 0x210).then_some(0x9400_0010));
         let got: Vec<(Option<String>, String, String)> = branches
             .into_iter()
-            .map(|b| (b.from.map(|a| a.addr), b.to.addr, b.kind))
+            .map(|b| (b.from.map(|a| a.addr), b.to.map_or("?".into(), |a| a.addr), b.kind))
             .collect();
         let want = [
             ("0x10c", "0x200", "BR  <cond>"),
@@ -611,11 +657,32 @@ mod tests {
             ("0x210", "0x1200", "exception"),
             ("0x1200", "0x1204", "ISB"),
             ("0x1204", "0x210", "iBR A64:eret"),
+            ("0x210", "0x250", "BR  b+link"),
         ];
         let want: Vec<(Option<String>, String, String)> = want
             .iter()
             .map(|(f, t, k)| (Some(f.to_string()), t.to_string(), k.to_string()))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_last_indirect_branch_has_no_target_and_an_unreadable_one_neither() {
+        let els: VecDeque<Element> = [
+            range(0x100, 0x110, true, "BR  <cond>"),
+            range(0x200, 0x20c, true, "iBR A64:ret"),
+        ]
+        .into();
+        // RET: the target is in a register, and the trace ended before its address packet.
+        let (_, b) = summarise(&els, None, 64, &|_| Some(0xD65F_03C0));
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
+        assert!(b[1].to.is_none());
+        // A direct branch whose code cannot be read: listed, target unknown.
+        let (_, b) = summarise(&els, None, 64, &|_| None);
+        assert!(b[1].to.is_none());
+        // A range that does not end in a taken branch adds nothing.
+        let els: VecDeque<Element> = [range(0x100, 0x110, false, "BR  <cond>")].into();
+        assert!(summarise(&els, None, 64, &|_| Some(0x9400_0010)).1.is_empty());
     }
 }

@@ -83,7 +83,7 @@ fn etm_regs(e: &Etm) -> Vec<(String, u32, u32)> {
 
 /// Reads `len` bytes of kernel text at runtime address `addr` from the vmcore the capture came
 /// from, through the kernel image's linear mapping (`kimage_voffset`).
-fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
+pub(crate) fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
     let core = capture.core?;
     let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
     core.read_phys(paddr, len).ok().map(|b| b.into_owned())
