@@ -44,6 +44,11 @@ import sys
 
 LAST = 64
 TRUTH_KINDS = ("taken", "waypoint", "exception")
+# The debug interface faults and how the driver (and csdump) name the sample's outcome.
+DEBUG_FAULTS = {"debug-power-off": "powered down", "debug-ignore-corepurq": "powered down",
+                "debug-double-lock": "OS double lock"}
+# The TMC faults and the drain outcome each must give.
+TMC_FAULTS = {"tmc-rrd-stuck": 6, "tmc-never-ready": 5, "tmc-flush-stuck": 4}
 BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
 TMC_OUTCOMES = {0: "complete", 1: "not_enabled", 2: "not_circular_buffer", 3: "locked",
                 4: "flush_timeout", 5: "ready_timeout", 6: "ram_read_stuck", 7: "truncated"}
@@ -260,16 +265,23 @@ def check_tmc(a, out, recs, stops):
           + (" (wrapped: barrier packet, then the RAM from byte 16)" if full else ""))
 
 
-def check_etms(a, out, recs, enabled, cpus):
+def check_etms(a, out, recs, enabled, cpus, log, fault):
+    """One ETM record per CPU with the registers the driver programmed; with etm-never-idle@N,
+    CPU N's is partial, says idle-timeout, and the panic log names it."""
     etm = {x["cpu"]: x for x in recs if x["kind"] == "source"}
     if sorted(etm) != cpus:
         raise Bad(f"expected one ETM record for CPUs {cpus}, got {sorted(etm)}")
     for cpu, x in sorted(etm.items()):
-        if x["status"] != "ok":
-            raise Bad(f"ETM record of CPU{cpu}: status {x['status']}")
         v = struct.unpack_from("<12I", open(os.path.join(out, x["file"]), "rb").read(), 0)
-        if v[1] != cpu or v[2] != 0:
-            raise Bad(f"ETM record of CPU{cpu}: cpu {v[1]}, outcome {v[2]}")
+        if fault == ("etm-never-idle", cpu):
+            if x["status"] != "partial" or x["error"] != -5 or v[1] != cpu or v[2] != 1:
+                raise Bad(f"ETM record of CPU{cpu}: {x['status']}/{x['error']}, outcome {v[2]}: "
+                          "expected partial/-EIO, outcome 1 (idle-timeout)")
+            if not re.search(r"etm%d: idle-timeout" % cpu, log):
+                raise Bad(f"the panic log does not name CPU{cpu}'s ETM idle timeout")
+            print(f"CPU{cpu} ETM (etm-never-idle): record partial/-EIO, idle-timeout, named in the panic log")
+        elif x["status"] != "ok" or v[1] != cpu or v[2] != 0:
+            raise Bad(f"ETM record of CPU{cpu}: status {x['status']}, cpu {v[1]}, outcome {v[2]}")
         if cpu not in enabled:
             raise Bad(f"the plugin never saw CPU{cpu}'s ETM enabled")
         tid, cfg = enabled[cpu]
@@ -284,12 +296,15 @@ def check_samples(a, rep, samples, log, fault):
     got = {c["cpu"]: c.get("sample") for c in rep["cpus"]}
     for cpu in range(a.cpus):
         s = got.get(cpu)
-        if fault == ("debug-power-off", cpu):
+        if isinstance(fault, tuple) and fault[1] == cpu and fault[0] in DEBUG_FAULTS:
+            why = DEBUG_FAULTS[fault[0]]
             if s and s.get("outcome") == "sampled":
-                raise Bad(f"CPU{cpu}'s debug power domain stays off, yet csdump shows a sample: {s}")
-            if not re.search(r"coresight-cpu-debug 7ff2%x000\.debug:  not sampled: powered down" % cpu, log):
-                raise Bad(f"the panic log does not say CPU{cpu}'s debug interface stayed powered down")
-            print(f"CPU{cpu} debug: not sampled, named: powered down ({(s or {}).get('outcome')})")
+                raise Bad(f"CPU{cpu}'s debug interface has fault {fault[0]}, yet csdump shows a sample: {s}")
+            if not re.search(r"coresight-cpu-debug 7ff2%x000\.debug:  not sampled: %s" % (cpu, why), log):
+                raise Bad(f"the panic log does not say CPU{cpu}'s debug interface was not sampled: {why}")
+            if not s or not s.get("outcome", "").startswith(why):
+                raise Bad(f"csdump's outcome for CPU{cpu}'s sample is {(s or {}).get('outcome')}, not {why}")
+            print(f"CPU{cpu} debug ({fault[0]}): not sampled, named in the panic log and by csdump: {s['outcome']}")
             continue
         if not s or s.get("outcome") != "sampled":
             raise Bad(f"csdump has no sample for CPU{cpu}: {s}")
@@ -530,13 +545,13 @@ def check(a):
     panic_cpu = rep["panic_cpu"]
     pcs = check_samples(a, rep, samples, log, fault)
 
-    if fault in ("tmc-rrd-stuck", "tmc-never-ready"):
+    if fault in TMC_FAULTS:
         check_tmc_fault(a, fault, log, vmcore, out, recs, stops)
-        check_etms(a, out, recs, enabled, cpus)
+        check_etms(a, out, recs, enabled, cpus, log, fault)
         print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
         return
     check_tmc(a, out, recs, stops)
-    check_etms(a, out, recs, enabled, cpus)
+    check_etms(a, out, recs, enabled, cpus, log, fault)
     print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
 
     ground = os.path.join(a.dir, "ground")
@@ -555,7 +570,7 @@ def check(a):
         try:
             check_panic_path(a, rep, sym, panic_cpu)
         except Bad as e:
-            if not (isinstance(fault, tuple) and fault[0] == "debug-power-off"):
+            if not (isinstance(fault, tuple) and fault[0] in ("debug-power-off", "debug-ignore-corepurq")):
                 raise
             # The debug driver polls the powered-down interface until its timeout on the
             # panicking CPU: that loop can fill the ETF, so the crash may be older than the trace.
@@ -571,7 +586,7 @@ def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):
     """The TMC fault costs the TMC record only: partial/-ETIMEDOUT, its outcome names the fault, the
     panic log and csdump report say so."""
     rec, outcome, flags, rsz, data, words_read = sink_record(out, recs)
-    want = {"tmc-rrd-stuck": 6, "tmc-never-ready": 5}[fault]
+    want = TMC_FAULTS[fault]
     if rec["status"] != "partial" or rec["error"] != -110 or outcome != want:
         raise Bad(f"TMC record {rec['status']}/{rec['error']}, outcome {TMC_OUTCOMES.get(outcome, outcome)}: "
                   f"expected partial/-110, {TMC_OUTCOMES[want]}")

@@ -36,8 +36,10 @@
 #                        the dump against the emulated hardware and its ground truth (check_trace.py)
 #   trace-builtin        the same built in, QMP dump
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
-#   trace-tmc-stuck, trace-tmc-never-ready, trace-debug-power-off, trace-etm-os-lock
-#                        one plugin fault each: only the faulty component's record is lost, and named
+#   trace-tmc-stuck, trace-tmc-never-ready, trace-tmc-flush-stuck, trace-debug-power-off,
+#   trace-debug-ignore-corepurq, trace-debug-double-lock, trace-etm-os-lock, trace-etm-never-idle
+#                        one plugin fault each (all eight): only the faulty component's record is
+#                        lost or partial, and named
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one branch dropped, added
 #                        or changed
@@ -503,11 +505,44 @@ scenario_trace-tmc-never-ready() {
 		check_trace "$d" mod --fault tmc-never-ready
 }
 
+# A manual flush never completes (fault=tmc-flush-stuck): the formatter never stops, so TMCReady
+# never rises either; the drain names the flush timeout and keeps what RRD gave.
+scenario_trace-tmc-flush-stuck() {
+	local d=$RUNS/trace-tmc-flush-stuck
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-flush-stuck &&
+		check_trace "$d" mod --fault tmc-flush-stuck
+}
+
 # CPU 1's debug power domain stays off (fault=debug-power-off@1): its record says it was not sampled.
 scenario_trace-debug-power-off() {
 	local d=$RUNS/trace-debug-power-off
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
 		check_trace "$d" mod --fault debug-power-off@1
+}
+
+# CPU 1 ignores the power-up request (fault=debug-ignore-corepurq@1: EDPRCR.COREPURQ reads as
+# zero): its record says it was not sampled, powered down.
+scenario_trace-debug-ignore-corepurq() {
+	local d=$RUNS/trace-debug-ignore-corepurq
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-ignore-corepurq@1 &&
+		check_trace "$d" mod --fault debug-ignore-corepurq@1
+}
+
+# CPU 1's OS double lock is set (fault=debug-double-lock@1): its record says so, not sampled.
+scenario_trace-debug-double-lock() {
+	local d=$RUNS/trace-debug-double-lock
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-double-lock@1 &&
+		check_trace "$d" mod --fault debug-double-lock@1
+}
+
+# CPU 0's ETM never becomes idle once it has traced (fault=etm-never-idle@0; CPU 1's is switched
+# off and on through sysfs before the panic, which this fault would refuse): the panic callback
+# stops it, times out waiting for TRCSTATR.IDLE and says so in its record; its trace, already in
+# the ETF, is still checked against the ground truth.
+scenario_trace-etm-never-idle() {
+	local d=$RUNS/trace-etm-never-idle
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=etm-never-idle@0 &&
+		check_trace "$d" mod --fault etm-never-idle@0
 }
 
 # CPU 1's ETM keeps its OS lock set (fault=etm-os-lock@1): the driver refuses it at probe and says
@@ -716,8 +751,9 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-oops trace-tmc-stuck trace-tmc-never-ready trace-debug-power-off
-	trace-etm-os-lock trace-unload harness-trace-ground-truth coresight-devmem
+	trace-kdump trace-builtin trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
+	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
+	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
 	harness-coresight-wrong-id upstream-drivers)
 
 main() {
