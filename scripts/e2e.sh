@@ -35,6 +35,7 @@
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py)
 #   trace-builtin        the same built in, QMP dump
+#   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
 #   trace-tmc-stuck, trace-tmc-never-ready, trace-tmc-flush-stuck, trace-debug-power-off,
 #   trace-debug-ignore-corepurq, trace-debug-double-lock, trace-etm-os-lock, trace-etm-never-idle
@@ -471,6 +472,19 @@ scenario_trace-builtin() {
 		check_trace "$d" builtin
 }
 
+# Warm reboot with trace (built in): the first boot traces and panics, reboots itself with its RAM
+# (panic=1); the second boot saves the previous dump from debugfs before anything touches
+# CoreSight. The region file is judged like a vmcore (its code read from vmlinux), against the
+# emulated hardware and the ground truth of the first boot, which the plugin kept.
+scenario_trace-warm-reboot() {
+	local d=$RUNS/trace-warm-reboot
+	cs_qemu warm builtin "$d" "panic=1 cspd.test=warm $TRACE_APPEND coresight_cpu_debug.enable=1" || return 1
+	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
+	grep -q "coresight_panic_dump: previous dump: [0-9]* records" "$d/console.log" ||
+		{ echo "the second boot did not report the previous dump" >&2; return 1; }
+	check_trace "$d" builtin
+}
+
 # An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
 # decoded flow takes the data abort in lkdtm_EXCEPTION (the task may then move: one run faulted on
 # CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through die() into panic(). The
@@ -751,7 +765,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
+	trace-kdump trace-builtin trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
 	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
 	harness-coresight-wrong-id upstream-drivers)

@@ -264,6 +264,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let (rep, clean) = with_capture(&input, |c| {
                 Ok(csdump::prepanic::build(c, image.as_ref(), &opts))
             })?;
+            for n in &rep.notes {
+                eprintln!("csdump: note: {n}");
+            }
             for e in &rep.decoder_errors {
                 eprintln!("csdump: note: decoder: {e}");
             }

@@ -119,6 +119,8 @@ pub struct PrePanic {
     pub cpus: Vec<CpuReport>,
     /// Errors the decoder printed (a packet cut at the end of a circular buffer is usual).
     pub decoder_errors: Vec<String>,
+    /// What the reader should know about the decode (the kernel text it used, say).
+    pub notes: Vec<String>,
     /// What went wrong.
     pub warnings: Vec<String>,
 }
@@ -264,6 +266,7 @@ pub fn build(
         offset: kernel_relocation(capture, &v.elf),
     });
     let mut warnings = Vec::new();
+    let mut report_notes = Vec::new();
     // Elements kept per trace ID: enough that a loop in the last function does not hide the
     // functions before it, still a bounded amount of memory.
     let keep = opts.last.saturating_mul(128).max(1024);
@@ -279,9 +282,12 @@ pub fn build(
             .iter()
             .position(|s| !s.frames().is_empty())
             .unwrap_or(0);
+        // The snapshot's notes (the kernel text as built, say) are the report's too.
+        let notes = std::cell::RefCell::new(Vec::new());
         let decode = |extra: &[(u64, Vec<u8>)]| {
             let _ = fs::remove_dir_all(&dir);
-            write_snapshot_with(capture, &dir, vmlinux, extra).and_then(|_| {
+            write_snapshot_with(capture, &dir, vmlinux, extra).and_then(|out| {
+                *notes.borrow_mut() = out.notes;
                 run_trc_pkt_lister(
                     &opts.decoder,
                     &dir,
@@ -322,6 +328,7 @@ pub fn build(
             Ok(d) => {
                 decoder = format!("OpenCSD ({}){module_note}", opts.decoder.display());
                 decoded = Some(d);
+                report_notes = notes.take();
             }
             Err(e) => {
                 decoder = format!("not run: {e}");
@@ -429,6 +436,7 @@ pub fn build(
             .map(|d| d.errors.clone())
             .unwrap_or_default(),
         cpus,
+        notes: report_notes,
         warnings,
     }
 }
