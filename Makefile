@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint plugin bench help
+.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint kernel-gates plugin bench help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -37,6 +37,12 @@ host-test:
 ## lint             rustfmt check of the kernel Rust files and clippy of the host crates
 lint:
 	bash scripts/lint.sh
+
+## kernel-gates     checkpatch --strict and make dt_binding_check on this repo's kernel files
+kernel-gates: setup
+	bash scripts/kernel.sh source
+	bash scripts/kernel.sh overlay
+	bash scripts/kernel-gates.sh
 
 ## plugin           the QEMU TCG plugin with the CoreSight components (target/release/libqemu_coresight.so)
 plugin:
@@ -75,6 +81,7 @@ check: setup
 	$(MAKE) host-test
 	$(MAKE) lint
 	bash scripts/kernel.sh all mod
+	bash scripts/kernel-gates.sh
 	bash scripts/kernel.sh rustdoc mod
 	bash scripts/kunit.sh
 	bash scripts/kernel.sh all builtin

@@ -620,14 +620,7 @@ def check(a):
     if panic_cpu not in cpus:
         print(f"panicking CPU{panic_cpu} has no ETM (the faulty one): its flow is not checked")
     else:
-        try:
-            check_panic_path(a, rep, sym, panic_cpu)
-        except Bad as e:
-            if not (isinstance(fault, tuple) and fault[0] in ("debug-power-off", "debug-ignore-corepurq")):
-                raise
-            # The debug driver polls the powered-down interface until its timeout on the
-            # panicking CPU: that loop can fill the ETF, so the crash may be older than the trace.
-            print(f"panic path not found, as the power-down polling may have filled the ETF: {e}")
+        check_panic_path(a, rep, sym, panic_cpu)
     if a.trigger:
         check_trigger(a, rep, sym)
     check_other_samples(a, truth, rep, pcs, panic_cpu, sym)

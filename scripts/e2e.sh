@@ -528,9 +528,12 @@ scenario_trace-tmc-flush-stuck() {
 }
 
 # CPU 1's debug power domain stays off (fault=debug-power-off@1): its record says it was not sampled.
+# The panicking CPU polls for the power-up until its timeout while every ETM still traces (the
+# panic-path order issue): with a 256 KiB ETF that polling can evict the other CPU's trace, so the
+# ETF is 1 MiB here and in trace-debug-ignore-corepurq.
 scenario_trace-debug-power-off() {
 	local d=$RUNS/trace-debug-power-off
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
+	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
 		check_trace "$d" mod --fault debug-power-off@1
 }
 
@@ -538,7 +541,7 @@ scenario_trace-debug-power-off() {
 # zero): its record says it was not sampled, powered down.
 scenario_trace-debug-ignore-corepurq() {
 	local d=$RUNS/trace-debug-ignore-corepurq
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-ignore-corepurq@1 &&
+	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-ignore-corepurq@1 &&
 		check_trace "$d" mod --fault debug-ignore-corepurq@1
 }
 

@@ -26,6 +26,8 @@ HOST_PKGS=(
 	qemu-system-arm device-tree-compiler
 	# judges of what csdump writes
 	linux-perf libopencsd-bin libopencsd-dev
+	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
+	python3-venv libyaml-dev pkg-config
 )
 
 missing=()
@@ -53,6 +55,20 @@ else
 	say "building bindgen-cli $BINDGEN_VERSION (a few minutes)"
 	CARGO_TARGET_DIR="$CSPD_CACHE/cargo-bindgen" \
 		cargo install --locked --root /usr/local "bindgen-cli@$BINDGEN_VERSION"
+fi
+
+# dtschema and yamllint from PyPI, pinned, in a venv in the cache: make dt_binding_check
+# (scripts/kernel-gates.sh).
+DTSCHEMA_VENV=$CSPD_CACHE/dtschema-venv
+DTSCHEMA_PINS=(dtschema==2026.9 yamllint==1.38.0)
+if [ -x "$DTSCHEMA_VENV/bin/dt-doc-validate" ] &&
+	[ "$("$DTSCHEMA_VENV/bin/pip" freeze 2>/dev/null | grep -cxF -e "${DTSCHEMA_PINS[0]}" -e "${DTSCHEMA_PINS[1]}")" = 2 ]; then
+	say "have ${DTSCHEMA_PINS[*]}"
+else
+	say "installing ${DTSCHEMA_PINS[*]} into $DTSCHEMA_VENV"
+	rm -rf "$DTSCHEMA_VENV"
+	python3 -m venv "$DTSCHEMA_VENV"
+	"$DTSCHEMA_VENV/bin/pip" install -q "${DTSCHEMA_PINS[@]}"
 fi
 
 # A private apt configuration: its own sources, state and cache, so that

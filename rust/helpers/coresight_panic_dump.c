@@ -32,7 +32,7 @@ __rust_helper void rust_helper_cspd_set_crash_kexec_post_notifiers(bool on)
 __rust_helper int rust_helper_cspd_vmcoreinfo_append(const char *line)
 {
 #ifdef CONFIG_VMCORE_INFO
-	Elf_Word *buf;
+	u32 *buf;
 
 	if (!vmcoreinfo_data || !vmcoreinfo_note)
 		return -ENODEV;
@@ -99,7 +99,7 @@ __rust_helper u64 rust_helper_cspd_kimage_voffset(void)
 #endif
 }
 
-__rust_helper phys_addr_t rust_helper_virt_to_phys(volatile void *address)
+__rust_helper phys_addr_t rust_helper_virt_to_phys(const void *address)
 {
 	return virt_to_phys(address);
 }

@@ -214,7 +214,13 @@ pub type IdTable = &'static dyn kernel::device_id::IdTable<DeviceId, ()>;
 #[macro_export]
 macro_rules! amba_device_table {
     ($table_name:ident, [$($id:expr),* $(,)?]) => {
-        $crate::module_device_table!("amba", $crate::amba::DeviceId, $table_name, @none, [$($id),*]);
+        $crate::module_device_table!(
+            "amba",
+            $crate::amba::DeviceId,
+            $table_name,
+            @none,
+            [$($id),*]
+        );
     };
 }
 

@@ -450,7 +450,8 @@ impl<T: Operations> Registration<T> {
                 };
                 // SAFETY: `this` points to the registration being initialised; `ops` was
                 // initialised above and is pinned with it.
-                let ops = unsafe { Opaque::cast_into(&raw const (*this.as_ptr()).ops) }.cast_const();
+                let ops =
+                    unsafe { Opaque::cast_into(&raw const (*this.as_ptr()).ops) }.cast_const();
                 // SAFETY: `dev` is a bound device. Nothing can fail between here and
                 // `coresight_register()`, which releases the platform data on failure.
                 let pdata =

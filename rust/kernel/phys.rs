@@ -16,7 +16,7 @@ use crate::{
 /// `kmalloc` or the page allocator, not `vmalloc`).
 pub fn virt_to_phys<T>(ptr: *const T) -> PhysAddr {
     // SAFETY: `virt_to_phys` only computes an address; it does not access memory.
-    unsafe { bindings::virt_to_phys(ptr.cast_mut().cast()) }
+    unsafe { bindings::virt_to_phys(ptr.cast()) }
 }
 
 /// Returns the physical address of the first byte of `page`.

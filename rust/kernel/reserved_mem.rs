@@ -91,7 +91,8 @@ impl ReservedRegion {
             let no_map = !target.is_null()
                 // SAFETY: `target` is a valid node reference.
                 && unsafe { bindings::of_property_read_bool(target, c"no-map".as_char_ptr()) };
-            // SAFETY: `of_parse_phandle` returned a reference (or null, which `of_node_put` accepts).
+            // SAFETY: `of_parse_phandle` returned a reference (or null, which `of_node_put`
+            // accepts).
             unsafe { bindings::cspd_of_node_put(target) };
             no_map
         } else {

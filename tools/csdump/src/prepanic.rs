@@ -656,7 +656,13 @@ mod tests {
         let (_, branches) = summarise(&els, None, 64, &|a| (a == 0x210).then_some(0x9400_0010));
         let got: Vec<(Option<String>, String, String)> = branches
             .into_iter()
-            .map(|b| (b.from.map(|a| a.addr), b.to.map_or("?".into(), |a| a.addr), b.kind))
+            .map(|b| {
+                (
+                    b.from.map(|a| a.addr),
+                    b.to.map_or("?".into(), |a| a.addr),
+                    b.kind,
+                )
+            })
             .collect();
         let want = [
             ("0x10c", "0x200", "BR  <cond>"),
@@ -691,6 +697,8 @@ mod tests {
         assert!(b[1].to.is_none());
         // A range that does not end in a taken branch adds nothing.
         let els: VecDeque<Element> = [range(0x100, 0x110, false, "BR  <cond>")].into();
-        assert!(summarise(&els, None, 64, &|_| Some(0x9400_0010)).1.is_empty());
+        assert!(summarise(&els, None, 64, &|_| Some(0x9400_0010))
+            .1
+            .is_empty());
     }
 }

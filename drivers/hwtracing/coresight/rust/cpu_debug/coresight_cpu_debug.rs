@@ -9,8 +9,8 @@
 //! record saying why; none is skipped silently.
 //!
 //! Sampling is off until enabled: `debug=1` or `enable=1` at load,
-//! `coresight_cpu_debug.enable=1` on the command line, `CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON`,
-//! or `/sys/kernel/debug/coresight_cpu_debug/enable`.
+//! `coresight_cpu_debug.enable=1` on the command line,
+//! `CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON`, or `/sys/kernel/debug/coresight_cpu_debug/enable`.
 
 use kernel::{
     amba, c_str,

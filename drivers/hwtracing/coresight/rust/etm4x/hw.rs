@@ -540,8 +540,9 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// Programs `cfg` and enables the trace unit.
     ///
     /// Follows the C driver: unlock, request power (`TRCPDCR.PU`), disable and wait for idle,
-    /// program, set `EN`, wait for `IDLE` to clear, then set the software lock again. The OS lock is left clear (a traced
-    /// CPU needs it clear); it was found set if the returned [`FoundLocks`] says so.
+    /// program, set `EN`, wait for `IDLE` to clear, then set the software lock again. The OS lock
+    /// is left clear (a traced CPU needs it clear); it was found set if the returned
+    /// [`FoundLocks`] says so.
     pub fn enable(&mut self, cfg: &TraceConfig) -> Result<FoundLocks, Etm4xError> {
         if !(u32::from(TRACE_ID_MIN)..=u32::from(TRACE_ID_MAX)).contains(&cfg.traceidr) {
             // CAST: the value is reported truncated; it is out of range either way.

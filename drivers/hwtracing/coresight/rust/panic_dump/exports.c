@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Exports of the CoreSight panic dump core, whose functions are written in Rust
- * (panic_dump.rs) with the C prototypes of <linux/coresight-panic-dump.h>.
+ * The exported C API of the CoreSight panic dump core (<linux/coresight-panic-dump.h>), over its
+ * entry points written in Rust (panic_dump.rs).
  */
-#include <linux/coresight-panic-dump.h>
 #include <linux/export.h>
 
+#include "panic_dump.h"
+
+struct coresight_dump_entry *coresight_dump_add(const struct coresight_dump_desc *desc)
+{
+	return cspd_dump_add(desc);
+}
 EXPORT_SYMBOL_GPL(coresight_dump_add);
+
+void coresight_dump_del(struct coresight_dump_entry *entry)
+{
+	cspd_dump_del(entry);
+}
 EXPORT_SYMBOL_GPL(coresight_dump_del);

@@ -67,7 +67,8 @@ module! {
     params: {
         kernel_buffer_kib: u32 {
             default: 0,
-            description: "Without a reserved region, dump into a kernel buffer of this many KiB (kdump only; 0: off)",
+            description:
+                "Without a reserved region, dump into a kernel buffer of this many KiB (kdump only; 0: off)",
         },
         post_notifiers: bool {
             default: true,
@@ -713,14 +714,15 @@ fn debug_files(dump: KVVec<u8>) -> Result<DebugFiles> {
     })
 }
 
-/// C API: registers a dump callback. See `include/linux/coresight-panic-dump.h`.
+/// C API: registers a dump callback. `coresight_dump_add()` (`exports.c`, exported) calls it;
+/// see `include/linux/coresight-panic-dump.h`.
 ///
 /// # Safety
 ///
 /// `desc` must point to a valid description whose name, callback and data stay valid until
-/// [`coresight_dump_del`] is called with the returned handle.
+/// [`cspd_dump_del`] is called with the returned handle.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn coresight_dump_add(desc: *const RawDesc) -> *mut c_void {
+pub unsafe extern "C" fn cspd_dump_add(desc: *const RawDesc) -> *mut c_void {
     // SAFETY: By the safety requirements.
     let view = match unsafe { DescView::from_raw(desc) } {
         Ok(v) => v,
@@ -737,12 +739,13 @@ pub unsafe extern "C" fn coresight_dump_add(desc: *const RawDesc) -> *mut c_void
 }
 
 /// C API: removes a registration; its slot is released and its record no longer written.
+/// `coresight_dump_del()` (`exports.c`, exported) calls it.
 ///
 /// # Safety
 ///
-/// `entry` must be a handle returned by [`coresight_dump_add`] and not deleted yet.
+/// `entry` must be a handle returned by [`cspd_dump_add`] and not deleted yet.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn coresight_dump_del(entry: *mut c_void) {
+pub unsafe extern "C" fn cspd_dump_del(entry: *mut c_void) {
     if let Some(core) = core_ref() {
         let h = entry.addr();
         if h >= 1 {

@@ -750,9 +750,10 @@ fn drain_ram<A: CsAccess + ?Sized>(
 /// Stops the TMC and copies its trace RAM into `slot` as a TMC record; the panic path.
 ///
 /// The sequence: unlock; read `CTL`, `MODE`, `FFSR`, `FFCR`; when capturing in Circular Buffer
-/// mode, flush and stop ([`flush_and_stop`]) unless the formatter has already stopped, in which case
-/// only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`, `AUTHSTATUS`; read
-/// `RRD` until it returns the empty marker, at most `RSZ` data words; clear `CTL`; lock.
+/// mode, flush and stop ([`flush_and_stop`]) unless the formatter has already stopped, in which
+/// case only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`,
+/// `AUTHSTATUS`; read `RRD` until it returns the empty marker, at most `RSZ` data words; clear
+/// `CTL`; lock.
 ///
 /// The trace is written straight into the slot after the header. When the slot cannot hold all of
 /// it, the slot is used as a ring of whole frames so that the newest trace is kept, and rotated in
