@@ -282,20 +282,19 @@ pub fn build(
             .iter()
             .position(|s| !s.frames().is_empty())
             .unwrap_or(0);
-        // The snapshot's notes (the kernel text as built, say) are the report's too.
-        let notes = std::cell::RefCell::new(Vec::new());
+        // The decode, and the snapshot's notes (the kernel text as built, say), which are the
+        // report's too.
         let decode = |extra: &[(u64, Vec<u8>)]| {
             let _ = fs::remove_dir_all(&dir);
-            write_snapshot_with(capture, &dir, vmlinux, extra).and_then(|out| {
-                *notes.borrow_mut() = out.notes;
-                run_trc_pkt_lister(
-                    &opts.decoder,
-                    &dir,
-                    &format!("ETB_{idx}"),
-                    &dir.join("decode.ppl"),
-                    keep,
-                )
-            })
+            let out = write_snapshot_with(capture, &dir, vmlinux, extra)?;
+            let d = run_trc_pkt_lister(
+                &opts.decoder,
+                &dir,
+                &format!("ETB_{idx}"),
+                &dir.join("decode.ppl"),
+                keep,
+            )?;
+            Ok::<_, std::io::Error>((d, out.notes))
         };
         let mut module_note = String::new();
         let mut result = decode(&extra);
@@ -304,7 +303,7 @@ pub fn build(
         if let (Ok(_), Some(core), Some(info)) = (&result, capture.core, capture.vmcoreinfo) {
             if let Some(km) = crate::kmem::KernelMemory::new(core, info) {
                 for _ in 0..3 {
-                    let Ok(d) = &result else {
+                    let Ok((d, _)) = &result else {
                         break;
                     };
                     let added = add_module_text(&km, d, &mut extra);
@@ -325,10 +324,10 @@ pub fn build(
         }
         let _ = fs::remove_dir_all(&dir);
         match result {
-            Ok(d) => {
+            Ok((d, notes)) => {
                 decoder = format!("OpenCSD ({}){module_note}", opts.decoder.display());
                 decoded = Some(d);
-                report_notes = notes.take();
+                report_notes = notes;
             }
             Err(e) => {
                 decoder = format!("not run: {e}");
