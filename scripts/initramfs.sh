@@ -10,6 +10,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 variant=${1:?usage: initramfs.sh VARIANT}
+cache_lock
 out="$CSPD_CACHE/build-$variant"
 dest="$CSPD_CACHE/guest-$variant"
 root_debs="$CSPD_CACHE/guest-debs-root"

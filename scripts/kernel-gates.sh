@@ -13,6 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # dtschema and yamllint, pinned; installed by setup.sh, checked here.
 VENV=$CSPD_CACHE/dtschema-venv
+cache_lock
 
 [ -f "$KSRC/scripts/checkpatch.pl" ] || die "no kernel source in $KSRC: run scripts/kernel.sh source first"
 

@@ -83,7 +83,15 @@ cmd_overlay() {
 				die "overlay file $f would replace a file of the pristine tree; add a hook instead"
 			fi
 			mkdir -p "$(dirname "$KSRC/$f")"
-			if [ "$(readlink "$KSRC/$f" 2>/dev/null)" != "$REPO/$f" ]; then
+			local old
+			old=$(readlink "$KSRC/$f" 2>/dev/null || true)
+			if [ "$old" != "$REPO/$f" ]; then
+				# Kbuild decides by modification time: a link re-pointed from another
+				# clone at a file with other content but an older time would keep the old
+				# object. Touch the new target unless its content is the same.
+				if [ -n "$old" ] && ! cmp -s "$old" "$REPO/$f"; then
+					touch "$REPO/$f"
+				fi
 				ln -sfn "$REPO/$f" "$KSRC/$f"
 			fi
 			echo "$f" >>"$new"
@@ -197,6 +205,7 @@ cmd_rustdoc() {
 main() {
 	local cmd=${1:-}
 	shift || true
+	case $cmd in source | overlay | config | build | rustdoc | all) ensure_cache_dir ;; esac
 	case $cmd in
 	source) cmd_source ;;
 	overlay) cmd_overlay ;;
@@ -204,7 +213,6 @@ main() {
 	build) cmd_build "$@" ;;
 	rustdoc) cmd_rustdoc "$@" ;;
 	all)
-		ensure_cache_dir
 		cmd_source
 		cmd_overlay
 		cmd_config "$@"

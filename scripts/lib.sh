@@ -39,4 +39,19 @@ ensure_cache_dir() {
 		die "cache directory $CSPD_CACHE is not writable (set CSPD_CACHE to a writable place)"
 	fi
 	rm -f "$probe"
+	cache_lock
+}
+
+# One run at a time per cache directory: the kernel trees, the overlay links and the e2e run
+# directories are shared, and two kernel builds at once would thrash two cores. The lock is
+# held until the script exits; scripts it starts inherit it (CSPD_CACHE_LOCKED). To hold it
+# across several commands: flock "$CSPD_CACHE/.lock" env CSPD_CACHE_LOCKED=1 make ...
+cache_lock() {
+	[ -z "${CSPD_CACHE_LOCKED:-}" ] || return 0
+	exec 9>>"$CSPD_CACHE/.lock"
+	if ! flock -n 9; then
+		say "waiting for another run that holds $CSPD_CACHE/.lock"
+		flock 9
+	fi
+	export CSPD_CACHE_LOCKED=1
 }
