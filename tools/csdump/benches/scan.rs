@@ -62,7 +62,7 @@ fn library_pass(path: &Path) -> usize {
     // SAFETY: the benchmark's own temporary file, not modified while mapped.
     let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
     let located = csdump::region::locate(&map).unwrap();
-    let report = csdump::report::analyze("bench", &located).unwrap();
+    let report = csdump::info::analyze("bench", &located).unwrap();
     assert!(report.clean);
     report.records.len()
 }

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use crate::info::record_file_name;
+use crate::info::Summary;
 use crate::region::Located;
-use crate::report::record_file_name;
-use crate::report::Report;
 
 /// Name of the machine-readable summary in the output directory.
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -49,7 +49,7 @@ pub struct ExtractOptions {
 /// salvaged files.
 pub fn extract(
     located: &Located<'_>,
-    report: &mut Report,
+    report: &mut Summary,
     dir: &Path,
     opts: ExtractOptions,
 ) -> Result<Vec<String>, ExtractError> {

@@ -1,17 +1,17 @@
 //! csdump: finds a coresight-panic-dump region in a kdump vmcore, a QEMU memory dump or a raw
 //! region file, checks it with the format parser shared with the kernel, and writes it out.
 //!
-//! The library does no I/O below [`extract`]: [`region::locate`] and [`report::analyze`] take
+//! The library does no I/O below [`extract`]: [`region::locate`] and [`info::analyze`] take
 //! bytes, so tests and fuzzers feed them directly.
 
 pub mod capture;
 pub mod decode;
 pub mod elf;
 pub mod extract;
+pub mod info;
 pub mod ini;
 pub mod kmem;
 pub mod perf;
-pub mod prepanic;
 pub mod region;
 pub mod report;
 pub mod snapshot;
@@ -25,8 +25,8 @@ pub use cspd_format as format;
 /// runs the raw region parser over `data` itself. Must never panic, whatever `data` is.
 pub fn fuzz_entry(data: &[u8]) {
     if let Ok(located) = region::locate(data) {
-        if let Ok(report) = report::analyze("fuzz", &located) {
-            let _ = report::render_text(&report);
+        if let Ok(report) = info::analyze("fuzz", &located) {
+            let _ = info::render_text(&report);
             let _ = serde_json::to_string(&report);
         }
         if let Ok(c) = capture::Capture::from_dump(&located) {

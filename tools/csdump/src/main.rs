@@ -11,10 +11,10 @@ use clap::Subcommand;
 use csdump::capture::Capture;
 use csdump::extract::extract;
 use csdump::extract::ExtractOptions;
+use csdump::info::analyze;
+use csdump::info::render_text;
+use csdump::info::Summary;
 use csdump::region::locate;
-use csdump::report::analyze;
-use csdump::report::render_text;
-use csdump::report::Report;
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -150,7 +150,7 @@ impl Input {
     }
 }
 
-fn warn(report: &Report) {
+fn warn(report: &Summary) {
     for w in &report.input_warnings {
         eprintln!("csdump: warning: {}: {w}", report.input);
     }
@@ -260,9 +260,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         } => {
             let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
             let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
-            let opts = csdump::prepanic::Options { last, decoder };
+            let opts = csdump::report::Options { last, decoder };
             let (rep, clean) = with_capture(&input, |c| {
-                Ok(csdump::prepanic::build(c, image.as_ref(), &opts))
+                Ok(csdump::report::build(c, image.as_ref(), &opts))
             })?;
             for n in &rep.notes {
                 eprintln!("csdump: note: {n}");
@@ -276,10 +276,10 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&rep)?);
             } else {
-                print!("{}", csdump::prepanic::render_text(&rep));
+                print!("{}", csdump::report::render_text(&rep));
             }
             if let Some(h) = html {
-                std::fs::write(&h, csdump::prepanic::render_html(&rep))
+                std::fs::write(&h, csdump::report::render_html(&rep))
                     .with_context(|| h.display().to_string())?;
                 eprintln!("csdump: wrote {}", h.display());
             }

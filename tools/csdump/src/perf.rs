@@ -94,7 +94,7 @@ pub fn cstrace_name(index: usize, count: usize, name: &str) -> String {
     } else {
         format!(
             "cstrace-{index}-{}.bin",
-            crate::report::sanitize(name.as_bytes())
+            crate::info::sanitize(name.as_bytes())
         )
     }
 }

@@ -1,499 +1,699 @@
-//! What a region holds, checked record by record: the data behind `info`, `extract` and
-//! `summary.json`.
+//! The pre-panic report: per CPU, the panic CPU first, the CPU debug sample and the last
+//! branches and functions executed before the panic, decoded through OpenCSD and symbolised
+//! with vmlinux; rendered as text, JSON or an HTML page with a per-CPU timeline.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::fs;
+use std::path::PathBuf;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
 
-use cspd_format::Commit;
-use cspd_format::FormatError;
-use cspd_format::Identity;
-use cspd_format::PanicInfo;
-use cspd_format::Record;
-use cspd_format::RecordKind;
-use cspd_format::CPU_NONE;
-use cspd_format::RECORD_HEADER_SIZE;
+use cspd_hw::a64::direct_target;
 use serde::Serialize;
 
-use crate::region::FoundBy;
-use crate::region::InputKind;
-use crate::region::Located;
+use crate::capture::Capture;
+use crate::capture::Origin;
+use crate::decode::run_trc_pkt_lister;
+use crate::decode::Decoded;
+use crate::decode::Element;
+use crate::elf::Symbolizer;
+use crate::snapshot::kernel_relocation;
+use crate::snapshot::runtime_text;
+use crate::snapshot::write_snapshot_with;
+use crate::snapshot::VmlinuxImage;
 
-/// Formats an address as `0x…` hex.
-pub fn hex(v: u64) -> String {
-    format!("{v:#x}")
+/// Report options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many branches and functions to keep per CPU.
+    pub last: usize,
+    /// The `trc_pkt_lister` program.
+    pub decoder: PathBuf,
 }
 
-fn hex_bytes(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The container header, as reported.
+/// An address and its symbol.
 #[derive(Debug, Clone, Serialize)]
-pub struct ContainerInfo {
-    /// Format version.
-    pub version: u16,
-    /// Region size in bytes.
-    pub region_size: u64,
-    /// Boot id, hex.
-    pub boot_id: String,
-    /// Record stamp of that boot, hex.
-    pub stamp: String,
-    /// Dump sequence number.
-    pub sequence: u64,
-    /// Offset of the first record.
-    pub first_record: u32,
+pub struct Addr {
+    /// The address, hex.
+    pub addr: String,
+    /// `function+0xoff`, when vmlinux has a symbol for it.
+    pub symbol: Option<String>,
 }
 
-/// One record (or a damaged one whose header could still be read).
+/// A taken branch, a P0 instruction that is not a branch (`ISB`, `WFI`), an exception (from its
+/// preferred return address to the vector, kind `exception`), or a jump the decoder could not
+/// follow further (kind `target`).
 #[derive(Debug, Clone, Serialize)]
-pub struct RecordInfo {
-    /// Position in the report's record list.
-    pub index: usize,
-    /// Region offset of the record header.
-    pub offset: usize,
-    /// File offset of the record header, when the region is contiguous in the file.
-    pub file_offset: Option<u64>,
-    /// Record kind (`sink`, `source`, …).
+pub struct Branch {
+    /// The branch instruction (absent when the decoder only saw the target).
+    pub from: Option<Addr>,
+    /// Where execution went; `None` for a CPU's last branch when it is indirect: the trace
+    /// stopped before the address packet that would have named its target.
+    pub to: Option<Addr>,
+    /// Branch type as OpenCSD names it.
     pub kind: String,
-    /// Callback status (`ok`, `not-run`, …).
-    pub status: String,
-    /// Device name.
+}
+
+/// A run of execution inside one function (or at one address, without symbols).
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionRun {
+    /// Function name, or the address where the run starts.
     pub name: String,
-    /// CPU, if the record belongs to one.
-    pub cpu: Option<u32>,
-    /// Negative errno the callback returned, or 0.
-    pub error: i32,
-    /// Capacity of the data area.
-    pub capacity: u32,
-    /// Bytes written.
-    pub length: u32,
-    /// Whether the record passed every check (header CRC, data CRC, stamp).
-    pub crc_ok: bool,
-    /// File name `extract` writes the data to (`None` for a damaged record, unless salvaged).
-    pub file: Option<String>,
-    /// What is wrong with the record, if anything.
-    pub problem: Option<String>,
-    /// Region offset of the data.
-    #[serde(skip)]
-    pub data_offset: usize,
-    /// Whether the data can be salvaged (the header is readable).
-    #[serde(skip)]
-    pub salvageable: bool,
-    /// The record kind.
-    #[serde(skip)]
-    pub record_kind: RecordKind,
+    /// First address of the run, hex.
+    pub start: String,
+    /// Instructions executed in the run (0 when unknown).
+    pub instructions: u64,
 }
 
-/// The identity record, decoded.
+/// The CPU debug sample, as the C driver prints it, with the PC's symbol.
 #[derive(Debug, Clone, Serialize)]
-pub struct IdentityInfo {
-    /// Kernel release.
-    pub release: String,
-    /// Build id, hex.
-    pub build_id: String,
-    /// KASLR offset, hex.
-    pub kaslr_offset: String,
-    /// Address of `_text`, hex.
+pub struct SampleInfo {
+    /// What happened (`sampled`, `powered down…`).
+    pub outcome: String,
+    /// The sampled PC, hex.
+    pub pc: Option<Addr>,
+    /// The C driver's lines.
     pub text: String,
-    /// `PAGE_OFFSET`, hex.
-    pub page_offset: String,
-    /// `memstart_addr`, hex.
-    pub memstart: String,
-    /// `kimage_voffset`, hex.
-    pub kimage_voffset: String,
-    /// Region physical address, hex.
-    pub region_paddr: String,
-    /// Region size.
-    pub region_size: u64,
 }
 
-impl From<&Identity> for IdentityInfo {
-    fn from(id: &Identity) -> Self {
-        Self {
-            release: String::from_utf8_lossy(id.release_bytes()).into_owned(),
-            build_id: hex_bytes(id.build_id_bytes()),
-            kaslr_offset: hex(id.kaslr_offset),
-            text: hex(id.text_addr),
-            page_offset: hex(id.page_offset),
-            memstart: hex(id.memstart),
-            kimage_voffset: hex(id.kimage_voffset),
-            region_paddr: hex(id.region_paddr),
-            region_size: id.region_size,
-        }
-    }
-}
-
-/// The panic info record, decoded.
+/// What one CPU did before the panic.
 #[derive(Debug, Clone, Serialize)]
-pub struct PanicReport {
-    /// CPU that panicked.
-    pub cpu: Option<u32>,
-    /// The message (lossy UTF-8).
-    pub message: String,
-    /// Whether the kernel cut the message.
-    pub truncated: bool,
+pub struct CpuReport {
+    /// Logical CPU.
+    pub cpu: u32,
+    /// Whether this CPU panicked.
+    pub panic: bool,
+    /// Trace ID of its ETM.
+    pub trace_id: Option<u8>,
+    /// The CPU debug sample.
+    pub sample: Option<SampleInfo>,
+    /// Trace elements decoded for the CPU.
+    pub elements: u64,
+    /// Last functions, oldest first.
+    pub functions: Vec<FunctionRun>,
+    /// Last branches, oldest first.
+    pub branches: Vec<Branch>,
+    /// Why there is no trace for the CPU, if there is none.
+    pub no_trace: Option<String>,
 }
 
-/// State of the commit record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CommitState {
-    /// Present and consistent with the records.
-    Ok,
-    /// Absent: the dump was torn or never written.
-    Missing,
-    /// Present but failing a check.
-    Corrupt,
-}
-
-/// The commit record, as reported.
-#[derive(Debug, Clone, Serialize)]
-pub struct CommitInfo {
-    /// Its state.
-    pub state: CommitState,
-    /// Region offset of the commit record (or where the chain ended without one).
-    pub offset: Option<usize>,
-    /// Records the commit counts.
-    pub records: Option<u32>,
-    /// Region bytes in use, per the commit.
-    pub used_bytes: Option<u64>,
-    /// What is wrong, if anything.
-    pub problem: Option<String>,
-}
-
-/// A problem found in the region.
-#[derive(Debug, Clone, Serialize)]
-pub struct Problem {
-    /// Short stable name (`data-crc`, `missing-commit`, …).
-    pub code: &'static str,
-    /// Region offset.
-    pub offset: Option<usize>,
-    /// File offset, when the region is contiguous in the file.
-    pub file_offset: Option<u64>,
-    /// Full description.
-    pub message: String,
-}
-
-/// Everything csdump knows about one dump.
+/// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// Version of csdump that wrote the report.
-    pub csdump_version: &'static str,
-    /// Input file name.
-    pub input: String,
-    /// Input kind.
-    pub input_kind: InputKind,
-    /// How the region was found.
-    pub found_by: FoundBy,
-    /// Physical address of the region, hex, for a vmcore.
-    pub region_paddr: Option<String>,
-    /// File offset of the region, when contiguous in the file.
-    pub region_file_offset: Option<u64>,
-    /// `KERNELOFFSET` from vmcoreinfo, hex.
-    pub kerneloffset: Option<String>,
-    /// Notes about the input (a truncated segment, no vmcoreinfo…).
-    pub input_warnings: Vec<String>,
-    /// The container header.
-    pub container: ContainerInfo,
-    /// Every record but free slots and the commit, in region order.
-    pub records: Vec<RecordInfo>,
-    /// The identity record, decoded.
-    pub identity: Option<IdentityInfo>,
-    /// The panic info record, decoded.
-    pub panic: Option<PanicReport>,
-    /// The commit record.
-    pub commit: CommitInfo,
-    /// Every problem found, in region order.
-    pub problems: Vec<Problem>,
-    /// Whether the dump is complete and every check passed.
-    pub clean: bool,
+    /// Kernel release, when known.
+    pub release: Option<String>,
+    /// Runtime `_text`, hex.
+    pub text: String,
+    /// KASLR offset, hex.
+    pub kaslr_offset: String,
+    /// The panic CPU.
+    pub panic_cpu: Option<u32>,
+    /// The panic message.
+    pub panic_message: Option<String>,
+    /// How the trace was decoded.
+    pub decoder: String,
+    /// Whether addresses are symbolised.
+    pub symbols: bool,
+    /// Per CPU, panic CPU first.
+    pub cpus: Vec<CpuReport>,
+    /// Errors the decoder printed (a packet cut at the end of a circular buffer is usual).
+    pub decoder_errors: Vec<String>,
+    /// What the reader should know about the decode (the kernel text it used, say).
+    pub notes: Vec<String>,
+    /// What went wrong.
+    pub warnings: Vec<String>,
 }
 
-/// Makes a file-system safe name part.
-pub fn sanitize(name: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(name)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_start_matches('.').to_string();
-    if s.is_empty() {
-        "unnamed".into()
-    } else {
-        s
+/// How the report shows the target of an indirect last branch.
+const NOT_TRACED: &str = "(target not traced)";
+
+fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
+    Addr {
+        addr: format!("{a:#x}"),
+        symbol: sym.and_then(|s| s.name(a)),
     }
 }
 
-/// File name `extract` gives a record's data.
-pub fn record_file_name(index: usize, kind: RecordKind, name: &[u8], corrupt: bool) -> String {
-    let suffix = if corrupt { ".corrupt.bin" } else { ".bin" };
-    format!("{index:02}-{}-{}{suffix}", kind.name(), sanitize(name))
+fn scratch_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    std::env::temp_dir().join(format!("csdump-report-{}-{nanos}", std::process::id()))
 }
 
-fn is_commit_error(e: &FormatError) -> bool {
-    matches!(
-        e,
-        FormatError::MissingCommit { .. }
-            | FormatError::CommitCrc { .. }
-            | FormatError::CommitHeadersCrc { .. }
-            | FormatError::CommitCount { .. }
-            | FormatError::CommitMismatch { .. }
-    )
+/// Turns a CPU's last elements into its last functions and branches.
+/// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
+/// `word` reads the instruction at an address, for the target of a last branch no range
+/// follows.
+fn summarise(
+    els: &VecDeque<Element>,
+    sym: Option<&Symbolizer>,
+    last: usize,
+    word: &dyn Fn(u64) -> Option<u32>,
+) -> (Vec<FunctionRun>, Vec<Branch>) {
+    let mut funcs: Vec<FunctionRun> = Vec::new();
+    let mut branches = Vec::new();
+    let mut pending: Option<(u64, String)> = None;
+    for e in els {
+        if let Some(a) = e.addr() {
+            if let Some((from, kind)) = pending.take() {
+                branches.push(Branch {
+                    from: Some(addr(sym, from)),
+                    to: Some(addr(sym, a)),
+                    kind,
+                });
+            } else if matches!(e, Element::NoAccess { .. }) {
+                branches.push(Branch {
+                    from: None,
+                    to: Some(addr(sym, a)),
+                    kind: "target".into(),
+                });
+            }
+            let name = sym
+                .and_then(|s| s.function(a).map(str::to_string))
+                .unwrap_or_else(|| format!("{a:#x}"));
+            let n = match e {
+                Element::Range { count, .. } => u64::from(*count),
+                _ => 0,
+            };
+            match funcs.last_mut() {
+                Some(f) if f.name == name => f.instructions += n,
+                _ => funcs.push(FunctionRun {
+                    name,
+                    start: format!("{a:#x}"),
+                    instructions: n,
+                }),
+            }
+        }
+        match e {
+            // OpenCSD names the last instruction `---` when it is not a branch (a range cut
+            // by an exception).
+            Element::Range {
+                end,
+                last_size,
+                taken: true,
+                branch,
+                ..
+            } if !branch.is_empty() && branch != "---" => {
+                pending = Some((end.wrapping_sub(u64::from(*last_size)), branch.clone()))
+            }
+            // An exception goes from its preferred return address to the vector, where the
+            // next element starts.
+            Element::Exception { ret: Some(r), .. } => pending = Some((*r, "exception".into())),
+            _ => pending = None,
+        }
+    }
+    // The trace ended right after a branch (the ETM stopped before the next instruction range):
+    // a direct branch's target is in its encoding; an indirect one's is not in the trace.
+    if let Some((from, kind)) = pending {
+        let to = word(from).and_then(|w| direct_target(w, from));
+        branches.push(Branch {
+            from: Some(addr(sym, from)),
+            to: to.map(|t| addr(sym, t)),
+            kind,
+        });
+    }
+    funcs.drain(..funcs.len().saturating_sub(last));
+    branches.drain(..branches.len().saturating_sub(last));
+    (funcs, branches)
 }
 
-/// Checks the region of `located` and builds the report.
-///
-/// An error in the container header is fatal and returned; an error in a record is reported
-/// in the record and in `problems`, and the other records are still read.
-pub fn analyze(input: &str, located: &Located<'_>) -> Result<Report, FormatError> {
-    let region = cspd_format::parse_region(&located.bytes)?;
-    let h = region.header();
-    let mut report = Report {
-        csdump_version: env!("CARGO_PKG_VERSION"),
-        input: input.to_string(),
-        input_kind: located.input_kind,
-        found_by: located.found_by,
-        region_paddr: located.paddr.map(hex),
-        region_file_offset: located.file_offset,
-        kerneloffset: located.kerneloffset.map(hex),
-        input_warnings: located.warnings.clone(),
-        container: ContainerInfo {
-            version: cspd_format::FORMAT_VERSION,
-            region_size: h.region_size,
-            boot_id: hex_bytes(&h.boot_id),
-            stamp: hex(h.stamp),
-            sequence: h.sequence,
-            first_record: h.first_record,
-        },
-        records: Vec::new(),
-        identity: None,
-        panic: None,
-        commit: CommitInfo {
-            state: CommitState::Missing,
-            offset: None,
-            records: None,
-            used_bytes: None,
-            problem: None,
-        },
-        problems: Vec::new(),
-        clean: false,
-    };
-    let record_info = |index: usize, r: &Record<'_>, problem: Option<&FormatError>| RecordInfo {
-        index,
-        offset: r.offset,
-        file_offset: located.file_offset_of(r.offset),
-        kind: r.header.kind.name().into(),
-        status: r.header.status.name().into(),
-        name: String::from_utf8_lossy(r.header.name_bytes()).into_owned(),
-        cpu: (r.header.cpu != CPU_NONE).then_some(r.header.cpu),
-        error: r.header.error,
-        capacity: r.header.capacity,
-        length: r.header.length,
-        crc_ok: problem.is_none(),
-        file: problem
-            .is_none()
-            .then(|| record_file_name(index, r.header.kind, r.header.name_bytes(), false)),
-        problem: problem.map(|e| e.to_string()),
-        data_offset: r.offset + RECORD_HEADER_SIZE,
-        salvageable: true,
-        record_kind: r.header.kind,
-    };
-    for item in region.records() {
-        match item {
-            Ok(r) if r.header.kind == RecordKind::Commit => {
-                let c = Commit::decode(r.data).ok();
-                report.commit = CommitInfo {
-                    state: CommitState::Ok,
-                    offset: Some(r.offset),
-                    records: c.map(|c| c.records),
-                    used_bytes: c.map(|c| c.used_bytes),
-                    problem: None,
-                };
-            }
-            Ok(r) => {
-                match r.header.kind {
-                    RecordKind::Identity if report.identity.is_none() => {
-                        match Identity::decode(r.data) {
-                            Ok(id) => report.identity = Some(IdentityInfo::from(&id)),
-                            Err(e) => report.problems.push(problem(
-                                located,
-                                Some(r.offset),
-                                "bad-identity",
-                                format!("offset {:#x}: identity payload: {e}", r.offset),
-                            )),
-                        }
-                    }
-                    RecordKind::PanicInfo if report.panic.is_none() => {
-                        match PanicInfo::decode(r.data) {
-                            Ok(p) => {
-                                report.panic = Some(PanicReport {
-                                    cpu: (p.cpu != CPU_NONE).then_some(p.cpu),
-                                    message: String::from_utf8_lossy(p.message).into_owned(),
-                                    truncated: p.truncated,
-                                })
-                            }
-                            Err(e) => report.problems.push(problem(
-                                located,
-                                Some(r.offset),
-                                "bad-panic-info",
-                                format!("offset {:#x}: panic info payload: {e}", r.offset),
-                            )),
-                        }
-                    }
-                    _ => {}
-                }
-                let index = report.records.len();
-                report.records.push(record_info(index, &r, None));
-            }
-            Err(e) => {
-                report
-                    .problems
-                    .push(problem(located, e.offset(), e.name(), e.to_string()));
-                let salvaged = e.offset().and_then(|o| region.salvage(o));
-                let commit_record = salvaged.is_some_and(|r| r.header.kind == RecordKind::Commit);
-                if is_commit_error(&e) || commit_record {
-                    report.commit = CommitInfo {
-                        state: if matches!(e, FormatError::MissingCommit { .. }) {
-                            CommitState::Missing
-                        } else {
-                            CommitState::Corrupt
-                        },
-                        offset: e.offset(),
-                        records: None,
-                        used_bytes: None,
-                        problem: Some(e.to_string()),
-                    };
-                } else if let Some(r) = salvaged {
-                    let index = report.records.len();
-                    report.records.push(record_info(index, &r, Some(&e)));
-                }
+/// Adds to `extra` the mapped kernel memory around each address the decoder could not read;
+/// returns how many ranges it added.
+fn add_module_text(
+    km: &crate::kmem::KernelMemory<'_, '_>,
+    d: &Decoded,
+    extra: &mut Vec<(u64, Vec<u8>)>,
+) -> usize {
+    let mut added = 0;
+    let nacc: Vec<u64> = d
+        .by_id
+        .values()
+        .flatten()
+        .filter_map(|e| match e {
+            Element::NoAccess { addr } => Some(*addr),
+            _ => None,
+        })
+        .collect();
+    for a in nacc {
+        let covered = |x: u64| {
+            extra
+                .iter()
+                .any(|(s, b)| x >= *s && x - *s < b.len() as u64)
+        };
+        if a < crate::capture::KERNEL_SPACE || covered(a) || extra.len() >= 64 {
+            continue;
+        }
+        if let Some((start, bytes)) = km.read_around(a, 256 * 1024, 256 * 1024) {
+            if !bytes.is_empty() && !covered(start) {
+                extra.push((start, bytes));
+                added += 1;
             }
         }
     }
-    report.clean = report.problems.is_empty() && report.commit.state == CommitState::Ok;
-    Ok(report)
+    added
 }
 
-fn problem(
-    located: &Located<'_>,
-    offset: Option<usize>,
-    code: &'static str,
-    message: String,
-) -> Problem {
-    Problem {
-        code,
-        offset,
-        file_offset: offset.and_then(|o| located.file_offset_of(o)),
-        message,
+/// Builds the report: writes a scratch snapshot, decodes it, symbolises.
+pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &Options) -> Report {
+    let sym = vmlinux.map(|v| Symbolizer {
+        vmlinux: v.elf.clone(),
+        offset: kernel_relocation(capture, &v.elf),
+    });
+    let mut warnings = Vec::new();
+    let mut report_notes = Vec::new();
+    // Elements kept per trace ID: enough that a loop in the last function does not hide the
+    // functions before it, still a bounded amount of memory.
+    let keep = opts.last.saturating_mul(128).max(1024);
+    let mut decoded = None;
+    let decoder;
+    let mut extra = Vec::new();
+    if capture.etms.is_empty() || capture.sinks.iter().all(|s| s.frames().is_empty()) {
+        decoder = "not run: no ETMv4 source or no trace".to_string();
+    } else {
+        let dir = scratch_dir();
+        let idx = capture
+            .sinks
+            .iter()
+            .position(|s| !s.frames().is_empty())
+            .unwrap_or(0);
+        // The decode, and the snapshot's notes (the kernel text as built, say), which are the
+        // report's too.
+        let decode = |extra: &[(u64, Vec<u8>)]| {
+            let _ = fs::remove_dir_all(&dir);
+            let out = write_snapshot_with(capture, &dir, vmlinux, extra)?;
+            let d = run_trc_pkt_lister(
+                &opts.decoder,
+                &dir,
+                &format!("ETB_{idx}"),
+                &dir.join("decode.ppl"),
+                keep,
+            )?;
+            Ok::<_, std::io::Error>((d, out.notes))
+        };
+        let mut module_note = String::new();
+        let mut result = decode(&extra);
+        // Code outside vmlinux (modules) that the decoder could not reach: read it from the
+        // vmcore through the kernel's page tables and decode again.
+        if let (Ok(_), Some(core), Some(info)) = (&result, capture.core, capture.vmcoreinfo) {
+            if let Some(km) = crate::kmem::KernelMemory::new(core, info) {
+                for _ in 0..3 {
+                    let Ok((d, _)) = &result else {
+                        break;
+                    };
+                    let added = add_module_text(&km, d, &mut extra);
+                    if added == 0 {
+                        break;
+                    }
+                    result = decode(&extra);
+                }
+                if !extra.is_empty() {
+                    let bytes: usize = extra.iter().map(|(_, b)| b.len()).sum();
+                    module_note = format!(
+                        "; code outside vmlinux (modules) read from the vmcore: {} range(s), {} KiB",
+                        extra.len(),
+                        bytes / 1024
+                    );
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+        match result {
+            Ok((d, notes)) => {
+                decoder = format!("OpenCSD ({}){module_note}", opts.decoder.display());
+                decoded = Some(d);
+                report_notes = notes;
+            }
+            Err(e) => {
+                decoder = format!("not run: {e}");
+                warnings.push(format!("trace not decoded: {e}"));
+            }
+        }
+    }
+    let has_memory = vmlinux.is_some()
+        || matches!(capture.origin, Origin::Snapshot(_)) && !capture.memory.is_empty();
+    if decoded.is_some() && !has_memory {
+        warnings.push(
+            "no kernel image (--vmlinux): only branch targets are known, not the instructions \
+             between them"
+                .into(),
+        );
+    }
+    // An instruction word as the kernel ran it: module code read for the decoder, the vmcore's
+    // kernel image, else vmlinux as built.
+    let word = |a: u64| -> Option<u32> {
+        let le = |b: &[u8]| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?));
+        for (base, bytes) in &extra {
+            if let Some(off) = a.checked_sub(*base).and_then(|o| usize::try_from(o).ok()) {
+                if let Some(w) = bytes.get(off..).and_then(le) {
+                    return Some(w);
+                }
+            }
+        }
+        if let Some(w) = runtime_text(capture, a, 4).as_deref().and_then(le) {
+            return Some(w);
+        }
+        let v = vmlinux?;
+        let link = a.wrapping_sub(kernel_relocation(capture, &v.elf));
+        let sec = v
+            .elf
+            .exec
+            .iter()
+            .find(|s| link >= s.addr && link - s.addr < s.size)?;
+        let off = usize::try_from(sec.offset + (link - sec.addr)).ok()?;
+        v.bytes.get(off..).and_then(le)
+    };
+    let mut cpus = Vec::new();
+    for cpu in capture.cpus() {
+        let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
+        let sample = capture.samples.iter().find(|s| s.cpu == cpu).map(|s| {
+            let pc = (s.outcome == cspd_hw::cpu_debug::Outcome::Sampled)
+                .then(|| addr(sym.as_ref(), s.pc.pc));
+            let mut text = format!("{}", s.report());
+            if let Some(Addr {
+                symbol: Some(name), ..
+            }) = &pc
+            {
+                text = text
+                    .lines()
+                    .map(|l| {
+                        if l.trim_start().starts_with("EDPCSR:") {
+                            format!("{l} {name}")
+                        } else {
+                            l.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+            SampleInfo {
+                outcome: s.outcome.reason().to_string(),
+                pc,
+                text,
+            }
+        });
+        let id = etm.map(|e| e.trace_id());
+        let (mut functions, mut branches, mut elements, mut no_trace) =
+            (Vec::new(), Vec::new(), 0, None);
+        match (id, &decoded) {
+            (None, _) => no_trace = Some("no ETMv4 source record for this CPU".into()),
+            (Some(_), None) => no_trace = Some(decoder.clone()),
+            (Some(id), Some(d)) => match d.by_id.get(&id) {
+                Some(els) => {
+                    elements = d.totals.get(&id).copied().unwrap_or(0);
+                    (functions, branches) = summarise(els, sym.as_ref(), opts.last, &word);
+                }
+                None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
+            },
+        }
+        cpus.push(CpuReport {
+            cpu,
+            panic: capture.panic_cpu == Some(cpu),
+            trace_id: id,
+            sample,
+            elements,
+            functions,
+            branches,
+            no_trace,
+        });
+    }
+    Report {
+        release: capture.kernel.release.clone(),
+        text: format!("{:#x}", capture.text_addr()),
+        kaslr_offset: format!("{:#x}", capture.kernel.kaslr_offset),
+        panic_cpu: capture.panic_cpu,
+        panic_message: capture.panic_message.clone(),
+        decoder,
+        symbols: sym.is_some(),
+        decoder_errors: decoded
+            .as_ref()
+            .map(|d| d.errors.clone())
+            .unwrap_or_default(),
+        cpus,
+        notes: report_notes,
+        warnings,
     }
 }
 
-/// Renders the human summary printed on stdout.
+fn show(a: &Addr) -> String {
+    match &a.symbol {
+        Some(s) => format!("{} {s}", a.addr),
+        None => a.addr.clone(),
+    }
+}
+
+/// Renders the report as text.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "input:     {} ({})",
-        r.input,
-        match r.input_kind {
-            InputKind::ElfVmcore => "ELF vmcore",
-            InputKind::Raw => "raw image",
+        "kernel:  {} (_text {}, KASLR offset {})",
+        r.release.as_deref().unwrap_or("unknown"),
+        r.text,
+        r.kaslr_offset
+    );
+    if let Some(m) = &r.panic_message {
+        let cpu = r.panic_cpu.map_or("?".into(), |c| c.to_string());
+        let _ = writeln!(s, "panic:   CPU {cpu}: {}", m.trim_end());
+    }
+    let _ = writeln!(s, "decoder: {}", r.decoder);
+    for c in &r.cpus {
+        let _ = writeln!(
+            s,
+            "\nCPU {}{}{}",
+            c.cpu,
+            if c.panic { " (panic CPU)" } else { "" },
+            c.trace_id.map_or(String::new(), |id| format!(
+                ", trace ID {id:#x}, {} trace elements",
+                c.elements
+            ))
+        );
+        if let Some(sm) = &c.sample {
+            let _ = writeln!(s, "  CPU debug sample:");
+            for l in sm.text.lines() {
+                let _ = writeln!(s, "    {l}");
+            }
         }
-    );
-    let _ = writeln!(s, "found by:  {}", r.found_by);
-    if let Some(off) = r.region_file_offset {
-        let _ = writeln!(
-            s,
-            "region:    file offset {off:#x}, {:#x} bytes",
-            r.container.region_size
-        );
-    } else {
-        let _ = writeln!(
-            s,
-            "region:    {:#x} bytes (split across PT_LOADs)",
-            r.container.region_size
-        );
-    }
-    if let Some(k) = &r.kerneloffset {
-        let _ = writeln!(s, "KERNELOFFSET: {k}");
-    }
-    let c = &r.container;
-    let _ = writeln!(
-        s,
-        "container: version {}, sequence {}, boot id {}",
-        c.version, c.sequence, c.boot_id
-    );
-    if let Some(id) = &r.identity {
-        let _ = writeln!(
-            s,
-            "kernel:    {} (build id {}), KASLR offset {}, _text {}",
-            id.release,
-            if id.build_id.is_empty() {
-                "-"
+        if let Some(why) = &c.no_trace {
+            let _ = writeln!(s, "  no trace: {why}");
+            continue;
+        }
+        let _ = writeln!(s, "  last functions (oldest first, last one at the panic):");
+        for f in &c.functions {
+            if f.instructions > 0 {
+                let _ = writeln!(s, "    {:<40} {} instructions", f.name, f.instructions);
             } else {
-                &id.build_id
-            },
-            id.kaslr_offset,
-            id.text
-        );
-    }
-    if let Some(p) = &r.panic {
-        let cpu = p.cpu.map_or("?".to_string(), |c| c.to_string());
-        let _ = writeln!(
-            s,
-            "panic:     CPU {cpu}: {}{}",
-            p.message.trim_end(),
-            if p.truncated { " [truncated]" } else { "" }
-        );
-    }
-    let _ = writeln!(s, "records:   {}", r.records.len());
-    let _ = writeln!(
-        s,
-        "  {:>3}  {:>8}  {:<10} {:<22} {:>4}  {:<20} {:>17}  {:<5} file",
-        "#", "offset", "kind", "status", "cpu", "name", "length/capacity", "check"
-    );
-    for rec in &r.records {
-        let status = if rec.error != 0 {
-            format!("{} ({})", rec.status, rec.error)
-        } else {
-            rec.status.clone()
-        };
-        let _ = writeln!(
-            s,
-            "  {:>3}  {:>#8x}  {:<10} {:<22} {:>4}  {:<20} {:>17}  {:<5} {}",
-            rec.index,
-            rec.offset,
-            rec.kind,
-            status,
-            rec.cpu.map_or("-".into(), |c| c.to_string()),
-            rec.name,
-            format!("{}/{}", rec.length, rec.capacity),
-            if rec.crc_ok { "ok" } else { "BAD" },
-            rec.file.as_deref().unwrap_or("-")
-        );
-    }
-    let commit = match r.commit.state {
-        CommitState::Ok => format!(
-            "ok ({} records, {} bytes used)",
-            r.commit.records.unwrap_or(0),
-            r.commit.used_bytes.unwrap_or(0)
-        ),
-        CommitState::Missing => "MISSING (torn or unfinished dump)".into(),
-        CommitState::Corrupt => "CORRUPT".into(),
-    };
-    let _ = writeln!(s, "commit:    {commit}");
-    let _ = writeln!(
-        s,
-        "result:    {}",
-        if r.clean {
-            "clean".to_string()
-        } else {
-            format!("{} problem(s)", r.problems.len())
+                let _ = writeln!(s, "    {}", f.name);
+            }
         }
-    );
+        let _ = writeln!(s, "  last branches (oldest first):");
+        for b in &c.branches {
+            let from = b.from.as_ref().map_or("?".into(), show);
+            let to = b.to.as_ref().map_or(NOT_TRACED.into(), show);
+            let _ = writeln!(s, "    {from} -> {to} [{}]", b.kind);
+        }
+    }
     s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn color(name: &str) -> String {
+    let h = name.bytes().fold(2166136261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16777619)
+    });
+    format!("hsl({},60%,65%)", h % 360)
+}
+
+/// Renders an HTML page with the report and a per-CPU timeline (inline SVG).
+pub fn render_html(r: &Report) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>csdump: before the panic</title>\n<style>body{font-family:sans-serif;margin:1em}pre{background:#f4f4f4;padding:.5em}svg text{font-size:10px}</style></head><body>\n",
+    );
+    let _ = writeln!(s, "<h1>Before the panic</h1>");
+    let _ = writeln!(
+        s,
+        "<p>Kernel {} (_text {}, KASLR offset {}). Decoder: {}.</p>",
+        esc(r.release.as_deref().unwrap_or("unknown")),
+        r.text,
+        r.kaslr_offset,
+        esc(&r.decoder)
+    );
+    if let Some(m) = &r.panic_message {
+        let _ = writeln!(
+            s,
+            "<p><b>Panic</b> on CPU {}: <code>{}</code></p>",
+            r.panic_cpu.map_or("?".into(), |c| c.to_string()),
+            esc(m.trim_end())
+        );
+    }
+    // Timeline: one lane per CPU, the last functions left to right, ending at the panic.
+    let lane = 36;
+    let width = 1000;
+    let left = 80;
+    let height = lane * r.cpus.len().max(1) + 20;
+    let _ = writeln!(
+        s,
+        "<h2>Timeline</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">",
+        width + left + 20
+    );
+    for (i, c) in r.cpus.iter().enumerate() {
+        let y = 10 + i * lane;
+        let _ = writeln!(
+            s,
+            "<text x=\"0\" y=\"{}\">CPU {}{}</text>",
+            y + 18,
+            c.cpu,
+            if c.panic { " (panic)" } else { "" }
+        );
+        let n = c.functions.len();
+        if n == 0 {
+            let _ = writeln!(
+                s,
+                "<text x=\"{left}\" y=\"{}\" fill=\"#888\">no trace</text>",
+                y + 18
+            );
+            continue;
+        }
+        let w = width / n.max(1);
+        for (j, f) in c.functions.iter().enumerate() {
+            let x = left + j * w;
+            let _ = writeln!(
+                s,
+                "<g><title>{} ({} instructions, from {})</title><rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"26\" fill=\"{}\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
+                esc(&f.name),
+                f.instructions,
+                f.start,
+                w,
+                color(&f.name),
+                x + 2,
+                y + 17,
+                esc(&f.name.chars().take(w / 6).collect::<String>())
+            );
+        }
+    }
+    let _ = writeln!(s, "</svg>");
+    for c in &r.cpus {
+        let _ = writeln!(
+            s,
+            "<h2>CPU {}{}</h2>",
+            c.cpu,
+            if c.panic { " (panic CPU)" } else { "" }
+        );
+        if let Some(sm) = &c.sample {
+            let _ = writeln!(s, "<pre>{}</pre>", esc(&sm.text));
+        }
+        if let Some(why) = &c.no_trace {
+            let _ = writeln!(s, "<p>No trace: {}</p>", esc(why));
+            continue;
+        }
+        let _ = writeln!(s, "<h3>Last branches</h3><ol>");
+        for b in &c.branches {
+            let from = b.from.as_ref().map_or("?".into(), show);
+            let _ = writeln!(
+                s,
+                "<li><code>{} &rarr; {}</code> [{}]</li>",
+                esc(&from),
+                esc(&b.to.as_ref().map_or(NOT_TRACED.into(), show)),
+                esc(&b.kind)
+            );
+        }
+        let _ = writeln!(s, "</ol>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(start: u64, end: u64, taken: bool, branch: &str) -> Element {
+        Element::Range {
+            start,
+            end,
+            count: u32::try_from((end - start) / 4).unwrap_or(0),
+            last_size: 4,
+            taken,
+            branch: branch.into(),
+        }
+    }
+
+    #[test]
+    fn exceptions_are_branches_from_the_return_address_to_the_vector() {
+        let els: VecDeque<Element> = [
+            // A taken branch to 0x200, interrupted before its target ran.
+            range(0x100, 0x110, true, "BR  <cond>"),
+            Element::Exception {
+                ret: Some(0x200),
+                text: "IRQ".into(),
+            },
+            range(0x1280, 0x1290, true, "iBR A64:eret"),
+            range(0x200, 0x208, false, "BR  <cond>"),
+            // A data abort at 0x210: the range before it ends in an ordinary instruction.
+            range(0x208, 0x210, true, "---"),
+            Element::Exception {
+                ret: Some(0x210),
+                text: "Data Fault".into(),
+            },
+            range(0x1200, 0x1204, true, "ISB"),
+            range(0x1204, 0x1208, true, "iBR A64:eret"),
+            range(0x210, 0x214, true, "BR  b+link"),
+        ]
+        .into();
+        // The last range ends in a BL at 0x210 (`bl .+0x40`) that no range follows.
+        let (_, branches) = summarise(&els, None, 64, &|a| (a == 0x210).then_some(0x9400_0010));
+        let got: Vec<(Option<String>, String, String)> = branches
+            .into_iter()
+            .map(|b| {
+                (
+                    b.from.map(|a| a.addr),
+                    b.to.map_or("?".into(), |a| a.addr),
+                    b.kind,
+                )
+            })
+            .collect();
+        let want = [
+            ("0x10c", "0x200", "BR  <cond>"),
+            ("0x200", "0x1280", "exception"),
+            ("0x128c", "0x200", "iBR A64:eret"),
+            ("0x210", "0x1200", "exception"),
+            ("0x1200", "0x1204", "ISB"),
+            ("0x1204", "0x210", "iBR A64:eret"),
+            ("0x210", "0x250", "BR  b+link"),
+        ];
+        let want: Vec<(Option<String>, String, String)> = want
+            .iter()
+            .map(|(f, t, k)| (Some(f.to_string()), t.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_last_indirect_branch_has_no_target_and_an_unreadable_one_neither() {
+        let els: VecDeque<Element> = [
+            range(0x100, 0x110, true, "BR  <cond>"),
+            range(0x200, 0x20c, true, "iBR A64:ret"),
+        ]
+        .into();
+        // RET: the target is in a register, and the trace ended before its address packet.
+        let (_, b) = summarise(&els, None, 64, &|_| Some(0xD65F_03C0));
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
+        assert!(b[1].to.is_none());
+        // A direct branch whose code cannot be read: listed, target unknown.
+        let (_, b) = summarise(&els, None, 64, &|_| None);
+        assert!(b[1].to.is_none());
+        // A range that does not end in a taken branch adds nothing.
+        let els: VecDeque<Element> = [range(0x100, 0x110, false, "BR  <cond>")].into();
+        assert!(summarise(&els, None, 64, &|_| Some(0x9400_0010))
+            .1
+            .is_empty());
+    }
 }

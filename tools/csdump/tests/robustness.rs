@@ -56,7 +56,7 @@ fn mutated_inputs_never_panic() {
     for seed in &seeds {
         // The seeds themselves are valid.
         let located = csdump::region::locate(seed).unwrap();
-        let report = csdump::report::analyze("seed", &located).unwrap();
+        let report = csdump::info::analyze("seed", &located).unwrap();
         assert!(report.clean, "{:?}", report.problems);
     }
     for i in 0..4000 {

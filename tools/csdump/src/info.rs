@@ -1,0 +1,499 @@
+//! What a region holds, checked record by record: the data behind `info`, `extract` and
+//! `summary.json`.
+
+use std::fmt::Write as _;
+
+use cspd_format::Commit;
+use cspd_format::FormatError;
+use cspd_format::Identity;
+use cspd_format::PanicInfo;
+use cspd_format::Record;
+use cspd_format::RecordKind;
+use cspd_format::CPU_NONE;
+use cspd_format::RECORD_HEADER_SIZE;
+use serde::Serialize;
+
+use crate::region::FoundBy;
+use crate::region::InputKind;
+use crate::region::Located;
+
+/// Formats an address as `0x…` hex.
+pub fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The container header, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerInfo {
+    /// Format version.
+    pub version: u16,
+    /// Region size in bytes.
+    pub region_size: u64,
+    /// Boot id, hex.
+    pub boot_id: String,
+    /// Record stamp of that boot, hex.
+    pub stamp: String,
+    /// Dump sequence number.
+    pub sequence: u64,
+    /// Offset of the first record.
+    pub first_record: u32,
+}
+
+/// One record (or a damaged one whose header could still be read).
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordInfo {
+    /// Position in the report's record list.
+    pub index: usize,
+    /// Region offset of the record header.
+    pub offset: usize,
+    /// File offset of the record header, when the region is contiguous in the file.
+    pub file_offset: Option<u64>,
+    /// Record kind (`sink`, `source`, …).
+    pub kind: String,
+    /// Callback status (`ok`, `not-run`, …).
+    pub status: String,
+    /// Device name.
+    pub name: String,
+    /// CPU, if the record belongs to one.
+    pub cpu: Option<u32>,
+    /// Negative errno the callback returned, or 0.
+    pub error: i32,
+    /// Capacity of the data area.
+    pub capacity: u32,
+    /// Bytes written.
+    pub length: u32,
+    /// Whether the record passed every check (header CRC, data CRC, stamp).
+    pub crc_ok: bool,
+    /// File name `extract` writes the data to (`None` for a damaged record, unless salvaged).
+    pub file: Option<String>,
+    /// What is wrong with the record, if anything.
+    pub problem: Option<String>,
+    /// Region offset of the data.
+    #[serde(skip)]
+    pub data_offset: usize,
+    /// Whether the data can be salvaged (the header is readable).
+    #[serde(skip)]
+    pub salvageable: bool,
+    /// The record kind.
+    #[serde(skip)]
+    pub record_kind: RecordKind,
+}
+
+/// The identity record, decoded.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityInfo {
+    /// Kernel release.
+    pub release: String,
+    /// Build id, hex.
+    pub build_id: String,
+    /// KASLR offset, hex.
+    pub kaslr_offset: String,
+    /// Address of `_text`, hex.
+    pub text: String,
+    /// `PAGE_OFFSET`, hex.
+    pub page_offset: String,
+    /// `memstart_addr`, hex.
+    pub memstart: String,
+    /// `kimage_voffset`, hex.
+    pub kimage_voffset: String,
+    /// Region physical address, hex.
+    pub region_paddr: String,
+    /// Region size.
+    pub region_size: u64,
+}
+
+impl From<&Identity> for IdentityInfo {
+    fn from(id: &Identity) -> Self {
+        Self {
+            release: String::from_utf8_lossy(id.release_bytes()).into_owned(),
+            build_id: hex_bytes(id.build_id_bytes()),
+            kaslr_offset: hex(id.kaslr_offset),
+            text: hex(id.text_addr),
+            page_offset: hex(id.page_offset),
+            memstart: hex(id.memstart),
+            kimage_voffset: hex(id.kimage_voffset),
+            region_paddr: hex(id.region_paddr),
+            region_size: id.region_size,
+        }
+    }
+}
+
+/// The panic info record, decoded.
+#[derive(Debug, Clone, Serialize)]
+pub struct PanicReport {
+    /// CPU that panicked.
+    pub cpu: Option<u32>,
+    /// The message (lossy UTF-8).
+    pub message: String,
+    /// Whether the kernel cut the message.
+    pub truncated: bool,
+}
+
+/// State of the commit record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommitState {
+    /// Present and consistent with the records.
+    Ok,
+    /// Absent: the dump was torn or never written.
+    Missing,
+    /// Present but failing a check.
+    Corrupt,
+}
+
+/// The commit record, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitInfo {
+    /// Its state.
+    pub state: CommitState,
+    /// Region offset of the commit record (or where the chain ended without one).
+    pub offset: Option<usize>,
+    /// Records the commit counts.
+    pub records: Option<u32>,
+    /// Region bytes in use, per the commit.
+    pub used_bytes: Option<u64>,
+    /// What is wrong, if anything.
+    pub problem: Option<String>,
+}
+
+/// A problem found in the region.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// Short stable name (`data-crc`, `missing-commit`, …).
+    pub code: &'static str,
+    /// Region offset.
+    pub offset: Option<usize>,
+    /// File offset, when the region is contiguous in the file.
+    pub file_offset: Option<u64>,
+    /// Full description.
+    pub message: String,
+}
+
+/// Everything csdump knows about one dump.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Version of csdump that wrote the report.
+    pub csdump_version: &'static str,
+    /// Input file name.
+    pub input: String,
+    /// Input kind.
+    pub input_kind: InputKind,
+    /// How the region was found.
+    pub found_by: FoundBy,
+    /// Physical address of the region, hex, for a vmcore.
+    pub region_paddr: Option<String>,
+    /// File offset of the region, when contiguous in the file.
+    pub region_file_offset: Option<u64>,
+    /// `KERNELOFFSET` from vmcoreinfo, hex.
+    pub kerneloffset: Option<String>,
+    /// Notes about the input (a truncated segment, no vmcoreinfo…).
+    pub input_warnings: Vec<String>,
+    /// The container header.
+    pub container: ContainerInfo,
+    /// Every record but free slots and the commit, in region order.
+    pub records: Vec<RecordInfo>,
+    /// The identity record, decoded.
+    pub identity: Option<IdentityInfo>,
+    /// The panic info record, decoded.
+    pub panic: Option<PanicReport>,
+    /// The commit record.
+    pub commit: CommitInfo,
+    /// Every problem found, in region order.
+    pub problems: Vec<Problem>,
+    /// Whether the dump is complete and every check passed.
+    pub clean: bool,
+}
+
+/// Makes a file-system safe name part.
+pub fn sanitize(name: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(name)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.').to_string();
+    if s.is_empty() {
+        "unnamed".into()
+    } else {
+        s
+    }
+}
+
+/// File name `extract` gives a record's data.
+pub fn record_file_name(index: usize, kind: RecordKind, name: &[u8], corrupt: bool) -> String {
+    let suffix = if corrupt { ".corrupt.bin" } else { ".bin" };
+    format!("{index:02}-{}-{}{suffix}", kind.name(), sanitize(name))
+}
+
+fn is_commit_error(e: &FormatError) -> bool {
+    matches!(
+        e,
+        FormatError::MissingCommit { .. }
+            | FormatError::CommitCrc { .. }
+            | FormatError::CommitHeadersCrc { .. }
+            | FormatError::CommitCount { .. }
+            | FormatError::CommitMismatch { .. }
+    )
+}
+
+/// Checks the region of `located` and builds the report.
+///
+/// An error in the container header is fatal and returned; an error in a record is reported
+/// in the record and in `problems`, and the other records are still read.
+pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatError> {
+    let region = cspd_format::parse_region(&located.bytes)?;
+    let h = region.header();
+    let mut report = Summary {
+        csdump_version: env!("CARGO_PKG_VERSION"),
+        input: input.to_string(),
+        input_kind: located.input_kind,
+        found_by: located.found_by,
+        region_paddr: located.paddr.map(hex),
+        region_file_offset: located.file_offset,
+        kerneloffset: located.kerneloffset.map(hex),
+        input_warnings: located.warnings.clone(),
+        container: ContainerInfo {
+            version: cspd_format::FORMAT_VERSION,
+            region_size: h.region_size,
+            boot_id: hex_bytes(&h.boot_id),
+            stamp: hex(h.stamp),
+            sequence: h.sequence,
+            first_record: h.first_record,
+        },
+        records: Vec::new(),
+        identity: None,
+        panic: None,
+        commit: CommitInfo {
+            state: CommitState::Missing,
+            offset: None,
+            records: None,
+            used_bytes: None,
+            problem: None,
+        },
+        problems: Vec::new(),
+        clean: false,
+    };
+    let record_info = |index: usize, r: &Record<'_>, problem: Option<&FormatError>| RecordInfo {
+        index,
+        offset: r.offset,
+        file_offset: located.file_offset_of(r.offset),
+        kind: r.header.kind.name().into(),
+        status: r.header.status.name().into(),
+        name: String::from_utf8_lossy(r.header.name_bytes()).into_owned(),
+        cpu: (r.header.cpu != CPU_NONE).then_some(r.header.cpu),
+        error: r.header.error,
+        capacity: r.header.capacity,
+        length: r.header.length,
+        crc_ok: problem.is_none(),
+        file: problem
+            .is_none()
+            .then(|| record_file_name(index, r.header.kind, r.header.name_bytes(), false)),
+        problem: problem.map(|e| e.to_string()),
+        data_offset: r.offset + RECORD_HEADER_SIZE,
+        salvageable: true,
+        record_kind: r.header.kind,
+    };
+    for item in region.records() {
+        match item {
+            Ok(r) if r.header.kind == RecordKind::Commit => {
+                let c = Commit::decode(r.data).ok();
+                report.commit = CommitInfo {
+                    state: CommitState::Ok,
+                    offset: Some(r.offset),
+                    records: c.map(|c| c.records),
+                    used_bytes: c.map(|c| c.used_bytes),
+                    problem: None,
+                };
+            }
+            Ok(r) => {
+                match r.header.kind {
+                    RecordKind::Identity if report.identity.is_none() => {
+                        match Identity::decode(r.data) {
+                            Ok(id) => report.identity = Some(IdentityInfo::from(&id)),
+                            Err(e) => report.problems.push(problem(
+                                located,
+                                Some(r.offset),
+                                "bad-identity",
+                                format!("offset {:#x}: identity payload: {e}", r.offset),
+                            )),
+                        }
+                    }
+                    RecordKind::PanicInfo if report.panic.is_none() => {
+                        match PanicInfo::decode(r.data) {
+                            Ok(p) => {
+                                report.panic = Some(PanicReport {
+                                    cpu: (p.cpu != CPU_NONE).then_some(p.cpu),
+                                    message: String::from_utf8_lossy(p.message).into_owned(),
+                                    truncated: p.truncated,
+                                })
+                            }
+                            Err(e) => report.problems.push(problem(
+                                located,
+                                Some(r.offset),
+                                "bad-panic-info",
+                                format!("offset {:#x}: panic info payload: {e}", r.offset),
+                            )),
+                        }
+                    }
+                    _ => {}
+                }
+                let index = report.records.len();
+                report.records.push(record_info(index, &r, None));
+            }
+            Err(e) => {
+                report
+                    .problems
+                    .push(problem(located, e.offset(), e.name(), e.to_string()));
+                let salvaged = e.offset().and_then(|o| region.salvage(o));
+                let commit_record = salvaged.is_some_and(|r| r.header.kind == RecordKind::Commit);
+                if is_commit_error(&e) || commit_record {
+                    report.commit = CommitInfo {
+                        state: if matches!(e, FormatError::MissingCommit { .. }) {
+                            CommitState::Missing
+                        } else {
+                            CommitState::Corrupt
+                        },
+                        offset: e.offset(),
+                        records: None,
+                        used_bytes: None,
+                        problem: Some(e.to_string()),
+                    };
+                } else if let Some(r) = salvaged {
+                    let index = report.records.len();
+                    report.records.push(record_info(index, &r, Some(&e)));
+                }
+            }
+        }
+    }
+    report.clean = report.problems.is_empty() && report.commit.state == CommitState::Ok;
+    Ok(report)
+}
+
+fn problem(
+    located: &Located<'_>,
+    offset: Option<usize>,
+    code: &'static str,
+    message: String,
+) -> Problem {
+    Problem {
+        code,
+        offset,
+        file_offset: offset.and_then(|o| located.file_offset_of(o)),
+        message,
+    }
+}
+
+/// Renders the human summary printed on stdout.
+pub fn render_text(r: &Summary) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "input:     {} ({})",
+        r.input,
+        match r.input_kind {
+            InputKind::ElfVmcore => "ELF vmcore",
+            InputKind::Raw => "raw image",
+        }
+    );
+    let _ = writeln!(s, "found by:  {}", r.found_by);
+    if let Some(off) = r.region_file_offset {
+        let _ = writeln!(
+            s,
+            "region:    file offset {off:#x}, {:#x} bytes",
+            r.container.region_size
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "region:    {:#x} bytes (split across PT_LOADs)",
+            r.container.region_size
+        );
+    }
+    if let Some(k) = &r.kerneloffset {
+        let _ = writeln!(s, "KERNELOFFSET: {k}");
+    }
+    let c = &r.container;
+    let _ = writeln!(
+        s,
+        "container: version {}, sequence {}, boot id {}",
+        c.version, c.sequence, c.boot_id
+    );
+    if let Some(id) = &r.identity {
+        let _ = writeln!(
+            s,
+            "kernel:    {} (build id {}), KASLR offset {}, _text {}",
+            id.release,
+            if id.build_id.is_empty() {
+                "-"
+            } else {
+                &id.build_id
+            },
+            id.kaslr_offset,
+            id.text
+        );
+    }
+    if let Some(p) = &r.panic {
+        let cpu = p.cpu.map_or("?".to_string(), |c| c.to_string());
+        let _ = writeln!(
+            s,
+            "panic:     CPU {cpu}: {}{}",
+            p.message.trim_end(),
+            if p.truncated { " [truncated]" } else { "" }
+        );
+    }
+    let _ = writeln!(s, "records:   {}", r.records.len());
+    let _ = writeln!(
+        s,
+        "  {:>3}  {:>8}  {:<10} {:<22} {:>4}  {:<20} {:>17}  {:<5} file",
+        "#", "offset", "kind", "status", "cpu", "name", "length/capacity", "check"
+    );
+    for rec in &r.records {
+        let status = if rec.error != 0 {
+            format!("{} ({})", rec.status, rec.error)
+        } else {
+            rec.status.clone()
+        };
+        let _ = writeln!(
+            s,
+            "  {:>3}  {:>#8x}  {:<10} {:<22} {:>4}  {:<20} {:>17}  {:<5} {}",
+            rec.index,
+            rec.offset,
+            rec.kind,
+            status,
+            rec.cpu.map_or("-".into(), |c| c.to_string()),
+            rec.name,
+            format!("{}/{}", rec.length, rec.capacity),
+            if rec.crc_ok { "ok" } else { "BAD" },
+            rec.file.as_deref().unwrap_or("-")
+        );
+    }
+    let commit = match r.commit.state {
+        CommitState::Ok => format!(
+            "ok ({} records, {} bytes used)",
+            r.commit.records.unwrap_or(0),
+            r.commit.used_bytes.unwrap_or(0)
+        ),
+        CommitState::Missing => "MISSING (torn or unfinished dump)".into(),
+        CommitState::Corrupt => "CORRUPT".into(),
+    };
+    let _ = writeln!(s, "commit:    {commit}");
+    let _ = writeln!(
+        s,
+        "result:    {}",
+        if r.clean {
+            "clean".to_string()
+        } else {
+            format!("{} problem(s)", r.problems.len())
+        }
+    );
+    s
+}
