@@ -42,10 +42,38 @@ cmd_source() {
 	say "kernel source: Linux $v.$p.$(sed -n 's/^SUBLEVEL = //p' "$KSRC/Makefile") in $KSRC"
 }
 
-# Adds one hook line to a kernel file if it is not there yet; checks it afterwards.
+# Pristine copies of the kernel files the hooks change, so that every overlay rebuilds each hooked
+# file from its original: a hook another clone of this repo added (and this one does not have) is
+# gone again, and a file whose hooks did not change keeps its time (no needless rebuild).
+PRISTINE=$KSRC/.cspd-pristine
+
+# Copies the original of each kernel file named ($@, paths in the tree) into $PRISTINE, from the
+# linux-source .deb, for files that have no pristine copy yet.
+save_pristine() {
+	local f want=()
+	for f in "$@"; do
+		[ -f "$PRISTINE/$f" ] || want+=("linux-source-7.3/$f")
+	done
+	[ ${#want[@]} -gt 0 ] || return 0
+	local deb tmp="$CSPD_CACHE/pristine-extract.$$"
+	deb=$(ls "$DEBS"/linux-source-7.3_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || die "no linux-source-7.3 .deb in $DEBS: run scripts/setup.sh first"
+	say "saving the originals of ${#want[@]} hooked kernel files"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -O ./usr/src/linux-source-7.3.tar.xz |
+		tar -xJ -C "$tmp" "${want[@]}" || die "could not extract ${want[*]} from $deb"
+	for f in "$@"; do
+		[ -f "$tmp/linux-source-7.3/$f" ] || continue
+		mkdir -p "$(dirname "$PRISTINE/$f")"
+		mv "$tmp/linux-source-7.3/$f" "$PRISTINE/$f"
+	done
+	rm -rf "$tmp"
+}
+
+# Adds one hook line to the file at $path (kernel file $file); checks it afterwards.
 add_hook() {
-	local file=$1 where=$2 anchor=$3 line=$4 path="$KSRC/$1"
-	[ -f "$path" ] || die "hook target $file does not exist in $KSRC"
+	local file=$1 path=$2 where=$3 anchor=$4 line=$5
 	if grep -qxF -- "$line" "$path"; then
 		return 0
 	fi
@@ -67,7 +95,37 @@ add_hook() {
 	*) die "unknown hook position '$where' for $file" ;;
 	esac
 	grep -qxF -- "$line" "$path" || die "hook '$line' could not be added to $file"
-	say "hooked $file: $line"
+}
+
+# Rebuilds every hooked kernel file (those of $HOOKS_FILE, and those an earlier hook list changed)
+# as its original plus this repo's hooks, and replaces it only when the result differs.
+apply_hooks() {
+	local files=() f file where anchor line count=0
+	mapfile -t files < <({
+		grep -vE '^(#|$)' "$HOOKS_FILE" | cut -d'|' -f1
+		[ -d "$PRISTINE" ] && (cd "$PRISTINE" && find . -type f | sed 's|^\./||')
+	} | sort -u)
+	for f in "${files[@]}"; do
+		[ -f "$KSRC/$f" ] || die "hook target $f does not exist in $KSRC"
+	done
+	save_pristine "${files[@]}"
+	for f in "${files[@]}"; do
+		local new="$KSRC/$f.cspd-new"
+		cp "$PRISTINE/$f" "$new"
+		while IFS='|' read -r file where anchor line; do
+			case $file in '' | '#'*) continue ;; esac
+			[ "$file" = "$f" ] || continue
+			add_hook "$file" "$new" "$where" "$anchor" "$line"
+			count=$((count + 1))
+		done <"$HOOKS_FILE"
+		if cmp -s "$new" "$KSRC/$f"; then
+			rm -f "$new"
+		else
+			mv "$new" "$KSRC/$f"
+			say "rewrote $f: its original and $(grep -c "^$f|" "$HOOKS_FILE" || true) hooks"
+		fi
+	done
+	say "hooks: $count in ${#files[@]} kernel files"
 }
 
 cmd_overlay() {
@@ -106,12 +164,7 @@ cmd_overlay() {
 	mv "$new" "$manifest"
 	say "overlay: $(wc -l <"$manifest") files linked into $KSRC"
 
-	local file where anchor line
-	while IFS='|' read -r file where anchor line; do
-		case $file in '' | '#'*) continue ;; esac
-		add_hook "$file" "$where" "$anchor" "$line"
-	done <"$HOOKS_FILE"
-	say "hooks: $(grep -cvE '^(#|$)' "$HOOKS_FILE") checked"
+	apply_hooks
 }
 
 variant_fragments() {
