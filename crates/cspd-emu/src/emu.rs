@@ -441,10 +441,48 @@ impl Emu {
         let Some(v) = self.vcpus.get(cpu) else {
             return;
         };
-        self.event(format!(
+        let mut e = format!(
             "etm {cpu}: enabled, trace id {:#x}, TRCCONFIGR {:#x}, EL excluded (NS) {:#x}",
             prog.trace_id, prog.configr, prog.exclude_el_ns
-        ));
+        );
+        if let Some(ss) = prog.start_stop.as_ref() {
+            let list = |c: &[crate::etm::AddrComparator]| -> String {
+                c.iter()
+                    .map(|c| format!("{}:{:#x}", c.index, c.addr))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            e.push_str(&format!(
+                ", ViewInst start [{}] stop [{}] SSSTATUS {}",
+                list(&ss.start),
+                list(&ss.stop),
+                u8::from(prog.started)
+            ));
+        } else if !prog.started {
+            e.push_str(", ViewInst start/stop logic stopped (SSSTATUS 0) with no start point");
+        }
+        match prog.event {
+            crate::etm::ViewEvent::True => {}
+            crate::etm::ViewEvent::False => e.push_str(", ViewInst event FALSE: nothing traced"),
+            crate::etm::ViewEvent::NotEmulated(ev) => e.push_str(&format!(
+                ", ViewInst event {ev:#x} not emulated (only resources that select nothing are): \
+                 treated as TRUE"
+            )),
+        }
+        if !prog.include.is_empty() || !prog.exclude.is_empty() {
+            let list = |r: &[crate::etm::AddrRange]| -> String {
+                r.iter()
+                    .map(|r| format!("{:#x}-{:#x}", r.lo, r.hi))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            e.push_str(&format!(
+                ", ViewInst include [{}] exclude [{}]",
+                list(&prog.include),
+                list(&prog.exclude)
+            ));
+        }
+        self.event(e);
         v.trace_id.store(prog.trace_id, Ordering::Relaxed);
         lock(&v.tracker).start(prog, self.cfg.truth_depth);
         v.tracing.store(true, Ordering::Relaxed);
@@ -469,8 +507,16 @@ impl Emu {
             .active
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.route(d, cpu, &bytes);
+        // Once idle, `TRCVICTLR.SSSTATUS` reads the state the start/stop logic was left in.
+        if let Some(e) = d.etms.get_mut(cpu) {
+            e.set_ssstatus(truth.ssstatus());
+        }
+        let stop = match truth.stop() {
+            Some((a, _)) => format!(", ViewInst stopped at {a:#x}"),
+            None => String::new(),
+        };
         self.event(format!(
-            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth",
+            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth{stop}",
             bytes.len(),
             truth.events().len()
         ));

@@ -9,7 +9,7 @@
 
 use cspd_emu::bus::{Component, PrimeCellId};
 use cspd_emu::cpu_debug::{CpuDebug, CpuDebugFaults};
-use cspd_emu::etm::{Etm, EtmFaults, StartStop};
+use cspd_emu::etm::{AddrComparator, AddrRange, Etm, EtmFaults, StartStop, ViewEvent};
 use cspd_emu::funnel::Funnel;
 use cspd_emu::tmc::{Tmc, TmcFaults, TmcKind};
 
@@ -691,11 +691,13 @@ fn etm_program_read_back_and_decode() {
         (TRCVIIECTLR, (1 << 1) | (1 << 18)),
         (TRCVISSCTLR, 1 | (1 << 21)),
     ];
+    // Comparator n: EXLEVEL_S = S EL3 (bit 11), EXLEVEL_NS = NS EL0 for odd n (bit 12).
+    let acatr = |n: u32| 0x800 | if n % 2 == 1 { 0x1000 } else { 0 };
     for n in 0..8 {
         let a = acvr(n);
         regs.push((0x400 + 8 * n, a as u32));
         regs.push((0x404 + 8 * n, (a >> 32) as u32));
-        regs.push((0x480 + 8 * n, 0x100 * n));
+        regs.push((0x480 + 8 * n, acatr(n)));
         regs.push((0x484 + 8 * n, 0));
     }
     etm_program(&mut w, &regs);
@@ -710,23 +712,58 @@ fn etm_program_read_back_and_decode() {
     // Not idle: writes to the trace registers are ignored.
     w.write(TRCCONFIGR, 0xFFFF);
     assert_eq!(w.read(TRCCONFIGR), 0x8);
+    w.write(TRCVISSCTLR, 0);
+    w.write(0x400, 0x1234);
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        1 | (1 << 21),
+        "TRCVISSCTLR ignores writes while enabled"
+    );
+    assert_eq!(
+        w.read(0x400),
+        acvr(0) as u32,
+        "TRCACVR0 ignores writes while enabled"
+    );
 
     let p = w.c.program().expect("enabled");
     assert_eq!(p.trace_id, 0x12);
     assert_eq!(p.configr, 0x8);
+    assert_eq!(p.victlr, victlr);
     assert_eq!(p.exclude_el_ns, 0x1);
     assert_eq!(p.exclude_el_s, 0x8);
-    assert!(!p.event_always_false);
+    assert_eq!(p.event, ViewEvent::True);
+    assert!(p.started);
+    let cmp = |n: u32| AddrComparator {
+        index: n as u8,
+        addr: acvr(n),
+        exclude_el_ns: (n % 2) as u8,
+        exclude_el_s: 0x8,
+    };
     assert_eq!(
         p.start_stop,
         Some(StartStop {
-            start: vec![acvr(0)],
-            stop: vec![acvr(5)],
-            started: true
+            start: vec![cmp(0)],
+            stop: vec![cmp(5)],
         })
     );
-    assert_eq!(p.include, vec![(acvr(2), acvr(3))]);
-    assert_eq!(p.exclude, vec![(acvr(4), acvr(5))]);
+    assert_eq!(
+        p.include,
+        vec![AddrRange {
+            pair: 1,
+            lo: acvr(2),
+            hi: acvr(3),
+            exclude_el_ns: 0
+        }]
+    );
+    assert_eq!(
+        p.exclude,
+        vec![AddrRange {
+            pair: 2,
+            lo: acvr(4),
+            hi: acvr(5),
+            exclude_el_ns: 0
+        }]
+    );
     assert_eq!(p.sync_period_bytes, 4096);
 
     let (pm, idle) = etm_disable(&mut w);
@@ -745,12 +782,184 @@ fn etm_program_read_back_and_decode() {
         ],
     );
     let p = w.c.program().expect("enabled");
-    assert!(p.event_always_false);
+    assert!(p.event_always_false());
+    assert_eq!(p.event, ViewEvent::False);
+    assert!(!p.started);
     assert_eq!(p.start_stop, None);
     assert!(p.include.is_empty() && p.exclude.is_empty());
     assert_eq!(p.sync_period_bytes, 0);
     assert_eq!((p.exclude_el_ns, p.exclude_el_s), (0, 0));
     assert_eq!(p.trace_id, 0x12, "kept from the first programming");
+}
+
+/// The ViewInst, comparator and resource registers the kernel's driver programs for the
+/// hardware stop: reset values, the implemented bits (IHI 0064: RES0 fields read as zero),
+/// the comparators `TRCIDR4.NUMACPAIRS` advertises and no more, and the write gating.
+#[test]
+fn etm_viewinst_registers_reset_fields_and_gating() {
+    const TRCRSCTLR: u32 = 0x200;
+    const TRCSSCCR0: u32 = 0x280;
+    const TRCSSCSR0: u32 = 0x2A0;
+    let mut w = Window::new(Etm::new(0, EtmFaults::default()));
+
+    // While the OS lock is set (reset) the trace registers read as zero and ignore writes.
+    w.write(LAR, UNLOCK);
+    w.write(TRCVICTLR, 0x201);
+    w.write(TRCOSLAR, 0);
+    assert_eq!(w.read(TRCVICTLR), 0, "write ignored under the OS lock");
+
+    // The ID fields that size these registers.
+    let i3 = w.read(trcidr(3));
+    let i4 = w.read(trcidr(4));
+    assert_eq!(i4 & 0xF, 4, "NUMACPAIRS: 4 pairs, 8 single comparators");
+    assert_eq!((i4 >> 12) & 0xF, 0, "NUMPC: no PE comparator inputs");
+    assert_eq!(
+        (i4 >> 16) & 0xF,
+        7,
+        "NUMRSPAIR: 8 resource pairs, 16 resources"
+    );
+    assert_eq!(
+        (i4 >> 20) & 0xF,
+        1,
+        "NUMSSCC: one single-shot comparator control"
+    );
+    assert_ne!(i3 & (1 << 24), 0, "TRCERR implemented");
+
+    // Reset values (zero), then all ones written: the implemented bits read back.
+    let all: Vec<(u32, u32)> = [TRCVICTLR, TRCVIIECTLR, TRCVISSCTLR, TRCSSCCR0]
+        .into_iter()
+        .chain((0..16).map(|n| TRCRSCTLR + 4 * n))
+        .chain((0x400..0x500).step_by(4))
+        .map(|o| (o, 0xFFFF_FFFF))
+        .collect();
+    for &(o, _) in &all {
+        assert_eq!(w.read(o), 0, "register {o:#x} resets to zero");
+    }
+    assert_eq!(
+        w.read(TRCSSCSR0),
+        0x1,
+        "TRCSSCSR0.INST: instruction address comparisons"
+    );
+    for &(o, v) in &all {
+        w.write(o, v);
+    }
+    // EVENT.TYPE, EVENT.SEL[3:0] (16 resources), SSSTATUS, TRCRESET, TRCERR, EXLEVEL_S of S
+    // EL0/EL1/EL3 (no Secure EL2), EXLEVEL_NS of NS EL0-EL2.
+    assert_eq!(w.read(TRCVICTLR), 0x007B_0E8F);
+    assert_eq!(
+        w.read(TRCVIIECTLR),
+        0x000F_000F,
+        "INCLUDE/EXCLUDE of 4 pairs"
+    );
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        0x00FF_00FF,
+        "START/STOP of 8 comparators"
+    );
+    assert_eq!(w.read(TRCSSCCR0), 0x010F_00FF);
+    for n in 0..8 {
+        assert_eq!(w.read(0x400 + 8 * n), 0xFFFF_FFFF, "TRCACVR{n} low");
+        assert_eq!(
+            w.read(0x404 + 8 * n),
+            0xFFFF_FFFF,
+            "TRCACVR{n} high: 64-bit IA"
+        );
+        assert_eq!(
+            w.read(0x480 + 8 * n),
+            0x7B00,
+            "TRCACATR{n}: EXLEVEL_S/NS only"
+        );
+        assert_eq!(w.read(0x484 + 8 * n), 0, "TRCACATR{n} high: RES0");
+    }
+    for n in 8..16 {
+        assert_eq!(
+            w.read(0x400 + 8 * n),
+            0,
+            "comparator {n} is not implemented"
+        );
+        assert_eq!(
+            w.read(0x480 + 8 * n),
+            0,
+            "comparator {n} is not implemented"
+        );
+    }
+    assert_eq!(w.read(TRCRSCTLR), 0, "resource 0 has no selector");
+    assert_eq!(w.read(TRCRSCTLR + 4), 0, "resource 1 has no selector");
+    for n in 2..16 {
+        let want = if n % 2 == 0 { 0x003F_FFFF } else { 0x001F_FFFF };
+        assert_eq!(
+            w.read(TRCRSCTLR + 4 * n),
+            want,
+            "TRCRSCTLR{n}: PAIRINV only when even"
+        );
+    }
+    w.write(TRCSSCSR0, 0);
+    assert_eq!(
+        w.read(TRCSSCSR0),
+        0x1,
+        "STATUS written clear, INST read-only"
+    );
+
+    // What the kernel's driver writes for the hardware stop reads back exactly.
+    let stop = 0xFFFF_8000_1234_5678u64 & !3;
+    let writes = [
+        (TRCVICTLR, 0x01 | (1 << 9) | (0xB << 16)),
+        (TRCVIIECTLR, 0),
+        (TRCVISSCTLR, 0b111 << 16),
+        (0x400, stop as u32),
+        (0x404, (stop >> 32) as u32),
+        (0x480, 0xB << 8 | 0x4 << 12),
+    ];
+    for &(o, v) in &writes {
+        w.write(o, v);
+        assert_eq!(w.read(o), v, "register {o:#x}");
+    }
+
+    // The software lock ignores writes.
+    w.write(LAR, 0);
+    w.write(TRCVISSCTLR, 0);
+    w.write(0x400, 0);
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        0b111 << 16,
+        "ignored under the software lock"
+    );
+    assert_eq!(w.read(0x400), stop as u32);
+    w.write(LAR, UNLOCK);
+    // The OS lock makes them read as zero, and keeps them.
+    w.write(TRCOSLAR, 1);
+    assert_eq!(w.read(TRCVISSCTLR), 0);
+    w.write(TRCVISSCTLR, 1);
+    w.write(TRCOSLAR, 0);
+    assert_eq!(w.read(TRCVISSCTLR), 0b111 << 16, "kept across the OS lock");
+}
+
+/// The resource `TRCVICTLR.EVENT` selects: 0 is FALSE, 1 is TRUE, a selector that selects
+/// nothing is FALSE (or TRUE inverted); what the emulation does not evaluate is named.
+#[test]
+fn etm_viewinst_event_resources() {
+    const TRCRSCTLR: u32 = 0x200;
+    let mut w = Window::new(Etm::new(0, EtmFaults::default()));
+    etm_probe(&mut w);
+    let cases: [(&[(u32, u32)], ViewEvent); 6] = [
+        (&[(TRCVICTLR, 0x00)], ViewEvent::False),
+        (&[(TRCVICTLR, 0x01)], ViewEvent::True),
+        (&[(TRCVICTLR, 0x02), (TRCRSCTLR + 8, 0)], ViewEvent::False),
+        (
+            &[(TRCVICTLR, 0x03), (TRCRSCTLR + 12, 1 << 20)],
+            ViewEvent::True,
+        ),
+        (
+            &[(TRCVICTLR, 0x05), (TRCRSCTLR + 20, (4 << 16) | 1)],
+            ViewEvent::NotEmulated(0x05),
+        ),
+        (&[(TRCVICTLR, 0x80)], ViewEvent::NotEmulated(0x80)),
+    ];
+    for (regs, want) in cases {
+        etm_program(&mut w, regs);
+        assert_eq!(w.c.program().expect("enabled").event, want, "{regs:x?}");
+        etm_disable(&mut w);
+    }
 }
 
 #[test]
