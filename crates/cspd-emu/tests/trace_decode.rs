@@ -49,6 +49,10 @@ impl GuestMem for Mem {
     fn read_u64(&self, paddr: u64) -> Option<u64> {
         Some(u64::from(self.read_u32(paddr)?) | (u64::from(self.read_u32(paddr + 4)?) << 32))
     }
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        // Guest RAM: the 1 GiB from 0x4000_0000.
+        paddr >= 0x4000_0000 && paddr + len <= 0x8000_0000
+    }
 }
 
 /// The guest's view of one component: a read returns the staged word, then the plugin hook runs.
@@ -597,6 +601,9 @@ struct Setup {
     view: Option<ViewSetup>,
     /// The crash path is taken once this many blocks ran with the trace unit enabled.
     crash_after: Option<usize>,
+    /// A TMC-ETR with a flat buffer of this many bytes in guest memory at this address,
+    /// instead of the ETF.
+    etr: Option<(u64, u32)>,
 }
 
 impl Setup {
@@ -608,6 +615,7 @@ impl Setup {
             seed,
             view: None,
             crash_after: None,
+            etr: None,
         }
     }
 }
@@ -642,6 +650,11 @@ fn run_setup(setup: Setup) -> Run {
     let truth_file = dir.with_extension("truth.json");
     let cfg = Config::parse([
         format!("tmc_size={tmc_size}").as_str(),
+        if setup.etr.is_some() {
+            "tmc=etr"
+        } else {
+            "tmc=etf"
+        },
         "cpus=1",
         format!("truth={}", truth_file.display()).as_str(),
         format!("tmc_dump={}", dir.with_extension("tmc.bin").display()).as_str(),
@@ -678,7 +691,10 @@ fn run_setup(setup: Setup) -> Run {
     }
 
     // The sink and the funnel port, then the source, as the drivers program them.
-    cspd_hw::tmc::enable_circular(&mut frame(&emu, &mem, bus::TMC_OFFSET), 0).unwrap();
+    match setup.etr {
+        None => cspd_hw::tmc::enable_circular(&mut frame(&emu, &mem, bus::TMC_OFFSET), 0).unwrap(),
+        Some((dba, size)) => etr_enable(&mut frame(&emu, &mem, bus::TMC_OFFSET), dba, size),
+    }
     {
         let mut f = frame(&emu, &mem, bus::FUNNEL_OFFSET);
         f.write32(0xFB0, 0xC5AC_CE55);
@@ -788,21 +804,41 @@ fn run_setup(setup: Setup) -> Run {
     };
     assert!(save.regs_valid(), "{save:?}");
     // Drain the TMC as the panic path does.
-    let rsz = tmc_size / 4;
-    let mut slot = vec![0u8; cspd_hw::tmc::TmcRecord::slot_len_for(rsz as u32).unwrap()];
-    let summary =
-        cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot).unwrap();
-    let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
-    let wrapped = hdr.sts & 1 != 0;
-    // The plugin wrote the RAM as the drain reads it when capture stopped.
+    let (data, wrapped) = match setup.etr {
+        None => {
+            let rsz = tmc_size / 4;
+            let mut slot = vec![0u8; cspd_hw::tmc::TmcRecord::slot_len_for(rsz as u32).unwrap()];
+            let summary =
+                cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot)
+                    .unwrap();
+            let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
+            (data.to_vec(), hdr.sts & 1 != 0)
+        }
+        Some(_) => etr_crash_data(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mem),
+    };
+    let data = &data[..];
+    // The plugin wrote the trace memory as a drain reads it when capture stopped.
     let held = std::fs::read(dir.with_extension("tmc.bin")).unwrap();
     if !wrapped {
         assert!(
             held == data,
-            "{name}: the drained trace is not what the TMC RAM held"
+            "{name}: the drained trace is not what the TMC memory held"
+        );
+    } else {
+        // A wrapped buffer: the driver wrote the barrier packet over the first frame.
+        assert_eq!(
+            &held[16..],
+            &data[16..],
+            "{name}: the wrapped buffer from its oldest frame"
+        );
+        assert_eq!(
+            &data[..16],
+            &[0xFF, 0xFF, 0xFF, 0x7F].repeat(4)[..],
+            "barrier packet"
         );
     }
-    assert_eq!(held.len(), if wrapped { tmc_size } else { data.len() });
+    let size = setup.etr.map_or(tmc_size, |(_, size)| size as usize);
+    assert_eq!(held.len(), if wrapped { size } else { data.len() });
     let events = emu.take_events();
     assert!(
         events.iter().any(|e| e.starts_with("tmc stopped: ")),
@@ -887,6 +923,64 @@ fn run_setup(setup: Setup) -> Run {
     }
 }
 
+/// `__tmc_etr_enable_hw` of `linux` for a flat buffer of `size` bytes at `dba`, after the
+/// claim: RSZ, MODE, AXICTL, DBA, FFCR, TRG, CTL.
+fn etr_enable(f: &mut Frame<'_>, dba: u64, size: u32) {
+    f.write32(0xFB0, 0xC5AC_CE55);
+    assert_ne!(f.read32(0x00C) & 4, 0, "TMCReady");
+    f.write32(0x004, size / 4);
+    f.write32(0x028, 0);
+    let axictl = (f.read32(0x110) & !0xFBF) | (1 << 1) | (0xF << 8) | (0xF << 2);
+    f.write32(0x110, axictl);
+    f.write32(0x118, dba as u32);
+    f.write32(0x11C, (dba >> 32) as u32);
+    f.write32(0x304, 0x1 | 0x2 | 0x10 | 0x20 | 0x100);
+    f.write32(0x01C, 0);
+    f.write32(0x020, 1);
+}
+
+/// What the crash-data path of `linux` makes of the ETR at panic and after it:
+/// `tmc_panic_sync_etr` (flush and stop unless FtStopped, TMCReady, then RSZ, STS, RRP, RWP and
+/// DBA), then `tmc_prepare_crashdata` (the data from `RRP - DBA`, `RSZ` words when full, else
+/// `RWP - RRP` bytes; a barrier packet over the first 16 bytes when full), read in order.
+/// Returns the data and whether the buffer wrapped.
+fn etr_crash_data(f: &mut Frame<'_>, mem: &Mem) -> (Vec<u8>, bool) {
+    assert_eq!(f.read32(0x020) & 1, 1, "capture enabled");
+    if f.read32(0x300) & 2 == 0 {
+        let ffcr = f.read32(0x304) | (1 << 12);
+        f.write32(0x304, ffcr);
+        f.write32(0x304, ffcr | (1 << 6));
+        assert!(
+            (0..100).any(|_| f.read32(0x304) & (1 << 6) == 0),
+            "flush completes"
+        );
+    }
+    assert!((0..100).any(|_| f.read32(0x00C) & 4 != 0), "TMCReady");
+    let pair = |f: &mut Frame<'_>, lo: u32, hi: u32| {
+        u64::from(f.read32(lo)) | (u64::from(f.read32(hi)) << 32)
+    };
+    let size = u64::from(f.read32(0x004)) * 4;
+    let sts = f.read32(0x00C);
+    let rrp = pair(f, 0x014, 0x038);
+    let rwp = pair(f, 0x018, 0x03C);
+    let dba = pair(f, 0x118, 0x11C);
+    f.write32(0x020, 0);
+    assert_eq!(sts & (1 << 5), 0, "no memory error");
+    let full = sts & 1 != 0;
+    let offset = rrp - dba;
+    let len = if full { size } else { rwp - rrp };
+    let mut data: Vec<u8> = (0..len / 4)
+        .flat_map(|i| {
+            let a = dba + (offset + 4 * i) % size;
+            mem.read_u32(a).unwrap().to_le_bytes()
+        })
+        .collect();
+    if full {
+        data[..16].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0x7F].repeat(4));
+    }
+    (data, full)
+}
+
 /// `*const Mem` that outlives the `Emu` in `run`.
 struct MemRef(*const Mem);
 // SAFETY: the `Mem` is behind a mutex and outlives every use in `run`.
@@ -905,6 +999,10 @@ impl GuestMem for MemRef {
     fn read_u64(&self, paddr: u64) -> Option<u64> {
         // SAFETY: see the type.
         unsafe { &*self.0 }.read_u64(paddr)
+    }
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        // SAFETY: see the type.
+        unsafe { &*self.0 }.writable(paddr, len)
     }
 }
 
@@ -1199,4 +1297,52 @@ fn an_include_range_that_cuts_blocks_traces_exactly_the_instructions_inside() {
             );
         }
     }
+}
+
+/// The ETR: trace in a flat buffer in guest memory that wrapped many times, read as the
+/// crash-data path reads it (from `RRP`, the oldest data, with the barrier packet), decodes to
+/// the end of the execution without a gap, and the plugin's `tmc.bin` is that buffer.
+#[test]
+fn an_etr_buffer_that_wrapped_decodes_to_the_end_of_the_execution() {
+    let r = run_setup(Setup {
+        etr: Some((0x5800_0000, 8192)),
+        ..Setup::new("etr_wrapped", 8000, 4096, 0x5EED_0009)
+    });
+    assert!(r.wrapped, "an 8 KiB ETR buffer must wrap");
+    assert!(
+        r.decoded.len() > 200,
+        "decoded only {} elements",
+        r.decoded.len()
+    );
+    let tail = &r.expected[r.expected.len() - r.decoded.len()..];
+    let d = first_difference(&r.decoded, tail);
+    assert!(
+        r.decoded == tail,
+        "decoded {} elements, not the end of the {} executed; first difference at {d}: decoded {:x?}, executed {:x?}",
+        r.decoded.len(),
+        r.expected.len(),
+        &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
+        &tail[d.saturating_sub(2)..(d + 3).min(tail.len())],
+    );
+    assert_clean(&r, "etr_wrapped");
+}
+
+/// An ETR buffer that did not wrap holds the whole execution from the enable.
+#[test]
+fn an_etr_buffer_holds_the_whole_execution_with_the_hardware_stop() {
+    let r = run_setup(Setup {
+        etr: Some((0x5800_0000, 1 << 20)),
+        view: Some(ViewSetup {
+            stop: vec![CRASH],
+            started: true,
+            acatr: ACATR_KERNEL,
+            ..ViewSetup::default()
+        }),
+        crash_after: Some(2000),
+        ..Setup::new("etr_stop", 4000, 4096, 0x5EED_000A)
+    });
+    assert!(!r.wrapped);
+    assert_decodes_exactly(&r, "etr_stop");
+    assert_eq!(r.truth["viewinst"]["ended_by"], "stop-point");
+    assert!(r.untraced_branches > 500);
 }
