@@ -314,6 +314,18 @@ struct View {
     include: Box<[(u64, u64, u8)]>,
     /// Exclude ranges.
     exclude: Box<[(u64, u64, u8)]>,
+    /// No start or stop point and no range: ViewInst depends on the exception level and the
+    /// start/stop state only.
+    simple: bool,
+    /// No include or exclude range.
+    no_ranges: bool,
+    /// Bit `n` set: the event and `EXLEVEL_NS` let instructions at EL`n` through.
+    el_active: u8,
+    /// Every start and stop point (at most the eight comparators), for the test run on every
+    /// block; a match here sends the block to the exact, per-instruction check.
+    points: [u64; crate::etm::ADDR_CMPS],
+    /// How many of `points` are used.
+    npoints: usize,
 }
 
 impl View {
@@ -328,14 +340,28 @@ impl View {
             Some(ss) => (singles(&ss.start), singles(&ss.stop)),
             None => (Box::default(), Box::default()),
         };
+        // An event the emulation cannot evaluate counts as TRUE (the log names it).
+        let event = !prog.event_always_false();
+        let include = ranges(&prog.include);
+        let exclude = ranges(&prog.exclude);
+        let mut points = [0; crate::etm::ADDR_CMPS];
+        let mut npoints = 0;
+        for (slot, &(a, _)) in points.iter_mut().zip(start.iter().chain(stop.iter())) {
+            *slot = a;
+            npoints += 1;
+        }
         Self {
-            // An event the emulation cannot evaluate counts as TRUE (the log names it).
-            event: !prog.event_always_false(),
+            simple: start.is_empty() && stop.is_empty() && include.is_empty() && exclude.is_empty(),
+            no_ranges: include.is_empty() && exclude.is_empty(),
+            el_active: if event { !prog.exclude_el_ns } else { 0 },
+            points,
+            npoints,
+            event,
             exclude_el: prog.exclude_el_ns,
             start,
             stop,
-            include: ranges(&prog.include),
-            exclude: ranges(&prog.exclude),
+            include,
+            exclude,
         }
     }
 
@@ -343,10 +369,13 @@ impl View {
         cmps.iter().any(|&(a, x)| a == insn && x & (1 << el) == 0)
     }
 
-    /// Whether a start or stop comparator matches an instruction in `[lo, limit)` at EL`el`.
-    fn ss_hit(&self, lo: u64, limit: u64, el: u8) -> bool {
-        let inside = |&(a, x): &(u64, u8)| a >= lo && a < limit && x & (1 << el) == 0;
-        self.start.iter().any(inside) || self.stop.iter().any(inside)
+    /// Whether a start or stop point lies in `[lo, limit)` (whatever the exception levels its
+    /// comparator matches at: the per-instruction check that follows a hit is exact).
+    fn ss_hit(&self, lo: u64, limit: u64) -> bool {
+        let len = limit.wrapping_sub(lo);
+        self.points
+            .get(..self.npoints)
+            .is_some_and(|p| p.iter().any(|&a| a.wrapping_sub(lo) < len))
     }
 
     fn in_ranges(ranges: &[(u64, u64, u8)], insn: u64, el: u8) -> bool {
@@ -605,8 +634,17 @@ impl Tracker {
         s.last_known = last;
         // The common case, checked for every block: no comparator in the block, and the ranges
         // do not cut it.
-        if !s.view.ss_hit(p.start, limit, el) {
-            if let Some(f) = s.view.filters_uniform(p.start, last, el) {
+        let uniform = if s.view.simple {
+            Some(s.view.el_active & (1 << el) != 0)
+        } else if s.view.ss_hit(p.start, limit) {
+            None
+        } else if s.view.no_ranges {
+            Some(s.view.el_active & (1 << el) != 0)
+        } else {
+            s.view.filters_uniform(p.start, last, el)
+        };
+        {
+            if let Some(f) = uniform {
                 let active = f && s.started;
                 if active {
                     Self::resume(s, p.start, true);
