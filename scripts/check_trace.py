@@ -21,7 +21,11 @@ never with something the harness generated:
 - the CPU debug sample of every other CPU is an address that CPU executed (its truth or its
   decoded ranges);
 - with CONFIG_RANDOMIZE_BASE=y in the kernel's .config, csdump found a non-zero KASLR offset;
-- `perf script -k vmlinux` decodes csdump's perf.data.
+- `perf script -k vmlinux` decodes csdump's perf.data;
+- with --hw-stop FUNCS (the ETMs' ViewInst stop points at the crash path's entries): the plugin's
+  truth says the panicking CPU's start/stop logic stopped its trace (viewinst.ended_by
+  "stop-point") at the entry of one of FUNCS, and the last branch csdump decodes for that CPU goes
+  there; with --no-hw-stop, no CPU's trace was stopped by a stop point.
 
 A dump that is a region file (warm reboot) holds no kernel text as it ran, so csdump decodes
 against vmlinux as built and code patched at boot decodes otherwise than it ran: there the records
@@ -412,6 +416,11 @@ class Symbols:
         self.names = [s[1] for s in syms]
         self.end = self.addrs[-1] if syms else 0
 
+    def entry(self, addr):
+        """The function that starts exactly at addr, or None."""
+        i = bisect.bisect_left(self.addrs, addr)
+        return func(self.names[i]) if i < len(self.addrs) and self.addrs[i] == addr else None
+
     def __call__(self, addr):
         i = bisect.bisect_right(self.addrs, addr) - 1
         if i < 0 or addr > self.end:
@@ -444,6 +453,36 @@ def check_panic_path(a, rep, sym, panic_cpu):
         seen.append(w)
     print(f"panicking CPU{panic_cpu}: the decoded flow runs through {' -> '.join(want)} "
           f"({len(names) - i} more decoded functions after it, the panic path and the dump)")
+
+
+def check_hw_stop(a, truth, rep, sym, panic_cpu):
+    """The hardware stop: where the plugin's ETM stopped the panicking CPU's trace (truth.json
+    viewinst, tools/qemu-coresight/README.md) and where csdump's decode of it ends."""
+    if a.no_hw_stop:
+        stopped = {c: t["viewinst"]["stopped_at"] for c, t in truth.items()
+                   if t.get("viewinst", {}).get("stopped_at")}
+        if stopped:
+            raise Bad(f"no hardware stop was asked for, yet the plugin's ETMs stopped at a stop point: {stopped}")
+        print("hardware stop off: no CPU's trace was stopped by a ViewInst stop point")
+        return
+    want = a.hw_stop.split(",")
+    v = truth.get(panic_cpu, {}).get("viewinst")
+    if not v:
+        raise Bad(f"panicking CPU{panic_cpu}: no ViewInst record in the plugin's truth")
+    if v.get("ended_by") != "stop-point" or not v.get("stopped_at"):
+        raise Bad(f"panicking CPU{panic_cpu}: its trace did not end at a stop point ({v})")
+    addr = int(v["stopped_at"], 16)
+    name = sym.entry(addr)
+    if name not in want:
+        raise Bad(f"panicking CPU{panic_cpu}: the stop point {addr:#x} ({sym(addr)}) is not the entry of "
+                  f"one of {want}")
+    rc = next((c for c in rep["cpus"] if c["cpu"] == panic_cpu), None)
+    last = rc["branches"][-1] if rc and rc["branches"] else None
+    to = int(last["to"]["addr"], 16) if last and last.get("to") else None
+    if to != addr:
+        raise Bad(f"panicking CPU{panic_cpu}: the decoded trace ends with {last}, not a branch to {name} ({addr:#x})")
+    print(f"hardware stop: panicking CPU{panic_cpu}'s trace ends at the entry of {name} ({addr:#x}), "
+          f"in the plugin's truth and in csdump's decode")
 
 
 def check_trigger(a, rep, sym):
@@ -623,6 +662,8 @@ def check(a):
         check_panic_path(a, rep, sym, panic_cpu)
     if a.trigger:
         check_trigger(a, rep, sym)
+    if a.hw_stop or a.no_hw_stop:
+        check_hw_stop(a, truth, rep, sym, panic_cpu)
     check_other_samples(a, truth, rep, pcs, panic_cpu, sym)
     if a.perf:
         check_perf(a, vmcore)
@@ -665,6 +706,12 @@ def main():
     ap.add_argument("--last", type=int, default=150000,
                     help="csdump report --last for the decoded flow (enough to reach the crash)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
+    ap.add_argument("--hw-stop", metavar="FUNCS",
+                    help="the ETMs stop trace at these functions' entries (e.g. panic,die,die_kernel_fault): "
+                         "the panicking CPU's trace must end at one of them (give --through the functions "
+                         "before it: nothing of the stopped function is decoded)")
+    ap.add_argument("--no-hw-stop", action="store_true",
+                    help="the hardware stop is off: no CPU's trace may end at a stop point")
     ap.add_argument("--compare-only", action="store_true",
                     help="only the ground-truth comparison, on --decoded (harness self-test)")
     ap.add_argument("--decoded", help="a decoded report (DIR/ground/report.json, possibly altered)")
@@ -672,6 +719,8 @@ def main():
     a.system_map = a.system_map or os.path.join(os.path.dirname(os.path.abspath(a.vmlinux)), "System.map")
     if a.compare_only and not a.decoded:
         ap.error("--compare-only needs --decoded")
+    if a.hw_stop and a.no_hw_stop:
+        ap.error("--hw-stop and --no-hw-stop exclude each other")
     try:
         check(a)
     except Bad as e:

@@ -49,9 +49,10 @@ pub struct Config {
     pub window: u64,
     /// Number of CPUs with an ETM and a debug interface (`cpus=`, default: every vCPU).
     pub cpus: Option<usize>,
-    /// ETF or ETB (`tmc=etf|etb`, default ETF).
+    /// ETF, ETB or ETR (`tmc=etf|etb|etr`, default ETF).
     pub tmc_kind: TmcKind,
-    /// Trace RAM size in bytes (`tmc_size=`, default 64 KiB).
+    /// Trace RAM size in bytes (`tmc_size=`, default 64 KiB; an ETR's buffer is in guest memory,
+    /// sized by the driver through `RSZ`).
     pub tmc_size: usize,
     /// Where the ground truth goes (`truth=`); `None` keeps none.
     pub truth: Option<PathBuf>,
@@ -145,7 +146,8 @@ impl Config {
                     c.tmc_kind = match v {
                         "etf" => TmcKind::Etf,
                         "etb" => TmcKind::Etb,
-                        _ => return Err(format!("tmc={v}: must be etf or etb")),
+                        "etr" => TmcKind::Etr,
+                        _ => return Err(format!("tmc={v}: must be etf, etb or etr")),
                     }
                 }
                 "tmc_size" => c.tmc_size = size(key, v)?,

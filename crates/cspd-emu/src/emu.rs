@@ -10,6 +10,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 
@@ -19,8 +20,9 @@ use crate::config::Config;
 use crate::cpu_debug::CpuDebug;
 use crate::encoder::el_of;
 use crate::etm::Etm;
+use crate::etr::Etr;
 use crate::funnel::Funnel;
-use crate::tmc::Tmc;
+use crate::tmc::{Tmc, TmcKind};
 use crate::tracker::{self, TbInfo, Tracker, TrackerStats, VectorBases};
 
 /// Guest physical memory as the plugin reaches it (the shared RAM file).
@@ -31,13 +33,71 @@ pub trait GuestMem: Send + Sync {
     fn write_u32(&self, paddr: u64, value: u32);
     /// Reads the 64-bit little-endian word at `paddr`.
     fn read_u64(&self, paddr: u64) -> Option<u64>;
+    /// Returns whether the `len` bytes at `paddr` are guest RAM that can be written.
+    fn writable(&self, paddr: u64, len: u64) -> bool;
+}
+
+/// The TMC behind the window, in its configuration.
+enum Sink {
+    /// ETB or ETF: trace RAM of its own.
+    Ram(Box<Tmc>),
+    /// ETR: a buffer in guest memory.
+    Etr(Box<Etr>),
+}
+
+impl Sink {
+    fn component(&mut self) -> &mut dyn Component {
+        match self {
+            Sink::Ram(t) => t.as_mut(),
+            Sink::Etr(e) => e.as_mut(),
+        }
+    }
+
+    fn accepting(&mut self) -> bool {
+        match self {
+            Sink::Ram(t) => t.accepting(),
+            Sink::Etr(e) => e.accepting(),
+        }
+    }
+
+    fn push_trace(&mut self, id: u8, bytes: &[u8]) -> usize {
+        match self {
+            Sink::Ram(t) => t.push_trace(id, bytes),
+            Sink::Etr(e) => e.push_trace(id, bytes),
+        }
+    }
+
+    /// What the trace memory holds, oldest byte first, and whether it wrapped.
+    fn held(&mut self) -> (Vec<u8>, bool) {
+        match self {
+            Sink::Ram(t) => {
+                use cspd_model::tmc::{RRP, RWP, STS};
+                let rsz = t.rsz_words().max(1);
+                let full = t.peek(STS) & 1 != 0;
+                let rwp = t.peek(RWP) as usize / 4 % rsz;
+                let (start, n) = if full {
+                    (rwp, rsz)
+                } else {
+                    let rrp = t.peek(RRP) as usize / 4 % rsz;
+                    (rrp, (rwp + rsz - rrp) % rsz)
+                };
+                let ram = t.ram();
+                let bytes = (0..n)
+                    .filter_map(|i| ram.get((start + i) % rsz))
+                    .flat_map(|w| w.to_le_bytes())
+                    .collect();
+                (bytes, full)
+            }
+            Sink::Etr(e) => e.held(),
+        }
+    }
 }
 
 /// Trace bytes are handed to the funnel once this many are waiting.
 const PUSH_CHUNK: usize = 64;
 
 struct Devices {
-    tmc: Tmc,
+    tmc: Sink,
     funnel: Funnel,
     etms: Vec<Etm>,
     dbgs: Vec<CpuDebug>,
@@ -76,7 +136,7 @@ pub struct EmuStats {
 pub struct Emu {
     cfg: Config,
     cpus: usize,
-    mem: Box<dyn GuestMem>,
+    mem: Arc<dyn GuestMem>,
     devices: Mutex<Devices>,
     vcpus: Box<[Vcpu]>,
     vectors: VectorBases,
@@ -104,7 +164,15 @@ impl Emu {
         if cpus == 0 {
             return Err("no CPUs to emulate".into());
         }
-        let tmc = Tmc::new(cfg.tmc_kind, cfg.tmc_size, cfg.faults.tmc)?;
+        let mem: Arc<dyn GuestMem> = Arc::from(mem);
+        let tmc = match cfg.tmc_kind {
+            TmcKind::Etr => Sink::Etr(Box::new(Etr::new(
+                Arc::clone(&mem),
+                cfg.window..cfg.window + bus::WINDOW_SIZE,
+                cfg.faults.tmc,
+            )?)),
+            kind => Sink::Ram(Box::new(Tmc::new(kind, cfg.tmc_size, cfg.faults.tmc)?)),
+        };
         let devices = Devices {
             tmc,
             funnel: Funnel::new(cpus),
@@ -183,7 +251,7 @@ impl Emu {
 
     fn component(d: &mut Devices, t: Target) -> Option<&mut dyn Component> {
         Some(match t {
-            Target::Tmc => &mut d.tmc,
+            Target::Tmc => d.tmc.component(),
             Target::Funnel => &mut d.funnel,
             Target::Etm(n) => d.etms.get_mut(n)?,
             Target::Debug(n) => d.dbgs.get_mut(n)?,
@@ -374,30 +442,30 @@ impl Emu {
         std::mem::take(&mut *lock(&self.events))
     }
 
-    /// When capture has just stopped, writes the RAM as a drain reads it (oldest word first).
+    /// When capture has just stopped, writes the trace memory as a drain reads it (oldest word
+    /// first): the RAM of an ETB/ETF, the buffer in guest memory of an ETR.
     fn watch_tmc(&self, d: &mut Devices) {
-        use cspd_model::tmc::{CTL, FFSR, RRP, RWP, STS};
-        let sts = d.tmc.peek(STS);
+        use cspd_model::tmc::{CTL, FFSR, STS};
+        if let Sink::Etr(e) = &mut d.tmc {
+            for ev in e.take_events() {
+                self.event(ev);
+            }
+        }
+        let c = d.tmc.component();
         let stopped =
-            d.tmc.peek(CTL) & 1 != 0 && sts & (1 << 2) != 0 && d.tmc.peek(FFSR) & (1 << 1) != 0;
+            c.peek(CTL) & 1 != 0 && c.peek(STS) & (1 << 2) != 0 && c.peek(FFSR) & (1 << 1) != 0;
         if self.tmc_stopped.swap(stopped, Ordering::Relaxed) || !stopped {
             return;
         }
-        let rsz = d.tmc.rsz_words();
-        let full = sts & 1 != 0;
-        let rwp = d.tmc.peek(RWP) as usize / 4 % rsz.max(1);
-        let (start, n) = if full {
-            (rwp, rsz)
-        } else {
-            let rrp = d.tmc.peek(RRP) as usize / 4 % rsz.max(1);
-            (rrp, (rwp + rsz - rrp) % rsz.max(1))
-        };
-        let ram = d.tmc.ram();
-        let bytes: Vec<u8> = (0..n)
-            .filter_map(|i| ram.get((start + i) % rsz.max(1)))
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
+        let (bytes, full) = d.tmc.held();
         let mut e = format!("tmc stopped: {} bytes held, full {full}", bytes.len());
+        if let Sink::Etr(etr) = &d.tmc {
+            e.push_str(&format!(
+                " (etr: DBA {:#x}, RSZ {:#x} words)",
+                etr.dba(),
+                etr.rsz_words()
+            ));
+        }
         if let Some(path) = self.cfg.tmc_dump.as_deref() {
             match fs::write(path, &bytes) {
                 Ok(()) => e.push_str(&format!(", written to {}", path.display())),
@@ -415,7 +483,7 @@ impl Emu {
                 if (off == FFCR && value & (1 << 6) != 0) || (off == CTL && value & 1 == 0) {
                     self.flush_all(d);
                 }
-                d.tmc.write(off, value);
+                d.tmc.component().write(off, value);
             }
             Target::Etm(n) => {
                 let was = d.etms.get(n).is_some_and(Etm::enabled);
@@ -441,10 +509,48 @@ impl Emu {
         let Some(v) = self.vcpus.get(cpu) else {
             return;
         };
-        self.event(format!(
+        let mut e = format!(
             "etm {cpu}: enabled, trace id {:#x}, TRCCONFIGR {:#x}, EL excluded (NS) {:#x}",
             prog.trace_id, prog.configr, prog.exclude_el_ns
-        ));
+        );
+        if let Some(ss) = prog.start_stop.as_ref() {
+            let list = |c: &[crate::etm::AddrComparator]| -> String {
+                c.iter()
+                    .map(|c| format!("{}:{:#x}", c.index, c.addr))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            e.push_str(&format!(
+                ", ViewInst start [{}] stop [{}] SSSTATUS {}",
+                list(&ss.start),
+                list(&ss.stop),
+                u8::from(prog.started)
+            ));
+        } else if !prog.started {
+            e.push_str(", ViewInst start/stop logic stopped (SSSTATUS 0) with no start point");
+        }
+        match prog.event {
+            crate::etm::ViewEvent::True => {}
+            crate::etm::ViewEvent::False => e.push_str(", ViewInst event FALSE: nothing traced"),
+            crate::etm::ViewEvent::NotEmulated(ev) => e.push_str(&format!(
+                ", ViewInst event {ev:#x} not emulated (only resources that select nothing are): \
+                 treated as TRUE"
+            )),
+        }
+        if !prog.include.is_empty() || !prog.exclude.is_empty() {
+            let list = |r: &[crate::etm::AddrRange]| -> String {
+                r.iter()
+                    .map(|r| format!("{:#x}-{:#x}", r.lo, r.hi))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            e.push_str(&format!(
+                ", ViewInst include [{}] exclude [{}]",
+                list(&prog.include),
+                list(&prog.exclude)
+            ));
+        }
+        self.event(e);
         v.trace_id.store(prog.trace_id, Ordering::Relaxed);
         lock(&v.tracker).start(prog, self.cfg.truth_depth);
         v.tracing.store(true, Ordering::Relaxed);
@@ -469,8 +575,16 @@ impl Emu {
             .active
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.route(d, cpu, &bytes);
+        // Once idle, `TRCVICTLR.SSSTATUS` reads the state the start/stop logic was left in.
+        if let Some(e) = d.etms.get_mut(cpu) {
+            e.set_ssstatus(truth.ssstatus());
+        }
+        let stop = match truth.stop() {
+            Some((a, _)) => format!(", ViewInst stopped at {a:#x}"),
+            None => String::new(),
+        };
         self.event(format!(
-            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth",
+            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth{stop}",
             bytes.len(),
             truth.events().len()
         ));
@@ -534,9 +648,10 @@ impl Emu {
         s
     }
 
-    /// Returns a copy of the TMC's trace RAM (for tests).
-    pub fn tmc_ram(&self) -> Vec<u32> {
-        lock(&self.devices).tmc.ram().to_vec()
+    /// Returns what the TMC's trace memory holds, oldest byte first, and whether it wrapped
+    /// (for tests).
+    pub fn tmc_held(&self) -> (Vec<u8>, bool) {
+        lock(&self.devices).tmc.held()
     }
 }
 

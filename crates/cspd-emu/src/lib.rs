@@ -4,8 +4,9 @@
 //! TMC DDI 0461, ETMv4 IHI 0064, external debug DDI 0487 part H) placed behind a window of guest
 //! physical memory ([`bus`]), with the identification registers and the side effects a driver sees
 //! on silicon. The ETMs encode what each vCPU executes as ETMv4 instruction trace, the funnel and
-//! the TMC's formatter frame it into the trace RAM, and a ground truth of each vCPU's last branches
-//! is kept apart from the encoder.
+//! the TMC's formatter frame it into the trace RAM (or, for a TMC in ETR configuration, [`etr`],
+//! into a buffer in guest memory), and a ground truth of each vCPU's last branches is kept apart
+//! from the encoder.
 //!
 //! Plain Rust with no I/O beyond the [`GuestMem`] trait, so that host tests drive it directly.
 
@@ -14,6 +15,7 @@ pub mod bus;
 // Components (registers and their side effects).
 pub mod cpu_debug;
 pub mod etm;
+pub mod etr;
 pub mod funnel;
 pub mod tmc;
 

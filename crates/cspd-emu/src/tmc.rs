@@ -105,6 +105,9 @@ pub enum TmcKind {
     Etb,
     /// Embedded Trace FIFO (`CONFIGTYPE` 2), used here as a sink in Circular Buffer mode.
     Etf,
+    /// Embedded Trace Router (`CONFIGTYPE` 1): a buffer in system memory
+    /// ([`crate::etr::Etr`]).
+    Etr,
 }
 
 /// Faults the TMC can be told to show.
@@ -156,6 +159,9 @@ impl Tmc {
         let config = match kind {
             TmcKind::Etb => TmcModelConfig::Etb,
             TmcKind::Etf => TmcModelConfig::Etf,
+            TmcKind::Etr => {
+                return Err("a TMC-ETR writes to system memory: it is crate::etr::Etr".into())
+            }
         };
         let mut model = TmcModel::new(config, ram)
             .ok_or_else(|| format!("TMC RAM size {ram_bytes} bytes rejected by the model"))?;

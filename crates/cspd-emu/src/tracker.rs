@@ -16,6 +16,33 @@
 //! address is known. A vector is recognised by its offset (a multiple of 0x80) after a block whose
 //! ending does not explain the next address; the vector bases found that way are remembered
 //! ([`VectorBases`]) to tell an exception after an indirect branch from the branch itself.
+//!
+//! # ViewInst
+//!
+//! A block is traced once its ending is known, instruction by instruction as far as the
+//! filters require (IHI 0064, "ViewInst function"): the executed instructions are those before
+//! a fault inside the block (a faulting instruction has not executed), or all of them. ViewInst
+//! is active for an instruction when `TRCVICTLR.EVENT` is TRUE, its exception level is not
+//! excluded by `TRCVICTLR.EXLEVEL_NS`, the include/exclude ranges let its address through (no
+//! include range: everything is included), and the start/stop logic is started or the
+//! instruction is a start point. The start/stop logic "is active for an instruction which
+//! causes a start and remains active up to and including an instruction which causes a stop"
+//! (`TRCVISSCTLR`): a stop point is itself traced, its own P0 element included, and nothing
+//! after it. A single address comparator matches the A64 instruction whose address is
+//! `TRCACVRn` with bits 1:0 ignored, at the exception levels `TRCACATRn` does not exclude.
+//!
+//! What the trace says: the P0 elements of active instructions (the target address of an
+//! active indirect branch included); where ViewInst becomes active again after being inactive,
+//! or after a discontinuity, a Trace On with the address of that instruction (after an
+//! A-sync and Trace Info, so that a decoder can start there too); an exception when ViewInst
+//! was active for the instruction before it and the start/stop logic is still started. Nothing
+//! is output when ViewInst becomes inactive: a decoder infers execution only up to the last P0
+//! element, so the instructions between that element and the point where trace stopped are not
+//! claimed. The decode therefore gives exactly the flow the CPU executed while ViewInst was
+//! active, which is what the ground truth ([`Truth`]) records, apart from the encoder.
+//!
+//! The check costs little in the common case: a block with no start or stop point in it and
+//! that no range bound cuts is traced or not as a whole.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -271,20 +298,137 @@ struct Pending {
     queue: Vec<&'static TbInfo>,
 }
 
+/// The ViewInst function of a trace session, compiled from its [`TraceProgram`] for the check
+/// that runs on every executed block.
+#[derive(Debug)]
+struct View {
+    /// The event (`TRCVICTLR.EVENT`) is TRUE.
+    event: bool,
+    /// `TRCVICTLR.EXLEVEL_NS`.
+    exclude_el: u8,
+    /// Start comparators: (instruction address, `EXLEVEL_NS`).
+    start: Box<[(u64, u8)]>,
+    /// Stop comparators.
+    stop: Box<[(u64, u8)]>,
+    /// Include ranges: (lower, upper, `EXLEVEL_NS`), bounds inclusive.
+    include: Box<[(u64, u64, u8)]>,
+    /// Exclude ranges.
+    exclude: Box<[(u64, u64, u8)]>,
+    /// No start or stop point and no range: ViewInst depends on the exception level and the
+    /// start/stop state only.
+    simple: bool,
+    /// No include or exclude range.
+    no_ranges: bool,
+    /// Bit `n` set: the event and `EXLEVEL_NS` let instructions at EL`n` through.
+    el_active: u8,
+    /// Every start and stop point (at most the eight comparators), for the test run on every
+    /// block; a match here sends the block to the exact, per-instruction check.
+    points: [u64; crate::etm::ADDR_CMPS],
+    /// How many of `points` are used.
+    npoints: usize,
+}
+
+impl View {
+    fn new(prog: &TraceProgram) -> Self {
+        let singles = |v: &[crate::etm::AddrComparator]| -> Box<[(u64, u8)]> {
+            v.iter().map(|c| (c.addr & !3, c.exclude_el_ns)).collect()
+        };
+        let ranges = |v: &[crate::etm::AddrRange]| -> Box<[(u64, u64, u8)]> {
+            v.iter().map(|r| (r.lo, r.hi, r.exclude_el_ns)).collect()
+        };
+        let (start, stop) = match prog.start_stop.as_ref() {
+            Some(ss) => (singles(&ss.start), singles(&ss.stop)),
+            None => (Box::default(), Box::default()),
+        };
+        // An event the emulation cannot evaluate counts as TRUE (the log names it).
+        let event = !prog.event_always_false();
+        let include = ranges(&prog.include);
+        let exclude = ranges(&prog.exclude);
+        let mut points = [0; crate::etm::ADDR_CMPS];
+        let mut npoints = 0;
+        for (slot, &(a, _)) in points.iter_mut().zip(start.iter().chain(stop.iter())) {
+            *slot = a;
+            npoints += 1;
+        }
+        Self {
+            simple: start.is_empty() && stop.is_empty() && include.is_empty() && exclude.is_empty(),
+            no_ranges: include.is_empty() && exclude.is_empty(),
+            el_active: if event { !prog.exclude_el_ns } else { 0 },
+            points,
+            npoints,
+            event,
+            exclude_el: prog.exclude_el_ns,
+            start,
+            stop,
+            include,
+            exclude,
+        }
+    }
+
+    fn hit(cmps: &[(u64, u8)], insn: u64, el: u8) -> bool {
+        cmps.iter().any(|&(a, x)| a == insn && x & (1 << el) == 0)
+    }
+
+    /// Whether a start or stop point lies in `[lo, limit)` (whatever the exception levels its
+    /// comparator matches at: the per-instruction check that follows a hit is exact).
+    fn ss_hit(&self, lo: u64, limit: u64) -> bool {
+        let len = limit.wrapping_sub(lo);
+        self.points
+            .get(..self.npoints)
+            .is_some_and(|p| p.iter().any(|&a| a.wrapping_sub(lo) < len))
+    }
+
+    fn in_ranges(ranges: &[(u64, u64, u8)], insn: u64, el: u8) -> bool {
+        ranges
+            .iter()
+            .any(|&(lo, hi, x)| insn >= lo && insn <= hi && x & (1 << el) == 0)
+    }
+
+    /// ViewInst for the instruction at `insn` at EL`el`, but for the start/stop logic.
+    fn filters(&self, insn: u64, el: u8) -> bool {
+        self.event
+            && self.exclude_el & (1 << el) == 0
+            && (self.include.is_empty() || Self::in_ranges(&self.include, insn, el))
+            && !Self::in_ranges(&self.exclude, insn, el)
+    }
+
+    /// [`Self::filters`] for every instruction of `[lo, last]`, when it is the same for all.
+    fn filters_uniform(&self, lo: u64, last: u64, el: u8) -> Option<bool> {
+        if !self.event || self.exclude_el & (1 << el) != 0 {
+            return Some(false);
+        }
+        // A range cuts the block when one of its bounds falls strictly inside it.
+        let cuts = |&(r_lo, r_hi, x): &(u64, u64, u8)| {
+            x & (1 << el) == 0 && ((r_lo > lo && r_lo <= last) || (r_hi >= lo && r_hi < last))
+        };
+        if self.include.iter().any(cuts) || self.exclude.iter().any(cuts) {
+            return None;
+        }
+        Some(self.filters(lo, el))
+    }
+}
+
 /// A trace session of one vCPU: from the enabling of its ETM to its disabling.
 #[derive(Debug)]
 struct Session {
-    prog: TraceProgram,
+    view: View,
     enc: Encoder,
     truth: Truth,
     /// The first block has been seen.
     begun: bool,
-    /// The current block is traced.
-    on: bool,
-    /// The start/stop state of the ViewInst start/stop control.
+    /// ViewInst was active for the last instruction processed, and the decoder's view of the
+    /// flow continues from it (no discontinuity since).
+    last_on: bool,
+    /// Something was traced in this session.
+    ever_on: bool,
+    /// The start/stop logic is in the started state.
     started: bool,
-    /// A stop address was in the current block.
-    stop_after: bool,
+    /// The address of the instruction that stopped the start/stop logic in the block being
+    /// processed, for the truth once the block's last element is recorded.
+    stop_in_block: Option<u64>,
+    /// The last block ended with a P0 element or an exception: a periodic synchronisation may go
+    /// where the next one starts.
+    sync_due: bool,
     pending: Option<Pending>,
     /// Last address known to have executed, for gap records.
     last_known: u64,
@@ -348,15 +492,18 @@ impl Tracker {
     /// Opens a trace session with the programming `prog`, keeping the last `truth_depth`
     /// events. Trace starts at the next block.
     pub fn start(&mut self, prog: TraceProgram, truth_depth: usize) {
-        let started = prog.start_stop.as_ref().is_none_or(|ss| ss.started);
+        let mut truth = Truth::new(truth_depth);
+        truth.set_start_stop(prog.start_stop.is_some(), prog.started);
         self.session = Some(Session {
+            view: View::new(&prog),
             enc: Encoder::new(prog.sync_period_bytes),
-            prog,
-            truth: Truth::new(truth_depth),
+            truth,
             begun: false,
-            on: false,
-            started,
-            stop_after: false,
+            last_on: false,
+            ever_on: false,
+            started: prog.started,
+            stop_in_block: None,
+            sync_due: false,
             pending: None,
             last_known: 0,
         });
@@ -419,7 +566,8 @@ impl Tracker {
     }
 
     /// Closes the trace session: an exception still waiting for its return address becomes a
-    /// gap, the atoms are flushed. Returns the last bytes and the ground truth.
+    /// gap, the atoms are flushed. Returns the last bytes and the ground truth, which holds the
+    /// state the start/stop logic is left in (`TRCVICTLR.SSSTATUS` once the unit is idle).
     pub fn stop(&mut self, vectors: &VectorBases) -> Option<(Vec<u8>, Truth)> {
         let mut s = self.session.take()?;
         if s.pending.is_some() {
@@ -427,61 +575,118 @@ impl Tracker {
             Self::resolve(&mut s, None, vectors, &mut self.stats);
         }
         s.enc.flush_atoms();
+        s.truth.set_ssstatus(s.started);
         Some((s.enc.take(), s.truth))
     }
 
     /// Returns a copy of the ground truth of the open session.
     pub fn truth(&self) -> Option<Truth> {
-        self.session.as_ref().map(|s| s.truth.clone())
+        self.session.as_ref().map(|s| {
+            let mut t = s.truth.clone();
+            t.set_ssstatus(s.started);
+            t
+        })
     }
 
     fn begin(s: &mut Session, t: &'static TbInfo) {
         s.begun = true;
-        s.on = Self::traced(s, t);
-        if s.on {
-            s.enc.trace_on(t.start);
-        }
+        s.last_on = false;
         s.last_known = t.start;
     }
 
-    /// Whether block `t` is traced: exception level filter, start/stop, include/exclude ranges.
-    fn traced(s: &mut Session, t: &TbInfo) -> bool {
-        if s.prog.event_always_false {
-            return false;
-        }
-        if let Some(ss) = s.prog.start_stop.as_ref() {
-            if s.stop_after {
-                s.started = false;
-                s.stop_after = false;
+    /// ViewInst becomes active (again) at `insn`, or stays active: a Trace On (with a
+    /// synchronisation) after a discontinuity, else the periodic synchronisation if one is due
+    /// where a block starts after a P0 element or an exception.
+    fn resume(s: &mut Session, insn: u64, block_start: bool) {
+        if !s.last_on {
+            if s.ever_on {
+                s.truth.push(Event {
+                    kind: EventKind::Gap,
+                    from: s.last_known,
+                    to: insn,
+                });
             }
-            let hit = |addrs: &[u64]| addrs.iter().any(|&a| a >= t.start && a < t.end);
-            if !s.started && hit(&ss.start) {
+            s.enc.trace_on(insn);
+            s.ever_on = true;
+        } else if block_start && s.sync_due {
+            // Only where a range ends, so that a decoder that starts here loses nothing.
+            s.enc.maybe_sync(insn);
+        }
+        s.sync_due = false;
+    }
+
+    /// Runs ViewInst over the instructions of block `p` that executed, `[p.start, limit)`, in
+    /// program order, and traces the P0 elements inside the block it is active for (the last
+    /// instruction's element is [`Self::emit`]'s).
+    ///
+    /// ViewInst is active for an instruction when the event is TRUE, its exception level is not
+    /// excluded, the include/exclude ranges let it through, and the start/stop logic is started
+    /// or the instruction is a start point. The start/stop logic is active for an instruction
+    /// which causes a start and remains active up to and including an instruction which causes
+    /// a stop (IHI 0064, `TRCVISSCTLR`): a start point is traced, and so is a stop point; the
+    /// instructions after a stop point are not.
+    fn body(s: &mut Session, p: &TbInfo, limit: u64) {
+        if limit <= p.start {
+            return;
+        }
+        let el = crate::encoder::el_of(p.start);
+        let last = limit - 4;
+        s.last_known = last;
+        // The common case, checked for every block: no comparator in the block, and the ranges
+        // do not cut it.
+        let uniform = if s.view.simple {
+            Some(s.view.el_active & (1 << el) != 0)
+        } else if s.view.ss_hit(p.start, limit) {
+            None
+        } else if s.view.no_ranges {
+            Some(s.view.el_active & (1 << el) != 0)
+        } else {
+            s.view.filters_uniform(p.start, last, el)
+        };
+        {
+            if let Some(f) = uniform {
+                let active = f && s.started;
+                if active {
+                    Self::resume(s, p.start, true);
+                    for &(addr, k) in p.inner.iter().filter(|(a, _)| *a < limit) {
+                        Self::inner_p0(s, addr, k);
+                    }
+                }
+                s.last_on = active;
+                s.sync_due = false;
+                return;
+            }
+        }
+        let mut inner = p.inner.iter().peekable();
+        let mut insn = p.start;
+        while insn < limit {
+            let start = View::hit(&s.view.start, insn, el);
+            let stop = View::hit(&s.view.stop, insn, el);
+            let ss_active = s.started || start;
+            if stop {
+                if ss_active {
+                    s.stop_in_block = Some(insn);
+                }
+                s.started = false;
+            } else if start {
                 s.started = true;
             }
-            if s.started && hit(&ss.stop) {
-                s.stop_after = true;
+            let active = ss_active && s.view.filters(insn, el);
+            if active {
+                Self::resume(s, insn, insn == p.start);
             }
-            if !s.started {
-                return false;
+            if let Some(&&(addr, k)) = inner.peek() {
+                if addr == insn {
+                    inner.next();
+                    if active {
+                        Self::inner_p0(s, addr, k);
+                    }
+                }
             }
+            s.last_on = active;
+            insn = insn.wrapping_add(4);
         }
-        let el = crate::encoder::el_of(t.start);
-        if s.prog.exclude_el_ns & (1 << el) != 0 {
-            return false;
-        }
-        if !s.prog.include.is_empty()
-            && !s
-                .prog
-                .include
-                .iter()
-                .any(|&(lo, hi)| t.start >= lo && t.start <= hi)
-        {
-            return false;
-        }
-        !s.prog
-            .exclude
-            .iter()
-            .any(|&(lo, hi)| t.start >= lo && t.start <= hi)
+        s.sync_due = false;
     }
 
     fn transition(
@@ -500,32 +705,18 @@ impl Tracker {
             });
             return;
         }
-        let was_on = s.on;
-        if was_on {
-            let limit = match end {
-                Ending::Exception {
-                    ret, within: true, ..
-                } => ret,
-                _ => p.last_addr,
-            };
-            for &(addr, k) in p.inner.iter().filter(|(a, _)| *a < limit) {
-                Self::inner_p0(s, addr, k);
-            }
-            Self::emit(s, p, t.start, end, stats);
+        let limit = match end {
+            Ending::Exception {
+                ret, within: true, ..
+            } => ret,
+            _ => p.end,
+        };
+        Self::body(s, p, limit);
+        Self::emit(s, p, t.start, end, stats);
+        if let Some(at) = s.stop_in_block.take() {
+            s.truth.stopped_at(at);
         }
-        s.on = Self::traced(s, t);
-        if s.on && (!was_on || end == Ending::Gap) {
-            s.truth.push(Event {
-                kind: EventKind::Gap,
-                from: s.last_known,
-                to: t.start,
-            });
-            s.enc.trace_on(t.start);
-        } else if s.on && !matches!(end, Ending::Seq) {
-            // Only where a range ends, so that a decoder that starts here loses nothing.
-            s.enc.maybe_sync(t.start);
-        }
-        s.last_known = t.start;
+        s.sync_due = !matches!(end, Ending::Seq);
     }
 
     /// A P0 element in the middle of a block: only waypoints and untaken branches can be.
@@ -560,10 +751,17 @@ impl Tracker {
         }
     }
 
+    /// The element the block's ending gives: the last instruction's P0 element when ViewInst
+    /// was active for it, an exception when ViewInst was active for the instruction before it
+    /// and the start/stop logic is still started (an exception right after a stop point is
+    /// not traced).
     fn emit(s: &mut Session, p: &TbInfo, next: u64, end: Ending, stats: &mut TrackerStats) {
         match end {
             Ending::Seq | Ending::NeedElr => {}
             Ending::Atom { taken, addr } => {
+                if !s.last_on {
+                    return;
+                }
                 let to = if taken {
                     match p.last {
                         Kind::Direct { target, .. } | Kind::Cond { target } => target,
@@ -575,8 +773,17 @@ impl Tracker {
                 Self::atom(s, p, taken, addr, to);
             }
             Ending::Exception { atom, ty, ret, .. } => {
+                if !s.last_on {
+                    return;
+                }
                 if let Some((taken, addr)) = atom {
                     Self::atom(s, p, taken, addr, ret);
+                }
+                if !s.started {
+                    // ViewInst is not active after a stop point: the flow seen by a decoder
+                    // ends here.
+                    s.last_on = false;
+                    return;
                 }
                 s.enc.exception(ty, ret, next);
                 s.truth.push(Event {
@@ -588,6 +795,7 @@ impl Tracker {
             Ending::Gap => {
                 stats.gaps += 1;
                 s.enc.flush_atoms();
+                s.last_on = false;
             }
         }
     }
@@ -605,19 +813,11 @@ impl Tracker {
         match elr {
             Some(r) => Self::transition(s, pend.from, first, Some(r), vectors, stats),
             None => {
+                // How the block ended is not known: a discontinuity, and the decoder's view
+                // restarts where the next traced instruction is.
                 stats.gaps += 1;
-                if s.on {
-                    s.enc.flush_atoms();
-                }
-                s.on = Self::traced(s, first);
-                if s.on {
-                    s.truth.push(Event {
-                        kind: EventKind::Gap,
-                        from: pend.from.last_addr,
-                        to: first.start,
-                    });
-                    s.enc.trace_on(first.start);
-                }
+                s.enc.flush_atoms();
+                s.last_on = false;
                 s.last_known = first.start;
             }
         }

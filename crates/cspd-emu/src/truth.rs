@@ -35,12 +35,20 @@ pub struct Event {
     pub to: u64,
 }
 
-/// The last events of one vCPU, oldest first.
+/// The last events of one vCPU, oldest first, and where its ViewInst start/stop logic stopped
+/// it.
 #[derive(Clone, Debug)]
 pub struct Truth {
     depth: usize,
     events: VecDeque<Event>,
     total: u64,
+    /// Start or stop comparators were programmed.
+    start_stop: bool,
+    /// The state of the start/stop logic: at the start of the session, then as left.
+    ssstatus: bool,
+    /// The last stop: the address of the stop point and [`Self::total`] once its own element
+    /// (if it is a P0 instruction) was recorded.
+    stop: Option<(u64, u64)>,
 }
 
 impl Truth {
@@ -50,7 +58,39 @@ impl Truth {
             depth: depth.max(1),
             events: VecDeque::with_capacity(depth.clamp(1, 1 << 16)),
             total: 0,
+            start_stop: false,
+            ssstatus: true,
+            stop: None,
         }
+    }
+
+    /// Records whether start or stop comparators were programmed, and the state the start/stop
+    /// logic starts in (`TRCVICTLR.SSSTATUS`).
+    pub fn set_start_stop(&mut self, programmed: bool, started: bool) {
+        self.start_stop = programmed;
+        self.ssstatus = started;
+    }
+
+    /// Records the state the start/stop logic is in now.
+    pub fn set_ssstatus(&mut self, started: bool) {
+        self.ssstatus = started;
+    }
+
+    /// Returns the state of the start/stop logic (true: started).
+    pub fn ssstatus(&self) -> bool {
+        self.ssstatus
+    }
+
+    /// Records that the instruction at `addr` stopped the start/stop logic, after everything
+    /// executed up to and including it was recorded.
+    pub fn stopped_at(&mut self, addr: u64) {
+        self.stop = Some((addr, self.total));
+    }
+
+    /// Returns the last stop point and how many events had been recorded then; `None` when the
+    /// start/stop logic never stopped the trace.
+    pub fn stop(&self) -> Option<(u64, u64)> {
+        self.stop
     }
 
     /// Records `ev`.
@@ -72,13 +112,25 @@ impl Truth {
         self.total
     }
 
-    /// Writes the record as a JSON object (`cpu`, `reason`, `total`, `events`).
+    /// Writes the record as a JSON object (`cpu`, `reason`, `total`, `viewinst`, `events`);
+    /// tools/qemu-coresight/README.md describes the fields.
     pub fn to_json(&self, cpu: usize, reason: &str) -> String {
-        let mut s = String::with_capacity(64 + self.events.len() * 64);
+        let mut s = String::with_capacity(256 + self.events.len() * 64);
+        let (stopped_at, total_at_stop) = match self.stop {
+            Some((a, n)) => (format!("\"{a:#x}\""), n.to_string()),
+            None => ("null".to_string(), "null".to_string()),
+        };
+        let ended_by = match (reason, self.stop) {
+            (_, Some((_, n))) if !self.ssstatus && n == self.total => "stop-point",
+            ("exit", _) => "exit",
+            _ => "disable",
+        };
         let _ = write!(
             s,
-            "{{\"cpu\": {cpu}, \"reason\": \"{reason}\", \"total\": {}, \"events\": [",
-            self.total
+            "{{\"cpu\": {cpu}, \"reason\": \"{reason}\", \"total\": {}, \"viewinst\": \
+             {{\"start_stop\": {}, \"ssstatus\": {}, \"stopped_at\": {stopped_at}, \
+             \"total_at_stop\": {total_at_stop}, \"ended_by\": \"{ended_by}\"}}, \"events\": [",
+            self.total, self.start_stop, self.ssstatus
         );
         for (i, e) in self.events.iter().enumerate() {
             let (kind, ty) = match e.kind {

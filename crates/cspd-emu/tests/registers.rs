@@ -9,9 +9,13 @@
 
 use cspd_emu::bus::{Component, PrimeCellId};
 use cspd_emu::cpu_debug::{CpuDebug, CpuDebugFaults};
-use cspd_emu::etm::{Etm, EtmFaults, StartStop};
+use cspd_emu::etm::{AddrComparator, AddrRange, Etm, EtmFaults, StartStop, ViewEvent};
+use cspd_emu::etr::Etr;
 use cspd_emu::funnel::Funnel;
 use cspd_emu::tmc::{Tmc, TmcFaults, TmcKind};
+use cspd_emu::GuestMem;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 const UNLOCK: u32 = 0xC5AC_CE55;
 const CLAIMSET: u32 = 0xFA0;
@@ -434,6 +438,336 @@ fn tmc_fault_rrd_stuck() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// TMC in ETR configuration
+
+const RRPHI: u32 = 0x038;
+const RWPHI: u32 = 0x03C;
+const CBUFLEVEL: u32 = 0x030;
+const AXICTL: u32 = 0x110;
+const DBALO: u32 = 0x118;
+const DBAHI: u32 = 0x11C;
+const TRG: u32 = 0x01C;
+const STS_MEMERR: u32 = 1 << 5;
+/// Guest RAM of the ETR tests: 0x4000_0000 .. 0x8000_0000, the window at its top.
+const RAM: std::ops::Range<u64> = 0x4000_0000..0x8000_0000;
+const WINDOW: std::ops::Range<u64> = 0x7FF0_0000..0x7FF3_0000;
+
+/// Guest memory: words that were written, zero elsewhere.
+#[derive(Default)]
+struct Ram(Mutex<HashMap<u64, u32>>);
+
+impl GuestMem for Ram {
+    fn read_u32(&self, paddr: u64) -> Option<u32> {
+        RAM.contains(&paddr)
+            .then(|| *self.0.lock().unwrap().get(&(paddr & !3)).unwrap_or(&0))
+    }
+    fn write_u32(&self, paddr: u64, value: u32) {
+        assert!(RAM.contains(&paddr), "write outside RAM at {paddr:#x}");
+        self.0.lock().unwrap().insert(paddr & !3, value);
+    }
+    fn read_u64(&self, paddr: u64) -> Option<u64> {
+        Some(u64::from(self.read_u32(paddr)?) | (u64::from(self.read_u32(paddr + 4)?) << 32))
+    }
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        paddr >= RAM.start && paddr + len <= RAM.end
+    }
+}
+
+impl Ram {
+    fn words(&self, at: u64, n: usize) -> Vec<u32> {
+        (0..n as u64)
+            .map(|i| self.read_u32(at + 4 * i).unwrap())
+            .collect()
+    }
+    fn written(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+fn etr(faults: TmcFaults) -> (Window<Etr>, Arc<Ram>) {
+    let ram = Arc::new(Ram::default());
+    let e = Etr::new(ram.clone(), WINDOW, faults).expect("ETR");
+    (Window::new(e), ram)
+}
+
+/// `__tmc_etr_enable_hw` of `linux` for a flat buffer of `rsz` words at `dba`: RSZ, MODE,
+/// AXICTL (read-modify-write), DBA, FFCR, TRG, CTL.
+fn etr_enable(w: &mut Window<Etr>, dba: u64, rsz: u32, axictl_extra: u32) {
+    w.write(LAR, UNLOCK);
+    assert!(w.claim_self_hosted());
+    assert_ne!(w.read(STS) & STS_TMCREADY, 0, "ready before enable");
+    w.write(RSZ, rsz);
+    w.write(MODE, 0);
+    let mut axictl = w.read(AXICTL);
+    axictl &= !0xFBF;
+    axictl |= 1 << 1; // ProtCtrlBit1: non-secure
+    axictl |= 0xF << 8; // WrBurstLen 16
+    axictl |= 0xF << 2; // AXCACHE: write-back, read and write allocate
+    w.write(AXICTL, axictl | axictl_extra);
+    w.write(DBALO, dba as u32);
+    w.write(DBAHI, (dba >> 32) as u32);
+    w.write(FFCR, FFCR_LINUX);
+    w.write(TRG, 0);
+    w.write(CTL, 1);
+}
+
+fn etr_flush_and_stop(w: &mut Window<Etr>, max: usize) -> (Option<usize>, Option<usize>) {
+    let ffcr = w.read(FFCR) | FFCR_STOPONFL;
+    w.write(FFCR, ffcr);
+    w.write(FFCR, ffcr | FFCR_FLUSHMAN);
+    let flush = w.poll(FFCR, FFCR_FLUSHMAN, 0, max);
+    let ready = w.poll(STS, STS_TMCREADY, STS_TMCREADY, max);
+    (flush, ready)
+}
+
+/// Trace from a source, then the window restaged as the plugin does at the next access.
+fn etr_push(w: &mut Window<Etr>, id: u8, bytes: &[u8]) -> usize {
+    let n = w.c.push_trace(id, bytes);
+    w.restage();
+    n
+}
+
+fn pair(w: &mut Window<Etr>, lo: u32, hi: u32) -> u64 {
+    u64::from(w.read(lo)) | (u64::from(w.read(hi)) << 32)
+}
+
+#[test]
+fn etr_reset_identification_and_devid() {
+    let (mut w, _) = etr(TmcFaults::default());
+    check_identification(&mut w, 0x000B_B961);
+    let devid = w.read(DEVID);
+    assert_eq!(devid, 0x0151_0340);
+    assert_eq!((devid >> 6) & 3, 1, "CONFIGTYPE: ETR");
+    assert_eq!((devid >> 8) & 7, 3, "MEMWIDTH: 64-bit");
+    assert_ne!(devid & (1 << 16), 0, "AXIAW_VALID");
+    assert_eq!((devid >> 17) & 0x7F, 40, "AXIAW: 40-bit addresses");
+    assert_ne!(devid & (1 << 24), 0, "NOSCAT: no scatter-gather");
+    assert_eq!(w.read(DEVTYPE), 0x21);
+    assert_eq!(
+        w.read(AUTHSTATUS) & 3,
+        3,
+        "NSID: linux's ETR probe needs non-secure access"
+    );
+    for r in [
+        RSZ, RRP, RRPHI, RWP, RWPHI, DBALO, DBAHI, AXICTL, CTL, CBUFLEVEL,
+    ] {
+        assert_eq!(w.read(r), 0, "register {r:#x} resets to zero");
+    }
+    assert_eq!(w.read(STS), STS_TMCREADY | (1 << 3), "TMCReady, FtEmpty");
+    assert_eq!(w.read(LSR), 0x3, "locked at reset");
+    w.write(RSZ, 0x100);
+    assert_eq!(w.read(RSZ), 0, "ignored while locked");
+}
+
+#[test]
+fn etr_registers_read_back_as_linux_programs_them() {
+    let (mut w, _) = etr(TmcFaults::default());
+    w.write(LAR, UNLOCK);
+    w.write(RSZ, 0xFFFF_FFFF);
+    assert_eq!(w.read(RSZ), 0x7FFF_FFFF, "RSZ bits 30:0");
+    w.write(AXICTL, 0xFFFF_FFFF);
+    assert_eq!(
+        w.read(AXICTL),
+        0xFBF,
+        "SoC-400 AXICTL: bit 6 and 31:12 RES0"
+    );
+    w.write(DBALO, 0xFFFF_FFFF);
+    w.write(DBAHI, 0xFFFF_FFFF);
+    assert_eq!(
+        w.read(DBALO),
+        0xFFFF_FFF8,
+        "aligned to the 64-bit memory width"
+    );
+    assert_eq!(w.read(DBAHI), 0xFF, "40-bit addresses");
+    w.write(RWP, 0x1234_5678);
+    w.write(RWPHI, 0x1);
+    assert_eq!(pair(&mut w, RWP, RWPHI), 0x1_1234_5678);
+    w.write(RRP, 0x8765_4320);
+    assert_eq!(w.read(RRP), 0x8765_4320);
+    w.write(STS, 0);
+    assert_eq!(w.read(STS) & STS_TMCREADY, STS_TMCREADY, "STS is read-only");
+
+    etr_enable(&mut w, 0x5000_0000, 0x400, 0);
+    assert!(w.c.accepting());
+    assert_eq!(w.read(RSZ), 0x400);
+    assert_eq!(pair(&mut w, DBALO, DBAHI), 0x5000_0000);
+    assert_eq!(w.read(AXICTL), 0xF3E);
+    assert_eq!(w.read(FFCR), FFCR_LINUX);
+    // Capture starts at the buffer's start: no save/restore on this part.
+    assert_eq!(pair(&mut w, RWP, RWPHI), 0x5000_0000);
+    assert_eq!(pair(&mut w, RRP, RRPHI), 0x5000_0000);
+    assert_eq!(w.read(STS) & (STS_FULL | STS_MEMERR | STS_TMCREADY), 0);
+    // Not Disabled: the buffer registers ignore writes.
+    for r in [RSZ, DBALO, RWP, RRP, AXICTL] {
+        let before = w.read(r);
+        w.write(r, 0x40);
+        assert_eq!(
+            w.read(r),
+            before,
+            "register {r:#x} ignores writes while capturing"
+        );
+    }
+}
+
+#[test]
+fn etr_writes_frames_to_memory_and_stops_like_the_crash_data_path() {
+    let (mut w, ram) = etr(TmcFaults::default());
+    let dba = 0x5000_0000;
+    etr_enable(&mut w, dba, 0x400, 0);
+    let a: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(29) ^ 0x3C).collect();
+    assert_eq!(etr_push(&mut w, 0x10, &a), a.len());
+    let rwp = pair(&mut w, RWP, RWPHI);
+    assert!(
+        rwp > dba && (rwp - dba).is_multiple_of(16),
+        "whole frames at DBA ({rwp:#x})"
+    );
+    assert_eq!(u64::from(w.read(CBUFLEVEL)), (rwp - dba) / 4);
+
+    // tmc_panic_sync_etr: CTL set and FtStopped clear, so flush and stop, wait TMCReady.
+    assert_eq!(w.read(CTL), 1);
+    assert_eq!(w.read(FFSR) & 2, 0);
+    let (flush, ready) = etr_flush_and_stop(&mut w, 100);
+    assert!(flush.expect("flush completes") > 1 && ready.expect("ready") > 1);
+    assert_eq!(w.read(FFSR) & 2, 2, "FtStopped");
+    assert!(!w.c.accepting());
+    let rwp = pair(&mut w, RWP, RWPHI);
+    let rrp = pair(&mut w, RRP, RRPHI);
+    assert_eq!(rrp, dba, "not wrapped: the data starts at DBA");
+    assert_eq!(w.read(STS) & (STS_FULL | STS_MEMERR), 0);
+    let n = ((rwp - rrp) / 4) as usize;
+    let words = ram.words(dba, n);
+    assert_eq!(
+        deformat(&words),
+        tagged(0x10, &a),
+        "the frames in memory carry the trace"
+    );
+    assert_eq!(
+        w.c.held(),
+        (words.iter().flat_map(|w| w.to_le_bytes()).collect(), false)
+    );
+    // RRD reads the same words, then the empty marker.
+    let mut drained = Vec::new();
+    loop {
+        let v = w.read(RRD);
+        if v == 0xFFFF_FFFF {
+            break;
+        }
+        drained.push(v);
+    }
+    assert_eq!(drained, words);
+    assert_ne!(w.read(STS) & STS_EMPTY, 0);
+    w.write(CTL, 0);
+    assert_eq!(w.read(CTL), 0);
+}
+
+#[test]
+fn etr_wraps_in_circular_mode_and_rrp_points_at_the_oldest_data() {
+    let (mut w, ram) = etr(TmcFaults::default());
+    let dba = 0x6000_0000;
+    // 64 words: 16 frames.
+    etr_enable(&mut w, dba, 64, 0);
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+    assert_eq!(etr_push(&mut w, 0x07, &data), data.len());
+    assert_ne!(w.read(STS) & STS_FULL, 0, "Full after a wrap");
+    assert_eq!(w.read(CBUFLEVEL), 64);
+    let (flush, ready) = etr_flush_and_stop(&mut w, 100);
+    assert!(flush.is_some() && ready.is_some());
+    let rwp = pair(&mut w, RWP, RWPHI);
+    let rrp = pair(&mut w, RRP, RRPHI);
+    assert!(
+        rwp >= dba && rwp < dba + 256 && (rwp - dba).is_multiple_of(16),
+        "{rwp:#x}"
+    );
+    assert_eq!(rrp, rwp, "RRP at the oldest data");
+    assert!(ram.written() <= 64, "nothing written outside the buffer");
+    let off = (rwp - dba) as usize / 4;
+    let all = ram.words(dba, 64);
+    let mut oldest_first = all[off..].to_vec();
+    oldest_first.extend_from_slice(&all[..off]);
+    let (held, full) = w.c.held();
+    assert!(full);
+    let held_words: Vec<u32> = held
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(held_words, oldest_first);
+    let got = deformat_from(&oldest_first, Some(0x07));
+    assert!(got.len() >= 14 * 14, "{}", got.len());
+    assert_eq!(got, tagged(0x07, &data[data.len() - got.len()..]));
+}
+
+#[test]
+fn etr_refuses_scatter_gather_with_a_memory_error() {
+    let (mut w, ram) = etr(TmcFaults::default());
+    etr_enable(&mut w, 0x5000_0000, 0x400, 1 << 7);
+    assert_eq!(w.read(AXICTL) & (1 << 7), 1 << 7);
+    let events = w.c.take_events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("scatter-gather") && e.contains("refused")),
+        "{events:?}"
+    );
+    etr_push(&mut w, 0x10, &[0x55; 200]);
+    assert_ne!(w.read(STS) & STS_MEMERR, 0, "MemErr");
+    assert_eq!(ram.written(), 0, "no table walked, nothing written");
+    assert!(w.c.take_events().iter().any(|e| e.contains("STS.MemErr")));
+    // The next session, flat, works again.
+    etr_flush_and_stop(&mut w, 100);
+    w.write(CTL, 0);
+    let axictl = w.read(AXICTL);
+    w.write(AXICTL, axictl & !(1 << 7));
+    w.write(CTL, 1);
+    assert_eq!(w.read(STS) & STS_MEMERR, 0, "cleared when capture starts");
+    etr_push(&mut w, 0x10, &[0x55; 200]);
+    assert!(ram.written() > 0);
+}
+
+#[test]
+fn etr_memory_error_outside_guest_ram_or_in_the_window() {
+    for dba in [0x9000_0000u64, WINDOW.start] {
+        let (mut w, ram) = etr(TmcFaults::default());
+        etr_enable(&mut w, dba, 0x100, 0);
+        etr_push(&mut w, 0x10, &[1; 64]);
+        assert_ne!(w.read(STS) & STS_MEMERR, 0, "MemErr at {dba:#x}");
+        assert_eq!(ram.written(), 0);
+    }
+}
+
+#[test]
+fn etr_faults_never_ready_and_flush_stuck() {
+    let (mut w, _) = etr(TmcFaults {
+        never_ready: true,
+        ..TmcFaults::default()
+    });
+    etr_enable(&mut w, 0x5000_0000, 0x100, 0);
+    etr_push(&mut w, 0x10, &[1; 40]);
+    let (flush, ready) = etr_flush_and_stop(&mut w, 1000);
+    assert!(flush.is_some());
+    assert_eq!(ready, None, "TMCReady never rises");
+
+    let (mut w, _) = etr(TmcFaults {
+        flush_stuck: true,
+        ..TmcFaults::default()
+    });
+    etr_enable(&mut w, 0x5000_0000, 0x100, 0);
+    let (flush, ready) = etr_flush_and_stop(&mut w, 1000);
+    assert_eq!((flush, ready), (None, None));
+    assert!(w.c.accepting(), "still capturing");
+
+    let (mut w, ram) = etr(TmcFaults {
+        rrd_stuck: true,
+        ..TmcFaults::default()
+    });
+    etr_enable(&mut w, 0x5000_0000, 0x100, 0);
+    etr_push(&mut w, 0x10, &[0xAB; 40]);
+    etr_flush_and_stop(&mut w, 100);
+    let first = ram.words(0x5000_0000, 1)[0];
+    let words: Vec<u32> = (0..500).map(|_| w.read(RRD)).collect();
+    assert!(words.iter().all(|&v| v == first), "RRD stuck on one word");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Funnel
 
 const FUNCTL: u32 = 0x000;
@@ -691,11 +1025,13 @@ fn etm_program_read_back_and_decode() {
         (TRCVIIECTLR, (1 << 1) | (1 << 18)),
         (TRCVISSCTLR, 1 | (1 << 21)),
     ];
+    // Comparator n: EXLEVEL_S = S EL3 (bit 11), EXLEVEL_NS = NS EL0 for odd n (bit 12).
+    let acatr = |n: u32| 0x800 | if n % 2 == 1 { 0x1000 } else { 0 };
     for n in 0..8 {
         let a = acvr(n);
         regs.push((0x400 + 8 * n, a as u32));
         regs.push((0x404 + 8 * n, (a >> 32) as u32));
-        regs.push((0x480 + 8 * n, 0x100 * n));
+        regs.push((0x480 + 8 * n, acatr(n)));
         regs.push((0x484 + 8 * n, 0));
     }
     etm_program(&mut w, &regs);
@@ -710,23 +1046,58 @@ fn etm_program_read_back_and_decode() {
     // Not idle: writes to the trace registers are ignored.
     w.write(TRCCONFIGR, 0xFFFF);
     assert_eq!(w.read(TRCCONFIGR), 0x8);
+    w.write(TRCVISSCTLR, 0);
+    w.write(0x400, 0x1234);
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        1 | (1 << 21),
+        "TRCVISSCTLR ignores writes while enabled"
+    );
+    assert_eq!(
+        w.read(0x400),
+        acvr(0) as u32,
+        "TRCACVR0 ignores writes while enabled"
+    );
 
     let p = w.c.program().expect("enabled");
     assert_eq!(p.trace_id, 0x12);
     assert_eq!(p.configr, 0x8);
+    assert_eq!(p.victlr, victlr);
     assert_eq!(p.exclude_el_ns, 0x1);
     assert_eq!(p.exclude_el_s, 0x8);
-    assert!(!p.event_always_false);
+    assert_eq!(p.event, ViewEvent::True);
+    assert!(p.started);
+    let cmp = |n: u32| AddrComparator {
+        index: n as u8,
+        addr: acvr(n),
+        exclude_el_ns: (n % 2) as u8,
+        exclude_el_s: 0x8,
+    };
     assert_eq!(
         p.start_stop,
         Some(StartStop {
-            start: vec![acvr(0)],
-            stop: vec![acvr(5)],
-            started: true
+            start: vec![cmp(0)],
+            stop: vec![cmp(5)],
         })
     );
-    assert_eq!(p.include, vec![(acvr(2), acvr(3))]);
-    assert_eq!(p.exclude, vec![(acvr(4), acvr(5))]);
+    assert_eq!(
+        p.include,
+        vec![AddrRange {
+            pair: 1,
+            lo: acvr(2),
+            hi: acvr(3),
+            exclude_el_ns: 0
+        }]
+    );
+    assert_eq!(
+        p.exclude,
+        vec![AddrRange {
+            pair: 2,
+            lo: acvr(4),
+            hi: acvr(5),
+            exclude_el_ns: 0
+        }]
+    );
     assert_eq!(p.sync_period_bytes, 4096);
 
     let (pm, idle) = etm_disable(&mut w);
@@ -745,12 +1116,184 @@ fn etm_program_read_back_and_decode() {
         ],
     );
     let p = w.c.program().expect("enabled");
-    assert!(p.event_always_false);
+    assert!(p.event_always_false());
+    assert_eq!(p.event, ViewEvent::False);
+    assert!(!p.started);
     assert_eq!(p.start_stop, None);
     assert!(p.include.is_empty() && p.exclude.is_empty());
     assert_eq!(p.sync_period_bytes, 0);
     assert_eq!((p.exclude_el_ns, p.exclude_el_s), (0, 0));
     assert_eq!(p.trace_id, 0x12, "kept from the first programming");
+}
+
+/// The ViewInst, comparator and resource registers the kernel's driver programs for the
+/// hardware stop: reset values, the implemented bits (IHI 0064: RES0 fields read as zero),
+/// the comparators `TRCIDR4.NUMACPAIRS` advertises and no more, and the write gating.
+#[test]
+fn etm_viewinst_registers_reset_fields_and_gating() {
+    const TRCRSCTLR: u32 = 0x200;
+    const TRCSSCCR0: u32 = 0x280;
+    const TRCSSCSR0: u32 = 0x2A0;
+    let mut w = Window::new(Etm::new(0, EtmFaults::default()));
+
+    // While the OS lock is set (reset) the trace registers read as zero and ignore writes.
+    w.write(LAR, UNLOCK);
+    w.write(TRCVICTLR, 0x201);
+    w.write(TRCOSLAR, 0);
+    assert_eq!(w.read(TRCVICTLR), 0, "write ignored under the OS lock");
+
+    // The ID fields that size these registers.
+    let i3 = w.read(trcidr(3));
+    let i4 = w.read(trcidr(4));
+    assert_eq!(i4 & 0xF, 4, "NUMACPAIRS: 4 pairs, 8 single comparators");
+    assert_eq!((i4 >> 12) & 0xF, 0, "NUMPC: no PE comparator inputs");
+    assert_eq!(
+        (i4 >> 16) & 0xF,
+        7,
+        "NUMRSPAIR: 8 resource pairs, 16 resources"
+    );
+    assert_eq!(
+        (i4 >> 20) & 0xF,
+        1,
+        "NUMSSCC: one single-shot comparator control"
+    );
+    assert_ne!(i3 & (1 << 24), 0, "TRCERR implemented");
+
+    // Reset values (zero), then all ones written: the implemented bits read back.
+    let all: Vec<(u32, u32)> = [TRCVICTLR, TRCVIIECTLR, TRCVISSCTLR, TRCSSCCR0]
+        .into_iter()
+        .chain((0..16).map(|n| TRCRSCTLR + 4 * n))
+        .chain((0x400..0x500).step_by(4))
+        .map(|o| (o, 0xFFFF_FFFF))
+        .collect();
+    for &(o, _) in &all {
+        assert_eq!(w.read(o), 0, "register {o:#x} resets to zero");
+    }
+    assert_eq!(
+        w.read(TRCSSCSR0),
+        0x1,
+        "TRCSSCSR0.INST: instruction address comparisons"
+    );
+    for &(o, v) in &all {
+        w.write(o, v);
+    }
+    // EVENT.TYPE, EVENT.SEL[3:0] (16 resources), SSSTATUS, TRCRESET, TRCERR, EXLEVEL_S of S
+    // EL0/EL1/EL3 (no Secure EL2), EXLEVEL_NS of NS EL0-EL2.
+    assert_eq!(w.read(TRCVICTLR), 0x007B_0E8F);
+    assert_eq!(
+        w.read(TRCVIIECTLR),
+        0x000F_000F,
+        "INCLUDE/EXCLUDE of 4 pairs"
+    );
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        0x00FF_00FF,
+        "START/STOP of 8 comparators"
+    );
+    assert_eq!(w.read(TRCSSCCR0), 0x010F_00FF);
+    for n in 0..8 {
+        assert_eq!(w.read(0x400 + 8 * n), 0xFFFF_FFFF, "TRCACVR{n} low");
+        assert_eq!(
+            w.read(0x404 + 8 * n),
+            0xFFFF_FFFF,
+            "TRCACVR{n} high: 64-bit IA"
+        );
+        assert_eq!(
+            w.read(0x480 + 8 * n),
+            0x7B00,
+            "TRCACATR{n}: EXLEVEL_S/NS only"
+        );
+        assert_eq!(w.read(0x484 + 8 * n), 0, "TRCACATR{n} high: RES0");
+    }
+    for n in 8..16 {
+        assert_eq!(
+            w.read(0x400 + 8 * n),
+            0,
+            "comparator {n} is not implemented"
+        );
+        assert_eq!(
+            w.read(0x480 + 8 * n),
+            0,
+            "comparator {n} is not implemented"
+        );
+    }
+    assert_eq!(w.read(TRCRSCTLR), 0, "resource 0 has no selector");
+    assert_eq!(w.read(TRCRSCTLR + 4), 0, "resource 1 has no selector");
+    for n in 2..16 {
+        let want = if n % 2 == 0 { 0x003F_FFFF } else { 0x001F_FFFF };
+        assert_eq!(
+            w.read(TRCRSCTLR + 4 * n),
+            want,
+            "TRCRSCTLR{n}: PAIRINV only when even"
+        );
+    }
+    w.write(TRCSSCSR0, 0);
+    assert_eq!(
+        w.read(TRCSSCSR0),
+        0x1,
+        "STATUS written clear, INST read-only"
+    );
+
+    // What the kernel's driver writes for the hardware stop reads back exactly.
+    let stop = 0xFFFF_8000_1234_5678u64 & !3;
+    let writes = [
+        (TRCVICTLR, 0x01 | (1 << 9) | (0xB << 16)),
+        (TRCVIIECTLR, 0),
+        (TRCVISSCTLR, 0b111 << 16),
+        (0x400, stop as u32),
+        (0x404, (stop >> 32) as u32),
+        (0x480, 0xB << 8 | 0x4 << 12),
+    ];
+    for &(o, v) in &writes {
+        w.write(o, v);
+        assert_eq!(w.read(o), v, "register {o:#x}");
+    }
+
+    // The software lock ignores writes.
+    w.write(LAR, 0);
+    w.write(TRCVISSCTLR, 0);
+    w.write(0x400, 0);
+    assert_eq!(
+        w.read(TRCVISSCTLR),
+        0b111 << 16,
+        "ignored under the software lock"
+    );
+    assert_eq!(w.read(0x400), stop as u32);
+    w.write(LAR, UNLOCK);
+    // The OS lock makes them read as zero, and keeps them.
+    w.write(TRCOSLAR, 1);
+    assert_eq!(w.read(TRCVISSCTLR), 0);
+    w.write(TRCVISSCTLR, 1);
+    w.write(TRCOSLAR, 0);
+    assert_eq!(w.read(TRCVISSCTLR), 0b111 << 16, "kept across the OS lock");
+}
+
+/// The resource `TRCVICTLR.EVENT` selects: 0 is FALSE, 1 is TRUE, a selector that selects
+/// nothing is FALSE (or TRUE inverted); what the emulation does not evaluate is named.
+#[test]
+fn etm_viewinst_event_resources() {
+    const TRCRSCTLR: u32 = 0x200;
+    let mut w = Window::new(Etm::new(0, EtmFaults::default()));
+    etm_probe(&mut w);
+    let cases: [(&[(u32, u32)], ViewEvent); 6] = [
+        (&[(TRCVICTLR, 0x00)], ViewEvent::False),
+        (&[(TRCVICTLR, 0x01)], ViewEvent::True),
+        (&[(TRCVICTLR, 0x02), (TRCRSCTLR + 8, 0)], ViewEvent::False),
+        (
+            &[(TRCVICTLR, 0x03), (TRCRSCTLR + 12, 1 << 20)],
+            ViewEvent::True,
+        ),
+        (
+            &[(TRCVICTLR, 0x05), (TRCRSCTLR + 20, (4 << 16) | 1)],
+            ViewEvent::NotEmulated(0x05),
+        ),
+        (&[(TRCVICTLR, 0x80)], ViewEvent::NotEmulated(0x80)),
+    ];
+    for (regs, want) in cases {
+        etm_program(&mut w, regs);
+        assert_eq!(w.c.program().expect("enabled").event, want, "{regs:x?}");
+        etm_disable(&mut w);
+    }
 }
 
 #[test]

@@ -27,6 +27,12 @@ const CODE: u64 = 0xFFFF_8000_1000_0000;
 const VECTORS: u64 = CODE + 0x1000;
 const SP_PA: u64 = 0x4800_0000;
 const TRACE_ID: u8 = 0x10;
+/// The conditional branch to the crash path, taken only when the test says so.
+const CRASH_COND: u64 = CODE + 0x48;
+/// The call of the crash function.
+const CRASH_CALL: u64 = CODE + 0x60;
+/// The crash function's entry.
+const CRASH: u64 = CODE + 0x400;
 
 // ---- guest memory and register access ------------------------------------------------------
 
@@ -42,6 +48,10 @@ impl GuestMem for Mem {
     }
     fn read_u64(&self, paddr: u64) -> Option<u64> {
         Some(u64::from(self.read_u32(paddr)?) | (u64::from(self.read_u32(paddr + 4)?) << 32))
+    }
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        // Guest RAM: the 1 GiB from 0x4000_0000.
+        paddr >= 0x4000_0000 && paddr + len <= 0x8000_0000
     }
 }
 
@@ -140,7 +150,11 @@ fn program() -> Program {
     put(0x34, b(a(0x34), a(0x00)));
     put(0x40, WFI);
     put(0x44, LDR_X1_X2);
+    // Taken only when the test says the crash begins (CRASH_COND).
+    put(0x48, cbnz(a(0x48), a(0x60)));
     put(0x4C, b(a(0x4C), a(0x300)));
+    put(0x60, bl(a(0x60), a(0x400)));
+    put(0x64, b(a(0x64), a(0x00)));
     // func_a
     put(0x104, b_cond(a(0x104), a(0x10C), 0x1));
     put(0x10C, RET);
@@ -149,6 +163,10 @@ fn program() -> Program {
     put(0x208, RET);
     // far
     put(0x304, b(a(0x304), a(0x00)));
+    // crash: where a crash path begins (the stop point of the ViewInst tests), then more
+    // execution that must not be traced.
+    put(0x408, bl(a(0x408), a(0x200)));
+    put(0x40C, b(a(0x40C), a(0x00)));
     // Vectors: synchronous (current EL, SPx) and IRQ. The IRQ handler calls a function before
     // it saves ELR_EL1, so blocks queue up behind the exception.
     for (o, call) in [(0x200u64, false), (0x280, true)] {
@@ -226,6 +244,35 @@ struct Cpu<'a> {
     blocks: HashMap<u64, &'static TbInfo>,
     branches: u64,
     exceptions: u64,
+    /// The trace unit is enabled: ViewInst is evaluated for each executed instruction.
+    tracing: bool,
+    /// The ViewInst start/stop programming, `None` for the default (SSSTATUS set, no
+    /// comparators: everything traced).
+    view: Option<ModelView>,
+    /// ViewInst was active for the last executed instruction, and nothing broke the flow a
+    /// decoder follows since.
+    last_active: bool,
+    /// ViewInst was active for some instruction.
+    ever_active: bool,
+    /// Times ViewInst became active again after being inactive.
+    restarts: u64,
+    /// Branches executed while ViewInst was inactive.
+    untraced_branches: u64,
+    /// The next execution of the branch at `CRASH_COND` is taken.
+    crash_now: bool,
+}
+
+/// ViewInst start/stop as IHI 0064 states it, applied to the instructions as they execute: the
+/// start/stop logic is active for an instruction which causes a start and remains active up to
+/// and including an instruction which causes a stop.
+struct ModelView {
+    start: Vec<u64>,
+    stop: Vec<u64>,
+    /// Include ranges, bounds inclusive (none: everything).
+    include: Vec<(u64, u64)>,
+    started: bool,
+    /// The stop points that stopped the logic, in order.
+    stops: Vec<u64>,
 }
 
 impl Cpu<'_> {
@@ -260,12 +307,58 @@ impl Cpu<'_> {
         });
     }
 
-    fn exception(&mut self, ret: u64, vector: u64) {
-        if ret != self.range_start {
-            self.range_to(ret, true);
+    /// The instruction at `a` executes: returns whether ViewInst is active for it.
+    fn exec_insn(&mut self, a: u64) -> bool {
+        if !self.tracing {
+            return false;
         }
-        self.expected.push(Elem::Exception { ret });
-        self.truth.push(("exception", ret, vector));
+        let active = match self.view.as_mut() {
+            None => true,
+            Some(v) => {
+                let start = v.start.contains(&a);
+                let stop = v.stop.contains(&a);
+                let ss_active = v.started || start;
+                if stop {
+                    if ss_active {
+                        v.stops.push(a);
+                    }
+                    v.started = false;
+                } else if start {
+                    v.started = true;
+                }
+                ss_active
+                    && (v.include.is_empty()
+                        || v.include.iter().any(|&(lo, hi)| a >= lo && a <= hi))
+            }
+        };
+        if active && !self.last_active {
+            // Trace On: the decoder's ranges start again here.
+            self.range_start = a;
+            if self.ever_active {
+                self.restarts += 1;
+            }
+            self.ever_active = true;
+        }
+        self.last_active = active;
+        active
+    }
+
+    fn started(&self) -> bool {
+        self.view.as_ref().is_none_or(|v| v.started)
+    }
+
+    /// An exception after the last executed instruction: traced when ViewInst was active for
+    /// that instruction and the start/stop logic is still started.
+    fn exception(&mut self, ret: u64, vector: u64) {
+        if self.last_active && self.started() {
+            if ret != self.range_start {
+                self.range_to(ret, true);
+            }
+            self.expected.push(Elem::Exception { ret });
+            self.truth.push(("exception", ret, vector));
+        } else {
+            self.last_active = false;
+        }
         self.exceptions += 1;
         self.elr = ret;
         self.in_handler = true;
@@ -291,6 +384,7 @@ impl Cpu<'_> {
                         self.exception(a, VECTORS + 0x200);
                         return;
                     }
+                    self.exec_insn(a);
                     if w == MRS_X22_ELR {
                         self.emu.mrs_elr(0, 22);
                     }
@@ -314,11 +408,13 @@ impl Cpu<'_> {
                     a += 4;
                 }
                 Kind::Call => {
+                    self.exec_insn(a);
                     self.exception(a + 4, VECTORS + 0x200);
                     return;
                 }
                 Kind::Breakpoint => unreachable!(),
                 k => {
+                    let active = self.exec_insn(a);
                     self.branches += 1;
                     let (taken, next) = match k {
                         Kind::Direct { link, target } => {
@@ -326,6 +422,10 @@ impl Cpu<'_> {
                                 self.stack.push(a + 4);
                             }
                             (true, target)
+                        }
+                        Kind::Cond { target } if a == CRASH_COND => {
+                            let t = std::mem::take(&mut self.crash_now);
+                            (t, if t { target } else { a + 4 })
                         }
                         Kind::Cond { target } => {
                             let t = self.rng.one_in(3);
@@ -348,13 +448,17 @@ impl Cpu<'_> {
                         Kind::Waypoint => (true, a + 4),
                         _ => unreachable!(),
                     };
-                    self.range_to(a + 4, taken);
                     let kind = match (k, taken) {
                         (Kind::Waypoint, _) => "waypoint",
                         (_, true) => "taken",
                         (_, false) => "not-taken",
                     };
-                    self.truth.push((kind, a, next));
+                    if active {
+                        self.range_to(a + 4, taken);
+                        self.truth.push((kind, a, next));
+                    } else if self.tracing {
+                        self.untraced_branches += 1;
+                    }
                     self.pc = next;
                     self.range_start = next;
                     return;
@@ -456,9 +560,86 @@ struct Run {
     exceptions: u64,
     wrapped: bool,
     truth_events: usize,
+    /// The plugin's truth of CPU 0.
+    truth: serde_json::Value,
+    /// The last traced events of the execution: (kind, from, to).
+    executed_truth: Vec<(String, u64, u64)>,
+    /// `TRCVICTLR` read once the unit was disabled and idle.
+    victlr_after: u32,
+    /// Times ViewInst became active again.
+    restarts: u64,
+    /// Branches executed while the unit was enabled but ViewInst inactive.
+    untraced_branches: u64,
+    /// The stop points that stopped the start/stop logic (the execution's record).
+    stops: Vec<u64>,
 }
 
-fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
+/// The ViewInst programming of a run, as the kernel's driver would write it.
+#[derive(Clone, Default)]
+struct ViewSetup {
+    /// Start points (single address comparators 0..).
+    start: Vec<u64>,
+    /// Stop points (the comparators after the start points).
+    stop: Vec<u64>,
+    /// Include ranges (address range comparator pair 3, then 2).
+    include: Vec<(u64, u64)>,
+    /// `TRCVICTLR.SSSTATUS`.
+    started: bool,
+    /// `TRCACATRn` of every comparator.
+    acatr: u32,
+}
+
+/// `TRCACATRn` as the C driver programs it for a kernel not in hypervisor mode: every Secure
+/// level and Non-secure EL2 excluded.
+const ACATR_KERNEL: u32 = (0xB << 8) | (0x4 << 12);
+
+struct Setup {
+    name: &'static str,
+    blocks: usize,
+    tmc_size: usize,
+    seed: u64,
+    view: Option<ViewSetup>,
+    /// The crash path is taken once this many blocks ran with the trace unit enabled.
+    crash_after: Option<usize>,
+    /// A TMC-ETR with a flat buffer of this many bytes in guest memory at this address,
+    /// instead of the ETF.
+    etr: Option<(u64, u32)>,
+}
+
+impl Setup {
+    fn new(name: &'static str, blocks: usize, tmc_size: usize, seed: u64) -> Self {
+        Setup {
+            name,
+            blocks,
+            tmc_size,
+            seed,
+            view: None,
+            crash_after: None,
+            etr: None,
+        }
+    }
+}
+
+/// A 64-bit store to the window, as `writeq` in the C driver's `etm4x_relaxed_write64`.
+fn write64(emu: &Emu, mem: &Mem, off: u64, value: u64) {
+    let pa = WINDOW + off;
+    mem.write_u32(pa, value as u32);
+    mem.write_u32(pa + 4, (value >> 32) as u32);
+    assert!(emu.mmio(0, pa, 8, true));
+}
+
+fn run(name: &'static str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
+    run_setup(Setup::new(name, blocks, tmc_size, seed))
+}
+
+fn run_setup(setup: Setup) -> Run {
+    let Setup {
+        name,
+        blocks,
+        tmc_size,
+        seed,
+        ..
+    } = setup;
     let prog = program();
     let mem = Mem::default();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -469,6 +650,11 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
     let truth_file = dir.with_extension("truth.json");
     let cfg = Config::parse([
         format!("tmc_size={tmc_size}").as_str(),
+        if setup.etr.is_some() {
+            "tmc=etr"
+        } else {
+            "tmc=etf"
+        },
         "cpus=1",
         format!("truth={}", truth_file.display()).as_str(),
         format!("tmc_dump={}", dir.with_extension("tmc.bin").display()).as_str(),
@@ -492,23 +678,81 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
         blocks: HashMap::new(),
         branches: 0,
         exceptions: 0,
+        tracing: false,
+        view: None,
+        last_active: false,
+        ever_active: false,
+        restarts: 0,
+        untraced_branches: 0,
+        crash_now: false,
     };
     for _ in 0..300 {
         cpu.step();
     }
 
     // The sink and the funnel port, then the source, as the drivers program them.
-    cspd_hw::tmc::enable_circular(&mut frame(&emu, &mem, bus::TMC_OFFSET), 0).unwrap();
+    match setup.etr {
+        None => cspd_hw::tmc::enable_circular(&mut frame(&emu, &mem, bus::TMC_OFFSET), 0).unwrap(),
+        Some((dba, size)) => etr_enable(&mut frame(&emu, &mem, bus::TMC_OFFSET), dba, size),
+    }
     {
         let mut f = frame(&emu, &mem, bus::FUNNEL_OFFSET);
         f.write32(0xFB0, 0xC5AC_CE55);
         f.write32(0x000, 0x301);
     }
+    let mut vissctlr = 0;
+    let mut viiectlr = 0;
+    if let Some(v) = setup.view.as_ref() {
+        // The comparators, while the unit is idle, with 64-bit stores.
+        let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
+        f.write32(0xFB0, 0xC5AC_CE55);
+        f.write32(0x300, 0);
+        for (n, (&addr, is_start)) in v
+            .start
+            .iter()
+            .map(|a| (a, true))
+            .chain(v.stop.iter().map(|a| (a, false)))
+            .enumerate()
+        {
+            let n = n as u64;
+            write64(&emu, &mem, bus::ETM_OFFSET + 0x400 + 8 * n, addr);
+            write64(
+                &emu,
+                &mem,
+                bus::ETM_OFFSET + 0x480 + 8 * n,
+                u64::from(v.acatr),
+            );
+            vissctlr |= 1 << (n + if is_start { 0 } else { 16 });
+        }
+        for (i, &(lo, hi)) in v.include.iter().enumerate() {
+            let pair = 3 - i as u64;
+            write64(&emu, &mem, bus::ETM_OFFSET + 0x400 + 16 * pair, lo);
+            write64(&emu, &mem, bus::ETM_OFFSET + 0x408 + 16 * pair, hi);
+            write64(
+                &emu,
+                &mem,
+                bus::ETM_OFFSET + 0x480 + 16 * pair,
+                u64::from(v.acatr),
+            );
+            write64(
+                &emu,
+                &mem,
+                bus::ETM_OFFSET + 0x488 + 16 * pair,
+                u64::from(v.acatr),
+            );
+            viiectlr |= 1 << pair;
+        }
+    }
     let saved = {
         let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
         let mut etm = Etm4x::new(&mut f, Interface::Mmio, Timeout::DEFAULT);
         let ids = etm.read_ids().unwrap();
-        let tc = TraceConfig::default_for(&ids, TRACE_ID, false).unwrap();
+        let mut tc = TraceConfig::default_for(&ids, TRACE_ID, false).unwrap();
+        if let Some(v) = setup.view.as_ref() {
+            tc.victlr = (tc.victlr & !(1 << 9)) | if v.started { 1 << 9 } else { 0 };
+            tc.vissctlr = vissctlr;
+            tc.viiectlr = viiectlr;
+        }
         etm.enable(&tc).unwrap();
         ids
     };
@@ -518,10 +762,33 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
     cpu.range_start = cpu.pc;
     cpu.branches = 0;
     cpu.exceptions = 0;
+    cpu.tracing = true;
+    cpu.view = setup.view.as_ref().map(|v| {
+        // All the code runs at Non-secure EL1: a comparator whose TRCACATR.EXLEVEL_NS excludes
+        // EL1 matches none of it.
+        let at_el1 = |a: &Vec<u64>| {
+            if v.acatr & (1 << 13) != 0 {
+                vec![]
+            } else {
+                a.clone()
+            }
+        };
+        ModelView {
+            start: at_el1(&v.start),
+            stop: at_el1(&v.stop),
+            include: v.include.clone(),
+            started: v.started,
+            stops: Vec::new(),
+        }
+    });
     // A block boundary where no exception is pending, so the expectation starts clean.
-    for _ in 0..blocks {
+    for i in 0..blocks {
+        if setup.crash_after == Some(i) {
+            cpu.crash_now = true;
+        }
         cpu.step();
     }
+    assert!(!cpu.crash_now, "{name}: the crash path never ran");
     while cpu.in_handler {
         cpu.step();
     }
@@ -529,28 +796,49 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
     // the last one ended, and nothing after it is a complete range.
     let last = cpu.block(cpu.pc);
     emu.tb_exec(0, last);
-    let save = {
+    let (save, victlr_after) = {
         let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
         let mut etm = Etm4x::new(&mut f, Interface::Mmio, Timeout::DEFAULT);
-        etm.panic_save(0)
+        let save = etm.panic_save(0);
+        (save, f.read32(0x080))
     };
     assert!(save.regs_valid(), "{save:?}");
     // Drain the TMC as the panic path does.
-    let rsz = tmc_size / 4;
-    let mut slot = vec![0u8; cspd_hw::tmc::TmcRecord::slot_len_for(rsz as u32).unwrap()];
-    let summary =
-        cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot).unwrap();
-    let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
-    let wrapped = hdr.sts & 1 != 0;
-    // The plugin wrote the RAM as the drain reads it when capture stopped.
+    let (data, wrapped) = match setup.etr {
+        None => {
+            let rsz = tmc_size / 4;
+            let mut slot = vec![0u8; cspd_hw::tmc::TmcRecord::slot_len_for(rsz as u32).unwrap()];
+            let summary =
+                cspd_hw::tmc::panic_drain(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mut slot)
+                    .unwrap();
+            let (hdr, data) = cspd_hw::tmc::TmcRecord::parse(&slot[..summary.record_len]).unwrap();
+            (data.to_vec(), hdr.sts & 1 != 0)
+        }
+        Some(_) => etr_crash_data(&mut frame(&emu, &mem, bus::TMC_OFFSET), &mem),
+    };
+    let data = &data[..];
+    // The plugin wrote the trace memory as a drain reads it when capture stopped.
     let held = std::fs::read(dir.with_extension("tmc.bin")).unwrap();
     if !wrapped {
         assert!(
             held == data,
-            "{name}: the drained trace is not what the TMC RAM held"
+            "{name}: the drained trace is not what the TMC memory held"
+        );
+    } else {
+        // A wrapped buffer: the driver wrote the barrier packet over the first frame.
+        assert_eq!(
+            &held[16..],
+            &data[16..],
+            "{name}: the wrapped buffer from its oldest frame"
+        );
+        assert_eq!(
+            &data[..16],
+            &[0xFF, 0xFF, 0xFF, 0x7F].repeat(4)[..],
+            "barrier packet"
         );
     }
-    assert_eq!(held.len(), if wrapped { tmc_size } else { data.len() });
+    let size = setup.etr.map_or(tmc_size, |(_, size)| size as usize);
+    assert_eq!(held.len(), if wrapped { size } else { data.len() });
     let events = emu.take_events();
     assert!(
         events.iter().any(|e| e.starts_with("tmc stopped: ")),
@@ -577,17 +865,15 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
         ("TRCIDR12(0x064)".to_string(), saved.idr(12)),
         ("TRCIDR13(0x065)".to_string(), saved.idr(13)),
     ];
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("emu_trace_decode")
-        .join(name);
     write_snapshot(&dir, &prog.bytes(), data, &regs);
     let (decoded, text) = decode(&dir);
-    // The ground truth the plugin wrote when the trace unit stopped.
+    // The ground truth the plugin wrote when the trace unit stopped: the traced events of the
+    // execution, and a gap where ViewInst became active again.
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&truth_file).unwrap()).unwrap();
-    let cpu0 = &json["cpus"][0];
+    let cpu0 = json["cpus"][0].clone();
     assert_eq!(cpu0["reason"], "stopped");
-    let truth: Vec<(String, u64, u64)> = cpu0["events"]
+    let all: Vec<(String, u64, u64)> = cpu0["events"]
         .as_array()
         .unwrap()
         .iter()
@@ -599,11 +885,21 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
             )
         })
         .collect();
+    let truth: Vec<(String, u64, u64)> = all.iter().filter(|e| e.0 != "gap").cloned().collect();
     let want: Vec<(String, u64, u64)> = cpu.truth[cpu.truth.len().saturating_sub(truth.len())..]
         .iter()
         .map(|(k, f, t)| (k.to_string(), *f, *t))
         .collect();
-    assert_eq!(truth.len(), 4096.min(cpu.truth.len()), "truth depth");
+    assert_eq!(
+        cpu0["total"].as_u64().unwrap(),
+        cpu.truth.len() as u64 + cpu.restarts,
+        "{name}: truth total: every traced event, and a gap for every restart"
+    );
+    assert_eq!(
+        all.len(),
+        4096.min(cpu.truth.len() + cpu.restarts as usize),
+        "truth depth"
+    );
     assert!(
         truth == want,
         "{name}: the ground truth is not the execution: first difference at {}",
@@ -618,7 +914,71 @@ fn run(name: &str, blocks: usize, tmc_size: usize, seed: u64) -> Run {
         exceptions: cpu.exceptions,
         wrapped,
         truth_events,
+        truth: cpu0,
+        executed_truth: want,
+        victlr_after,
+        restarts: cpu.restarts,
+        untraced_branches: cpu.untraced_branches,
+        stops: cpu.view.map(|v| v.stops).unwrap_or_default(),
     }
+}
+
+/// `__tmc_etr_enable_hw` of `linux` for a flat buffer of `size` bytes at `dba`, after the
+/// claim: RSZ, MODE, AXICTL, DBA, FFCR, TRG, CTL.
+fn etr_enable(f: &mut Frame<'_>, dba: u64, size: u32) {
+    f.write32(0xFB0, 0xC5AC_CE55);
+    assert_ne!(f.read32(0x00C) & 4, 0, "TMCReady");
+    f.write32(0x004, size / 4);
+    f.write32(0x028, 0);
+    let axictl = (f.read32(0x110) & !0xFBF) | (1 << 1) | (0xF << 8) | (0xF << 2);
+    f.write32(0x110, axictl);
+    f.write32(0x118, dba as u32);
+    f.write32(0x11C, (dba >> 32) as u32);
+    f.write32(0x304, 0x1 | 0x2 | 0x10 | 0x20 | 0x100);
+    f.write32(0x01C, 0);
+    f.write32(0x020, 1);
+}
+
+/// What the crash-data path of `linux` makes of the ETR at panic and after it:
+/// `tmc_panic_sync_etr` (flush and stop unless FtStopped, TMCReady, then RSZ, STS, RRP, RWP and
+/// DBA), then `tmc_prepare_crashdata` (the data from `RRP - DBA`, `RSZ` words when full, else
+/// `RWP - RRP` bytes; a barrier packet over the first 16 bytes when full), read in order.
+/// Returns the data and whether the buffer wrapped.
+fn etr_crash_data(f: &mut Frame<'_>, mem: &Mem) -> (Vec<u8>, bool) {
+    assert_eq!(f.read32(0x020) & 1, 1, "capture enabled");
+    if f.read32(0x300) & 2 == 0 {
+        let ffcr = f.read32(0x304) | (1 << 12);
+        f.write32(0x304, ffcr);
+        f.write32(0x304, ffcr | (1 << 6));
+        assert!(
+            (0..100).any(|_| f.read32(0x304) & (1 << 6) == 0),
+            "flush completes"
+        );
+    }
+    assert!((0..100).any(|_| f.read32(0x00C) & 4 != 0), "TMCReady");
+    let pair = |f: &mut Frame<'_>, lo: u32, hi: u32| {
+        u64::from(f.read32(lo)) | (u64::from(f.read32(hi)) << 32)
+    };
+    let size = u64::from(f.read32(0x004)) * 4;
+    let sts = f.read32(0x00C);
+    let rrp = pair(f, 0x014, 0x038);
+    let rwp = pair(f, 0x018, 0x03C);
+    let dba = pair(f, 0x118, 0x11C);
+    f.write32(0x020, 0);
+    assert_eq!(sts & (1 << 5), 0, "no memory error");
+    let full = sts & 1 != 0;
+    let offset = rrp - dba;
+    let len = if full { size } else { rwp - rrp };
+    let mut data: Vec<u8> = (0..len / 4)
+        .flat_map(|i| {
+            let a = dba + (offset + 4 * i) % size;
+            mem.read_u32(a).unwrap().to_le_bytes()
+        })
+        .collect();
+    if full {
+        data[..16].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0x7F].repeat(4));
+    }
+    (data, full)
 }
 
 /// `*const Mem` that outlives the `Emu` in `run`.
@@ -639,6 +999,10 @@ impl GuestMem for MemRef {
     fn read_u64(&self, paddr: u64) -> Option<u64> {
         // SAFETY: see the type.
         unsafe { &*self.0 }.read_u64(paddr)
+    }
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        // SAFETY: see the type.
+        unsafe { &*self.0 }.writable(paddr, len)
     }
 }
 
@@ -709,4 +1073,276 @@ fn a_wrapped_buffer_decodes_to_the_end_of_the_execution() {
         &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
         &tail[d.saturating_sub(2)..(d + 3).min(tail.len())],
     );
+}
+
+fn assert_decodes_exactly(r: &Run, name: &str) {
+    let d = first_difference(&r.decoded, &r.expected);
+    assert!(
+        r.decoded == r.expected,
+        "{name}: decoded {} elements, executed {}; first difference at {d}: decoded {:x?}, executed {:x?}\n{}",
+        r.decoded.len(),
+        r.expected.len(),
+        &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
+        &r.expected[d.saturating_sub(2)..(d + 3).min(r.expected.len())],
+        r.text.lines().filter(|l| l.contains("Idx:")).take(60).collect::<Vec<_>>().join("\n"),
+    );
+    assert_clean(r, name);
+}
+
+/// The hardware stop of the panic dump: a stop point where the crash path begins. The trace
+/// ends exactly there (the stop point is traced, nothing after it), it equals the execution
+/// and the plugin's truth up to that moment, `TRCVICTLR.SSSTATUS` reads stopped once the unit
+/// is idle, and the truth says where ViewInst stopped.
+fn stop_point(name: &'static str, stop: u64, seed: u64) -> Run {
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            start: vec![],
+            stop: vec![stop],
+            started: true,
+            acatr: ACATR_KERNEL,
+            ..ViewSetup::default()
+        }),
+        crash_after: Some(3000),
+        ..Setup::new(name, 6000, 1 << 20, seed)
+    });
+    assert!(!r.wrapped);
+    assert_decodes_exactly(&r, name);
+    assert_eq!(
+        r.stops,
+        vec![stop],
+        "{name}: the execution passed the stop point once"
+    );
+    assert!(
+        r.branches > 2000 && r.untraced_branches > 1000,
+        "{name}: the CPU ran on after the stop point ({} branches, {} untraced)",
+        r.branches,
+        r.untraced_branches
+    );
+    assert_eq!(r.restarts, 0);
+    let v = &r.truth["viewinst"];
+    assert_eq!(v["start_stop"], true);
+    assert_eq!(v["ssstatus"], false);
+    assert_eq!(v["stopped_at"], format!("{stop:#x}"));
+    assert_eq!(v["total_at_stop"], r.truth["total"]);
+    assert_eq!(v["ended_by"], "stop-point");
+    assert_eq!(r.victlr_after & (1 << 9), 0, "SSSTATUS: stopped");
+    assert_eq!(
+        r.victlr_after & !(1 << 9),
+        0x01 | (0xB << 16),
+        "TRCVICTLR otherwise as programmed"
+    );
+    r
+}
+
+#[test]
+fn a_stop_point_at_a_function_entry_ends_the_trace_there() {
+    let r = stop_point("stop_entry", CRASH, 0x5EED_0001);
+    // The last traced branch enters the crash function (the call, or the return from an
+    // interrupt taken just before its first instruction); nothing of the function is a range.
+    let last = r.executed_truth.last().unwrap();
+    assert_eq!(last.2, CRASH, "{last:x?}");
+    let Some(&Elem::Range { end, taken, .. }) = r.decoded.last() else {
+        panic!("no range decoded")
+    };
+    assert!(
+        taken && (end == CRASH_CALL + 4 || end == VECTORS + 0x280 + 0x10),
+        "{end:#x}"
+    );
+}
+
+#[test]
+fn a_stop_point_inside_a_block_is_exact_to_the_instruction() {
+    // The stop point is the instruction after the entry: the branch that ends the same block
+    // (QEMU runs the function's first three instructions as one block) is not traced.
+    let r = stop_point("stop_mid_block", CRASH + 4, 0x5EED_0002);
+    let last = r.executed_truth.last().unwrap();
+    assert_eq!(last.2, CRASH, "{last:x?}");
+    assert!(
+        !r.decoded
+            .iter()
+            .any(|e| matches!(e, Elem::Range { end, .. } if *end == CRASH + 0xC)),
+        "the call after the stop point is not traced"
+    );
+}
+
+#[test]
+fn a_stop_point_on_a_branch_traces_that_branch() {
+    // The stop point is itself a P0 instruction (the call at CRASH + 8): it is traced, and
+    // nothing after it.
+    let r = stop_point("stop_branch", CRASH + 8, 0x5EED_0003);
+    let last = r.executed_truth.last().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.1, last.2),
+        ("taken", CRASH + 8, CODE + 0x200)
+    );
+    assert_eq!(
+        r.decoded.last(),
+        Some(&Elem::Range {
+            start: CRASH,
+            end: CRASH + 0xC,
+            n: 3,
+            taken: true
+        })
+    );
+}
+
+#[test]
+fn a_start_stop_pair_traces_exactly_the_windows_in_between() {
+    // Start at a conditional branch that ends a block but not its first instruction, stop at a
+    // load inside the main loop's first block (a load that may fault: a faulting load has not
+    // executed, so it stops the logic only when it completes). The logic starts stopped.
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            start: vec![CODE + 0x104],
+            stop: vec![CODE + 0x04],
+            started: false,
+            acatr: ACATR_KERNEL,
+            ..ViewSetup::default()
+        }),
+        ..Setup::new("window", 8000, 1 << 20, 0x5EED_0004)
+    });
+    assert!(!r.wrapped);
+    assert_decodes_exactly(&r, "window");
+    assert!(r.restarts >= 20, "only {} windows", r.restarts + 1);
+    assert!(r.untraced_branches > 1000, "{}", r.untraced_branches);
+    assert!(
+        r.stops.len() as u64 >= r.restarts,
+        "every window was closed by the stop point"
+    );
+    // Every traced range lies after a start point of its window: the first range of each
+    // window starts at the start point (or at an exception vector inside the window).
+    assert!(
+        r.decoded
+            .iter()
+            .any(|e| matches!(e, Elem::Range { start, .. } if *start == CODE + 0x104)),
+        "a window begins at the start point"
+    );
+    assert_eq!(r.truth["viewinst"]["start_stop"], true);
+}
+
+#[test]
+fn a_stop_comparator_excluded_at_el1_never_stops_kernel_trace() {
+    // TRCACATR.EXLEVEL_NS with NS EL1 set: the comparator does not match kernel code.
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            start: vec![],
+            stop: vec![CRASH],
+            started: true,
+            acatr: ACATR_KERNEL | (0x2 << 12),
+            ..ViewSetup::default()
+        }),
+        crash_after: Some(1000),
+        ..Setup::new("stop_not_el1", 3000, 1 << 20, 0x5EED_0005)
+    });
+    assert_decodes_exactly(&r, "stop_not_el1");
+    assert!(r.stops.is_empty());
+    assert_eq!(r.untraced_branches, 0);
+    assert_eq!(r.truth["viewinst"]["stopped_at"], serde_json::Value::Null);
+    assert_eq!(r.truth["viewinst"]["ended_by"], "disable");
+    assert_ne!(r.victlr_after & (1 << 9), 0, "SSSTATUS: still started");
+}
+
+#[test]
+fn the_start_stop_logic_stopped_without_a_start_point_traces_nothing() {
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            started: false,
+            ..ViewSetup::default()
+        }),
+        ..Setup::new("ss_stopped", 2000, 1 << 20, 0x5EED_0006)
+    });
+    assert!(r.expected.is_empty());
+    assert!(
+        r.decoded.is_empty(),
+        "{:x?}",
+        &r.decoded[..r.decoded.len().min(4)]
+    );
+    assert_eq!(r.truth_events, 0);
+    assert!(r.untraced_branches > 1000);
+    assert_eq!(r.victlr_after & (1 << 9), 0);
+}
+
+#[test]
+fn with_no_start_stop_programming_everything_is_traced_and_ssstatus_reads_started() {
+    let r = run("default_ss", 3000, 1 << 20, 0x5EED_0007);
+    assert_decodes_exactly(&r, "default_ss");
+    assert_eq!(r.untraced_branches, 0);
+    assert_eq!(r.restarts, 0);
+    assert_ne!(r.victlr_after & (1 << 9), 0, "SSSTATUS: started");
+    assert_eq!(r.truth["viewinst"]["start_stop"], false);
+    assert_eq!(r.truth["viewinst"]["ended_by"], "disable");
+}
+
+#[test]
+fn an_include_range_that_cuts_blocks_traces_exactly_the_instructions_inside() {
+    // From func_a's conditional branch (not its first instruction) to func_b's call (not its
+    // last): both bounds fall inside blocks.
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            include: vec![(CODE + 0x104, CODE + 0x204)],
+            started: true,
+            acatr: ACATR_KERNEL,
+            ..ViewSetup::default()
+        }),
+        ..Setup::new("include", 6000, 1 << 20, 0x5EED_0008)
+    });
+    assert_decodes_exactly(&r, "include");
+    assert!(r.restarts >= 20, "{}", r.restarts);
+    assert!(r.untraced_branches > 1000, "{}", r.untraced_branches);
+    for e in &r.decoded {
+        if let Elem::Range { start, end, .. } = *e {
+            assert!(
+                start >= CODE + 0x104 && end <= CODE + 0x208,
+                "{start:#x}..{end:#x}"
+            );
+        }
+    }
+}
+
+/// The ETR: trace in a flat buffer in guest memory that wrapped many times, read as the
+/// crash-data path reads it (from `RRP`, the oldest data, with the barrier packet), decodes to
+/// the end of the execution without a gap, and the plugin's `tmc.bin` is that buffer.
+#[test]
+fn an_etr_buffer_that_wrapped_decodes_to_the_end_of_the_execution() {
+    let r = run_setup(Setup {
+        etr: Some((0x5800_0000, 8192)),
+        ..Setup::new("etr_wrapped", 8000, 4096, 0x5EED_0009)
+    });
+    assert!(r.wrapped, "an 8 KiB ETR buffer must wrap");
+    assert!(
+        r.decoded.len() > 200,
+        "decoded only {} elements",
+        r.decoded.len()
+    );
+    let tail = &r.expected[r.expected.len() - r.decoded.len()..];
+    let d = first_difference(&r.decoded, tail);
+    assert!(
+        r.decoded == tail,
+        "decoded {} elements, not the end of the {} executed; first difference at {d}: decoded {:x?}, executed {:x?}",
+        r.decoded.len(),
+        r.expected.len(),
+        &r.decoded[d.saturating_sub(2)..(d + 3).min(r.decoded.len())],
+        &tail[d.saturating_sub(2)..(d + 3).min(tail.len())],
+    );
+    assert_clean(&r, "etr_wrapped");
+}
+
+/// An ETR buffer that did not wrap holds the whole execution from the enable.
+#[test]
+fn an_etr_buffer_holds_the_whole_execution_with_the_hardware_stop() {
+    let r = run_setup(Setup {
+        etr: Some((0x5800_0000, 1 << 20)),
+        view: Some(ViewSetup {
+            stop: vec![CRASH],
+            started: true,
+            acatr: ACATR_KERNEL,
+            ..ViewSetup::default()
+        }),
+        crash_after: Some(2000),
+        ..Setup::new("etr_stop", 4000, 4096, 0x5EED_000A)
+    });
+    assert!(!r.wrapped);
+    assert_decodes_exactly(&r, "etr_stop");
+    assert_eq!(r.truth["viewinst"]["ended_by"], "stop-point");
+    assert!(r.untraced_branches > 500);
 }

@@ -161,6 +161,10 @@ impl GuestMem for SharedRam {
         let hi = self.read_u32(paddr.checked_add(4)?)?;
         Some(u64::from(lo) | (u64::from(hi) << 32))
     }
+
+    fn writable(&self, paddr: u64, len: u64) -> bool {
+        usize::try_from(len).is_ok_and(|l| self.ptr(paddr, l).is_some())
+    }
 }
 
 /// Userdata of a memory callback: the registers a 64-bit store writes, or 0.
