@@ -3,6 +3,9 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+CSPD_CACHE ?= /var/tmp/coresight-panic-dump
+# The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
+export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
 .PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint kernel-gates plugin bench help
 

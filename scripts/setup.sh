@@ -24,8 +24,10 @@ HOST_PKGS=(
 	rustc-web cargo-web rust-web-src rustfmt-web rust-web-clippy
 	# guest and capture
 	qemu-system-arm device-tree-compiler
-	# judges of what csdump writes
+	# csdump decodes with OpenCSD's library; perf and trc_pkt_lister judge what it writes
 	linux-perf libopencsd-bin libopencsd-dev
+	# cargo-fuzz's libfuzzer-sys builds libFuzzer (C++)
+	g++
 	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
 	python3-venv libyaml-dev pkg-config
 )
@@ -73,13 +75,13 @@ fi
 
 # A private apt configuration: its own sources, state and cache, so that
 # fetching from other releases or architectures never touches the system's apt.
-#   $1 name, $2 architecture, $3 suites line (deb822 "Suites:" value)
+#   $1 name, $2 architecture, $3 suites line (deb822 "Suites:" value), $4 types (default deb)
 private_apt() {
-	local name=$1 arch=$2 suites=$3 dir="$CSPD_CACHE/apt-$1"
+	local name=$1 arch=$2 suites=$3 types=${4:-deb} dir="$CSPD_CACHE/apt-$1"
 	mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/sources.list.d" "$dir/preferences.d"
 	: >"$dir/status"
 	cat >"$dir/sources.list.d/debian.sources" <<EOS
-Types: deb
+Types: $types
 URIs: http://deb.debian.org/debian
 Suites: $suites
 Components: main
@@ -110,6 +112,29 @@ else
 	conf=$(private_apt trixie-bpo amd64 "trixie-backports")
 	APT_CONFIG=$conf apt-get update -qq
 	(cd "$DEBS" && APT_CONFIG=$conf apt-get download -qq linux-source-7.3)
+fi
+
+# The OpenCSD test snapshots (real ETMv4 captures from Juno and Cortex-A55 boards) the host
+# tests decode: decoder/tests/snapshots/ of Debian's libopencsd source package, into the cache
+# (the tests read $CSPD_OPENCSD_TESTDATA, which the Makefile points here). trixie's source
+# package: bookworm's orig tarball is no longer on the mirrors.
+OPENCSD_SNAPSHOTS=$CSPD_CACHE/opencsd/snapshots
+if [ -f "$OPENCSD_SNAPSHOTS/juno-ret-stck/snapshot.ini" ] && [ -f "$OPENCSD_SNAPSHOTS/a55-test-tpiu/snapshot.ini" ]; then
+	say "have the OpenCSD test snapshots in $OPENCSD_SNAPSHOTS"
+else
+	say "fetching libopencsd's source package for its test snapshots (download only)"
+	conf=$(private_apt trixie-src amd64 "trixie" deb-src)
+	APT_CONFIG=$conf apt-get update -qq
+	mkdir -p "$CSPD_CACHE/opencsd"
+	rm -f "$CSPD_CACHE"/opencsd/libopencsd_*.orig.tar.*
+	(cd "$CSPD_CACHE/opencsd" && APT_CONFIG=$conf apt-get source -qq --download-only --tar-only libopencsd)
+	tarball=$(ls "$CSPD_CACHE"/opencsd/libopencsd_*.orig.tar.* | head -n1)
+	rm -rf "$OPENCSD_SNAPSHOTS.tmp" "$OPENCSD_SNAPSHOTS"
+	mkdir -p "$OPENCSD_SNAPSHOTS.tmp"
+	tar -xf "$tarball" -C "$OPENCSD_SNAPSHOTS.tmp" --strip-components=4 --wildcards '*/decoder/tests/snapshots/*'
+	[ -f "$OPENCSD_SNAPSHOTS.tmp/juno-ret-stck/snapshot.ini" ] || die "$tarball has no decoder/tests/snapshots/juno-ret-stck"
+	mv "$OPENCSD_SNAPSHOTS.tmp" "$OPENCSD_SNAPSHOTS"
+	say "extracted $(ls "$OPENCSD_SNAPSHOTS" | wc -l) OpenCSD snapshots from $(basename "$tarball")"
 fi
 
 # arm64 guest userland from bookworm: busybox and kexec-tools with the shared

@@ -44,5 +44,4 @@ pub fn fuzz_entry(data: &[u8]) {
     }
     let _ = cspd_format::validate(data);
     let _ = elf::Vmlinux::parse(data);
-    let _ = decode::parse_line(&String::from_utf8_lossy(data.get(..4096).unwrap_or(data)));
 }

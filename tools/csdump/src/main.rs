@@ -99,7 +99,7 @@ enum Command {
         vmlinux: Option<PathBuf>,
     },
     /// Prints, per CPU (panic CPU first), the CPU debug sample and the last branches and
-    /// functions executed before the panic, decoded with OpenCSD's trc_pkt_lister.
+    /// functions executed before the panic, decoded in process with OpenCSD's library.
     #[command(after_help = EXIT_HELP)]
     Report {
         /// The vmcore, region file or snapshot directory.
@@ -116,9 +116,6 @@ enum Command {
         /// How many branches and functions to show per CPU.
         #[arg(long, default_value_t = 16)]
         last: usize,
-        /// The trc_pkt_lister program to run.
-        #[arg(long, value_name = "PROGRAM", default_value = "trc_pkt_lister")]
-        decoder: PathBuf,
     },
 }
 
@@ -256,11 +253,10 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             json,
             html,
             last,
-            decoder,
         } => {
             let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
             let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
-            let opts = csdump::report::Options { last, decoder };
+            let opts = csdump::report::Options { last };
             let (rep, clean) = with_capture(&input, |c| {
                 Ok(csdump::report::build(c, image.as_ref(), &opts))
             })?;

@@ -89,6 +89,17 @@ pub(crate) fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option
     core.read_phys(paddr, len).ok().map(|b| b.into_owned())
 }
 
+/// Like [`runtime_text`], borrowing from the vmcore when one segment holds the range.
+pub(crate) fn runtime_text_cow<'a>(
+    capture: &Capture<'a>,
+    addr: u64,
+    len: u64,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    let core = capture.core?;
+    let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
+    core.read_phys(paddr, len).ok()
+}
+
 /// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and
 /// vmlinux have it, else the dump's KASLR offset.
 pub fn kernel_relocation(capture: &Capture<'_>, vmlinux: &Vmlinux) -> u64 {

@@ -3,7 +3,9 @@
 //! OpenCSD test snapshots), given both as a snapshot directory and packed into a dump with the
 //! format's and cspd-hw's encoders.
 //!
-//! A test that needs a missing tool or the shared test data prints why and returns.
+//! The snapshots come from Debian's libopencsd source package (scripts/setup.sh puts them in
+//! the cache; `cspd_testdata` finds them). A test that needs a missing tool or snapshot fails
+//! under CI=true, and elsewhere says `SKIPPED:` and why.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -37,23 +39,11 @@ fn csdump() -> &'static str {
 }
 
 fn testdata(name: &str) -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/opencsd")
-        .join(name);
-    if d.join("snapshot.ini").exists() {
-        Some(d)
-    } else {
-        eprintln!("skipped: test data {} not present", d.display());
-        None
-    }
+    cspd_testdata::snapshot(name)
 }
 
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().is_ok();
-    if !ok {
-        eprintln!("skipped: {tool} not installed");
-    }
-    ok
+    cspd_testdata::tool(tool)
 }
 
 fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
@@ -103,6 +93,98 @@ fn packets(log: &str) -> Vec<String> {
         .filter(|l| l.starts_with("Idx:") && l.contains(";\tI_") && !l.contains("I_INCOMPLETE_EOT"))
         .map(str::to_string)
         .collect()
+}
+
+/// One element of `trc_pkt_lister`'s output, in the terms csdump's decode gives it: the trace
+/// ID and what the element says (the judge's reading of the text OpenCSD's tools print).
+fn judge_line(line: &str) -> Option<(u8, Judged)> {
+    fn hex_after(s: &str, key: &str) -> Option<u64> {
+        let rest = s.get(s.find(key)? + key.len()..)?.trim_start();
+        let rest = rest.strip_prefix("0x").unwrap_or(rest);
+        let end = rest
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len());
+        u64::from_str_radix(&rest[..end], 16).ok()
+    }
+    fn num_in(s: &str, key: &str) -> Option<u32> {
+        let rest = s.get(s.find(key)? + key.len()..)?;
+        rest.get(..rest.find(')')?)?.parse().ok()
+    }
+    // The tool prints a logged error and the next element on one line: the element starts at
+    // its `Idx:`.
+    let rest = line.get(line.find("Idx:")? + 4..)?;
+    let (_, rest) = rest.split_once("; ID:")?;
+    let (id, rest) = rest.split_once(';')?;
+    let id = u8::from_str_radix(id.trim(), 16).ok()?;
+    let body = rest.trim_start().strip_prefix("OCSD_GEN_TRC_ELEM_")?;
+    let el = if let Some(b) = body.strip_prefix("INSTR_RANGE(") {
+        let tail = &b[b.find("(ISA=")?..];
+        let tail = tail[tail.find(')')? + 1..].trim();
+        Judged::Range {
+            start: hex_after(b, "exec range=")?,
+            end: hex_after(b, ":[")?,
+            count: num_in(b, "num_i(")?,
+            last_size: num_in(b, "last_sz(")?,
+            taken: tail.starts_with('E'),
+        }
+    } else if let Some(b) = body.strip_prefix("ADDR_NACC(") {
+        Judged::NoAccess(hex_after(b, "")?)
+    } else if let Some(b) = body.strip_prefix("EXCEPTION(") {
+        Judged::Exception(hex_after(b, "ret addr:"))
+    } else if body.starts_with("EXCEPTION_RET") {
+        Judged::ExceptionReturn
+    } else if body.starts_with("NO_SYNC") {
+        Judged::NoSync
+    } else if body.starts_with("TRACE_ON") {
+        Judged::TraceOn
+    } else {
+        return None;
+    };
+    Some((id, el))
+}
+
+/// An element as the judge reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Judged {
+    Range {
+        start: u64,
+        end: u64,
+        count: u32,
+        last_size: u32,
+        taken: bool,
+    },
+    NoAccess(u64),
+    Exception(Option<u64>),
+    ExceptionReturn,
+    NoSync,
+    TraceOn,
+}
+
+impl From<&csdump::decode::Element> for Judged {
+    fn from(e: &csdump::decode::Element) -> Self {
+        use csdump::decode::Element as E;
+        match *e {
+            E::Range {
+                start,
+                end,
+                count,
+                last_size,
+                taken,
+                ..
+            } => Self::Range {
+                start,
+                end,
+                count,
+                last_size,
+                taken,
+            },
+            E::NoAccess { addr } => Self::NoAccess(addr),
+            E::Exception { ret, .. } => Self::Exception(ret),
+            E::ExceptionReturn => Self::ExceptionReturn,
+            E::NoSync => Self::NoSync,
+            E::TraceOn => Self::TraceOn,
+        }
+    }
 }
 
 /// Instruction ranges `[start, end)` of a decode.
@@ -345,6 +427,76 @@ fn snapshot_decodes_like_the_original() {
     }
 }
 
+/// csdump's in-process decode (OpenCSD's library through the `opencsd` crate) gives, per trace
+/// ID, the same elements in the same order as `trc_pkt_lister` on the same snapshot: real ETMv4
+/// captures of a Juno (ETB frames, a kernel image; user code with no image) and a Cortex-A55
+/// (a TPIU capture, `dstream_coresight`).
+#[test]
+fn in_process_decode_equals_trc_pkt_lister() {
+    if !have("trc_pkt_lister") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for name in [RET_STCK, UNAME, "a55-test-tpiu"] {
+        let Some(snap) = testdata(name) else {
+            return;
+        };
+        let log = trc_pkt_lister(&snap, true, &tmp.path().join(format!("{name}.ppl")));
+        let mut want: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
+        for (id, e) in log.lines().filter_map(judge_line) {
+            want.entry(id).or_default().push(e);
+        }
+        let cap = Capture::from_snapshot_dir(&snap).unwrap();
+        let mut mem = csdump::decode::CodeImages::new(&cap, None);
+        let mut got: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
+        let summary = csdump::decode::decode_each(&cap, &mut mem, |id, e| {
+            got.entry(id).or_default().push(Judged::from(e));
+            csdump::decode::Flow::Continue
+        })
+        .unwrap();
+        // Where trc_pkt_lister stops on an error the library cannot go on from (the A55 TPIU
+        // capture, with Debian bookworm's OpenCSD 1.3), the decode stops at the same byte.
+        match log.lines().find_map(|l| {
+            l.split_once("Trace buffer done, processed ")?
+                .1
+                .split(' ')
+                .next()
+        }) {
+            Some(n) if log.contains("Data Path fatal error") => {
+                assert!(summary.fatal.is_some(), "{name}");
+                assert_eq!(summary.bytes.to_string(), n, "{name}");
+            }
+            _ => {
+                assert!(summary.fatal.is_none(), "{name}: {:?}", summary.fatal);
+                assert_eq!(summary.bytes, cap.sinks[0].frames().len() as u64, "{name}");
+            }
+        }
+        let total: usize = want.values().map(Vec::len).sum();
+        assert!(total > 0, "{name}: no elements");
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{name}"
+        );
+        for (id, w) in &want {
+            let g = &got[id];
+            let first = w.iter().zip(g).position(|(a, b)| a != b);
+            assert!(
+                first.is_none() && w.len() == g.len(),
+                "{name} ID {id:#x}: {} elements from trc_pkt_lister, {} in process; first \
+                 difference at {first:?}: {:?} vs {:?}",
+                w.len(),
+                g.len(),
+                first.and_then(|i| w.get(i)),
+                first.and_then(|i| g.get(i)),
+            );
+        }
+        checked += total;
+    }
+    assert!(checked > 40_000, "{checked}");
+}
+
 /// perf knows the event and its PMU by name: the header lists the event description and the
 /// `cs_etm` PMU mapping, and neither `perf script` nor `perf evlist` falls back to "unknown
 /// attr type".
@@ -548,9 +700,13 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
     let last14 = traced
         .iter()
         .rev()
-        .filter_map(|l| csdump::decode::parse_line(l))
+        .filter_map(|l| judge_line(l))
         .filter(|(id, _)| *id == 0x14)
-        .filter_map(|(_, e)| e.addr())
+        .filter_map(|(_, e)| match e {
+            Judged::Range { start, .. } | Judged::NoAccess(start) => Some(start),
+            Judged::Exception(ret) => ret,
+            _ => None,
+        })
         .next()
         .unwrap();
     let branches = cpus[0]["branches"].as_array().unwrap();
