@@ -36,18 +36,24 @@ use crate::region::Located;
 pub enum CaptureError {
     /// The dump's container header is unreadable.
     #[error("region: {0}")]
-    Format(#[from] cspd_format::FormatError),
+    Format(cspd_format::FormatError),
     /// A snapshot file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{}: {err}", path.display())]
     Io {
         /// The file at fault.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// The snapshot directory lacks something it must have.
     #[error("{0}")]
     Snapshot(String),
+}
+
+impl From<cspd_format::FormatError> for CaptureError {
+    fn from(e: cspd_format::FormatError) -> Self {
+        Self::Format(e)
+    }
 }
 
 /// Where a capture came from.
@@ -693,9 +699,9 @@ pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
 
 /// Reads `path` if it is a regular file of at most `cap` bytes.
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CaptureError> {
-    let io = |source| CaptureError::Io {
+    let io = |err| CaptureError::Io {
         path: path.to_path_buf(),
-        source,
+        err,
     };
     let f = fs::File::open(path).map_err(io)?;
     let meta = f.metadata().map_err(io)?;

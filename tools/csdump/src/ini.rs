@@ -36,11 +36,7 @@ impl Ini {
     pub fn parse(text: &str) -> Self {
         let mut ini = Ini::default();
         for raw in text.lines() {
-            let line = raw
-                .split([';', '#', '\r'])
-                .next()
-                .unwrap_or("")
-                .trim();
+            let line = raw.split([';', '#', '\r']).next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }

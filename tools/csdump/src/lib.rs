@@ -11,6 +11,7 @@ pub mod extract;
 pub mod info;
 pub mod ini;
 pub mod kmem;
+pub mod output;
 pub mod perf;
 pub mod region;
 pub mod report;

@@ -109,8 +109,11 @@ pub struct Report {
     pub symbols: bool,
     /// Per CPU, panic CPU first.
     pub cpus: Vec<CpuReport>,
-    /// Errors the decoder printed (a packet cut at the end of a circular buffer is usual).
+    /// Errors the decoder logged, the first 64 (a packet cut at the start of a wrapped buffer
+    /// is usual).
     pub decoder_errors: Vec<String>,
+    /// Errors the decoder logged in all.
+    pub decoder_error_count: u64,
     /// What the reader should know about the decode (the kernel text it used, say).
     pub notes: Vec<String>,
     /// What went wrong.
@@ -325,6 +328,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             .as_ref()
             .map(|d| d.errors.clone())
             .unwrap_or_default(),
+        decoder_error_count: decoded.as_ref().map_or(0, |d| d.error_count),
         cpus,
         notes: report_notes,
         warnings,

@@ -30,6 +30,9 @@ use cspd_hw::tmc::TMC_RECORD_VERSION;
 
 const RET_STCK: &str = "juno-ret-stck";
 const UNAME: &str = "juno-uname-001";
+/// GNU build ID of the kernel of the dumps built here, and of the vmlinux files written for
+/// them.
+const BUILD_ID: [u8; 20] = [0xB1; 20];
 /// KASLR offset of the dumps built here: the kernel image of juno-ret-stck is linked this
 /// much lower than where the trace says it ran.
 const KASLR: u64 = 0x20_0000;
@@ -222,6 +225,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     };
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
+    id.set_build_id(&BUILD_ID).unwrap();
     id.text_addr = cap.text_addr();
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
     let mut buf = vec![0u8; IDENTITY_SIZE];
@@ -296,8 +300,13 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
 /// Writes a minimal ELF64 (aarch64) vmlinux around `image` at `addr`: `.text`, and a symbol
 /// table with `_text` and one function per 4 KiB (`f_<n>`).
 fn write_elf(image: &[u8], addr: u64, path: &Path) {
+    write_elf_id(image, addr, path, &BUILD_ID);
+}
+
+/// [`write_elf`] with the given GNU build ID in a `.note.gnu.build-id` section.
+fn write_elf_id(image: &[u8], addr: u64, path: &Path, build_id: &[u8]) {
     let text_off = 0x1000usize;
-    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.note.gnu.build-id\0";
     let mut strtab = b"\0_text\0".to_vec();
     let mut syms = vec![0u8; 24];
     let sym = |syms: &mut Vec<u8>, name: u32, info: u8, value: u64, size: u64| {
@@ -328,6 +337,16 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     while body.len() % 8 != 0 {
         body.push(0);
     }
+    let note_off = body.len();
+    body.extend_from_slice(&4u32.to_le_bytes());
+    body.extend_from_slice(&(build_id.len() as u32).to_le_bytes());
+    body.extend_from_slice(&3u32.to_le_bytes()); // NT_GNU_BUILD_ID
+    body.extend_from_slice(b"GNU\0");
+    body.extend_from_slice(build_id);
+    let note_len = body.len() - note_off;
+    while body.len() % 8 != 0 {
+        body.push(0);
+    }
     let sh_off = body.len();
     let sh = |body: &mut Vec<u8>,
               name: u32,
@@ -355,6 +374,7 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     sh(&mut body, 7, 2, 0, 0, sym_off, syms.len(), 3, 1, 24);
     sh(&mut body, 15, 3, 0, 0, str_off, strtab.len(), 0, 0, 0);
     sh(&mut body, 23, 3, 0, 0, shs_off, shstr.len(), 0, 0, 0);
+    sh(&mut body, 33, 7, 2, 0, note_off, note_len, 0, 0, 0);
     let mut eh = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
     eh.resize(16, 0);
     eh.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
@@ -364,7 +384,7 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     eh.extend_from_slice(&0u64.to_le_bytes());
     eh.extend_from_slice(&(sh_off as u64).to_le_bytes());
     eh.extend_from_slice(&0u32.to_le_bytes());
-    for v in [64u16, 56, 0, 64, 5, 4] {
+    for v in [64u16, 56, 0, 64, 6, 4] {
         eh.extend_from_slice(&v.to_le_bytes());
     }
     body[..64].copy_from_slice(&eh);
@@ -527,6 +547,7 @@ fn assert_perf_names_cs_etm(data: &Path) {
         assert!(
             l.is_empty()
                 || l == "Warning:"
+                || l.starts_with("No kallsyms or vmlinux with build-id ")
                 || l.starts_with("CS ETM Trace: ")
                 || l.trim_start().starts_with("Enable CONFIG_PROC_KCORE"),
             "perf script: {err}"
@@ -744,7 +765,7 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
 
 /// A dump with the given sink trace and sources, no identity.
 fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
-    let size = 64 * 1024;
+    let size = trace.len().next_multiple_of(4096) + 64 * 1024;
     let mut r = vec![0u8; size];
     let ch = ContainerHeader::new(size as u64, [9; 16], 1);
     init_region(&mut r, &ch).unwrap();
@@ -800,16 +821,16 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o1");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("no usable ETMv4 source"), "{err}");
     assert_eq!(fs::read(out.join("cstrace.bin")).unwrap(), trace);
     assert!(!out.join("perf.data").exists() && !out.join("metadata.bin").exists());
     let s = tmp.path().join("s1");
     let o = run(&[&"snapshot", &d, &"-o", &s]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(s.join("snapshot.ini").exists() && s.join("cstrace.bin").exists());
     let o = run(&[&"report", &d, &"--json"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["decoder"].as_str().unwrap().starts_with("not run"));
 
@@ -821,7 +842,7 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o2");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("unknown ETM architecture (TRCDEVARCH 0x47702a13)"),
         "{err}"
@@ -836,7 +857,7 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o3");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("4091 trace bytes is not a whole number of 16-byte frames"),
         "{err}"
@@ -871,4 +892,213 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let o = run(&[&"report", &empty]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("snapshot.ini"));
+}
+
+/// vmlinux must be the kernel that wrote the dump: another build ID is refused, naming both IDs
+/// and the dump's release (exit 1, nothing printed), unless --force; the e_shoff of a lying ELF
+/// header is an error, not an overflow.
+#[test]
+fn vmlinux_of_another_build_is_refused_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(snap) = testdata(RET_STCK) else {
+        return;
+    };
+    let dump = tmp.path().join("d.cspd");
+    fs::write(&dump, dump_from_snapshot(&snap, 0)).unwrap();
+    let image = fs::read(snap.join("kernel_dump.bin")).unwrap();
+    let other = tmp.path().join("vmlinux-other");
+    write_elf_id(&image, 0xFFFF_0000_0808_0000 - KASLR, &other, &[0xC2; 20]);
+    for cmd in ["report", "snapshot"] {
+        let out = tmp.path().join(format!("o-{cmd}"));
+        let o = run(&[&cmd, &dump, &"--vmlinux", &other, &"-o", &out]);
+        let o = if cmd == "report" {
+            run(&[&cmd, &dump, &"--vmlinux", &other])
+        } else {
+            o
+        };
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(o.stdout.is_empty(), "{cmd}");
+        assert!(
+            err.contains(&format!(
+                "build ID {} is not the dump's {}",
+                "c2".repeat(20),
+                "b1".repeat(20)
+            )) && err.contains("Linux 4.9.0-juno")
+                && err.contains("--force"),
+            "{cmd}: {err}"
+        );
+        assert!(!out.exists(), "{cmd}: wrote output");
+        let forced = if cmd == "report" {
+            run(&[&cmd, &dump, &"--vmlinux", &other, &"--force"])
+        } else {
+            run(&[&cmd, &dump, &"--vmlinux", &other, &"--force", &"-o", &out])
+        };
+        let err = String::from_utf8_lossy(&forced.stderr);
+        assert_eq!(forced.status.code(), Some(0), "{cmd} --force: {err}");
+        assert!(err.contains("used anyway: --force"), "{err}");
+    }
+    // The right one gives no note about it.
+    let right = tmp.path().join("vmlinux");
+    write_elf(&image, 0xFFFF_0000_0808_0000 - KASLR, &right);
+    let o = run(&[&"report", &dump, &"--vmlinux", &right]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("build ID"));
+    // A section header offset near u64::MAX: an error, no overflow (debug builds panicked).
+    let mut bad = fs::read(&right).unwrap();
+    bad[0x28..0x30].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+    assert!(csdump::elf::Vmlinux::parse(&bad).is_err());
+    let badf = tmp.path().join("vmlinux-bad");
+    fs::write(&badf, &bad).unwrap();
+    let o = run(&[&"report", &dump, &"--vmlinux", &badf]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("vmlinux-bad: "), "{err}");
+}
+
+/// One exit status contract for every command: 0 complete and clean, 1 fatal (nothing useful
+/// written), 2 usage error, 3 output written but the dump damaged or partial; --help says so.
+#[test]
+fn one_exit_status_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let clean = tmp.path().join("clean.cspd");
+    let bytes = small_dump(&trace, &[good_etm(0)]);
+    fs::write(&clean, &bytes).unwrap();
+    // 0: clean; a report without --vmlinux is complete (a note says what it lacks).
+    for args in [vec!["info"], vec!["report"], vec!["report", "--json"]] {
+        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = args.iter().map(|s| s as _).collect();
+        a.push(&clean);
+        let o = run(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+    let o = run(&[&"report", &clean]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("note: no kernel image (--vmlinux)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for cmd in ["extract", "perf", "snapshot"] {
+        let out = tmp.path().join(format!("clean-{cmd}"));
+        let o = run(&[&cmd, &clean, &"-o", &out]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // 3: a record that fails its CRC; what can be written is.
+    let mut damaged = bytes.clone();
+    let at = damaged.windows(16).position(|w| w == &trace[..16]).unwrap();
+    damaged[at + 100] ^= 0xFF;
+    let d = tmp.path().join("damaged.cspd");
+    fs::write(&d, &damaged).unwrap();
+    let out = tmp.path().join("damaged-extract");
+    let o = run(&[&"extract", &d, &"-o", &out]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.join("summary.json").exists());
+    for cmd in ["info", "report"] {
+        let o = run(&[&cmd, &d]);
+        assert_eq!(o.status.code(), Some(3), "{cmd}");
+    }
+    // 2: usage errors, nothing read.
+    for args in [
+        vec!["report", "--no-such-flag", "x"],
+        vec!["extract", "x"],
+        vec!["frobnicate"],
+        vec!["report", "x", "--force"],
+    ] {
+        let mut c = Command::new(csdump());
+        let o = c.args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    // 1: fatal: not a dump; an HTML page that cannot be written (and then nothing printed).
+    let junk = tmp.path().join("junk");
+    fs::write(&junk, b"not a dump").unwrap();
+    assert_eq!(run(&[&"info", &junk]).status.code(), Some(1));
+    let o = run(&[&"report", &clean, &"--html", &"/nonexistent/dir/r.html"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "the report was printed before the failure"
+    );
+    assert_eq!(err.matches("/nonexistent/dir/r.html").count(), 1, "{err}");
+    // --help documents the four.
+    let h = Command::new(csdump()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&h.stdout);
+    assert_eq!(h.status.code(), Some(0));
+    for line in [
+        "  0  complete and clean",
+        "  1  fatal",
+        "  2  usage error",
+        "  3  output written",
+    ] {
+        assert!(help.contains(line), "{help}");
+    }
+}
+
+/// SIGTERM in the middle of writing leaves nothing behind: no temporary output file, nothing in
+/// TMPDIR, exit status 128 + 15.
+#[test]
+fn sigterm_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..(256u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let d = tmp.path().join("big.cspd");
+    fs::write(&d, small_dump(&trace, &[good_etm(0)])).unwrap();
+    drop(trace);
+    let scratch = tmp.path().join("tmpdir");
+    fs::create_dir(&scratch).unwrap();
+    let out = tmp.path().join("out");
+    let mut child = Command::new(csdump())
+        .args(["perf"])
+        .arg(&d)
+        .arg("-o")
+        .arg(&out)
+        .env("TMPDIR", &scratch)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let temp_files = |dir: &Path| -> Vec<String> {
+        fs::read_dir(dir)
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(".csdump-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Wait until it writes, then stop it.
+    let start = std::time::Instant::now();
+    while temp_files(&out).is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "csdump finished before it could be stopped"
+        );
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "csdump never started writing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let k = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(temp_files(&out).is_empty(), "{:?}", temp_files(&out));
+    assert_eq!(fs::read_dir(&scratch).unwrap().count(), 0);
 }
