@@ -59,6 +59,16 @@ else
 		cargo install --locked --root /usr/local "bindgen-cli@$BINDGEN_VERSION"
 fi
 
+# cargo-fuzz, pinned, for `make fuzz` (stable toolchain, `-s none`; g++ above builds libFuzzer).
+CARGO_FUZZ_VERSION=0.13.1
+if command -v cargo-fuzz >/dev/null && cargo-fuzz --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION\$"; then
+	say "have cargo-fuzz $CARGO_FUZZ_VERSION"
+else
+	say "building cargo-fuzz $CARGO_FUZZ_VERSION (a few minutes)"
+	CARGO_TARGET_DIR="$CSPD_CACHE/cargo-fuzz-build" \
+		cargo install --locked --root /usr/local "cargo-fuzz@$CARGO_FUZZ_VERSION"
+fi
+
 # dtschema and yamllint from PyPI, pinned, in a venv in the cache: make dt_binding_check
 # (scripts/kernel-gates.sh).
 DTSCHEMA_VENV=$CSPD_CACHE/dtschema-venv
