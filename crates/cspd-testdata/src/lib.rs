@@ -26,6 +26,31 @@ pub fn opencsd_dir() -> PathBuf {
     cache.join("opencsd/snapshots")
 }
 
+/// The `trc_pkt_lister` of the OpenCSD library csdump links (built by `scripts/setup.sh` from
+/// the same source package, in `$OPENCSD_DIR/bin`, default `$CSPD_CACHE/opencsd/lib/bin`), or
+/// `None` after [`missing`].
+pub fn library_trc_pkt_lister() -> Option<PathBuf> {
+    let dir = std::env::var_os("OPENCSD_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CSPD_CACHE")
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from)
+                .join("opencsd/lib")
+        });
+    let p = dir.join("bin/trc_pkt_lister");
+    if p.is_file() {
+        Some(p)
+    } else {
+        missing(&format!(
+            "{} (the linked OpenCSD's own tool) is not there",
+            p.display()
+        ));
+        None
+    }
+}
+
 /// Whether the tests run under CI (`CI=true`), where nothing may be missing.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")

@@ -10,7 +10,7 @@
 #define SAME(a, b) _Static_assert((a) == (b), #a " != " #b)
 
 /* ocsd_generic_trace_elem */
-SAME(sizeof(ocsd_generic_trace_elem), 88);
+SAME(sizeof(ocsd_generic_trace_elem), 96);
 SAME(offsetof(ocsd_generic_trace_elem, elem_type), 0);
 SAME(offsetof(ocsd_generic_trace_elem, isa), 4);
 SAME(offsetof(ocsd_generic_trace_elem, st_addr), 8);
@@ -25,7 +25,8 @@ SAME(offsetof(ocsd_generic_trace_elem, exception_number), 72);
 SAME(offsetof(ocsd_generic_trace_elem, num_instr_range), 72);
 SAME(offsetof(ocsd_generic_trace_elem, trace_on_reason), 72);
 SAME(offsetof(ocsd_generic_trace_elem, unsync_eot_info), 72);
-SAME(offsetof(ocsd_generic_trace_elem, ptr_extended_data), 80);
+SAME(offsetof(ocsd_generic_trace_elem, sw_ite), 72);
+SAME(offsetof(ocsd_generic_trace_elem, ptr_extended_data), 88);
 SAME(sizeof(ocsd_gen_trc_elem_t), 4);
 SAME(sizeof(ocsd_isa), 4);
 SAME(sizeof(ocsd_instr_type), 4);
@@ -100,7 +101,8 @@ SAME(OCSD_GEN_TRC_ELEM_EVENT, 13);
 SAME(OCSD_GEN_TRC_ELEM_SWTRACE, 14);
 SAME(OCSD_GEN_TRC_ELEM_SYNC_MARKER, 15);
 SAME(OCSD_GEN_TRC_ELEM_MEMTRANS, 16);
-SAME(OCSD_GEN_TRC_ELEM_CUSTOM, 17);
+SAME(OCSD_GEN_TRC_ELEM_INSTRUMENTATION, 17);
+SAME(OCSD_GEN_TRC_ELEM_CUSTOM, 18);
 SAME(ocsd_isa_arm, 0);
 SAME(ocsd_isa_thumb2, 1);
 SAME(ocsd_isa_aarch64, 2);
@@ -126,13 +128,23 @@ SAME(profile_Unknown, 0);
 SAME(profile_CortexM, 1);
 SAME(profile_CortexR, 2);
 SAME(profile_CortexA, 3);
-SAME(OCSD_MEM_SPACE_ANY, 0x1F);
+SAME(OCSD_MEM_SPACE_ANY, 0xFF);
+SAME(OCSD_VER_MAJOR, 1);
+SAME(OCSD_VER_MINOR, 5);
 SAME(OCSD_CREATE_FLG_PACKET_PROC, 0x01);
 SAME(OCSD_CREATE_FLG_FULL_DECODER, 0x02);
 SAME(OCSD_ERR_SEV_NONE, 0);
 SAME(OCSD_ERR_SEV_ERROR, 1);
 SAME(OCSD_ERR_SEV_WARN, 2);
 SAME(C_API_MSGLOGOUT_FLG_NONE, 0);
+SAME(UNSYNC_UNKNOWN, 0);
+SAME(UNSYNC_INIT_DECODER, 1);
+SAME(UNSYNC_RESET_DECODER, 2);
+SAME(UNSYNC_OVERFLOW, 3);
+SAME(UNSYNC_DISCARD, 4);
+SAME(UNSYNC_BAD_PACKET, 5);
+SAME(UNSYNC_BAD_IMAGE, 6);
+SAME(UNSYNC_EOT, 7);
 
 /*
  * Flag bits of ocsd_generic_trace_elem are bit-fields, which a static assertion cannot read:

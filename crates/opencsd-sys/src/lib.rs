@@ -1,15 +1,22 @@
-//! A narrow, hand-written binding to OpenCSD's C API (`libopencsd_c_api`, Debian's
-//! `libopencsd-dev`): decode trees, the ETMv4 and ETE decoders, memory-access callbacks, the
-//! generic trace element and error strings. The safe interface is the `opencsd` crate.
+//! A narrow, hand-written binding to OpenCSD's C API (`libopencsd_c_api`): decode trees, the
+//! ETMv4 and ETE decoders, memory-access callbacks, the generic trace element and error
+//! strings. The safe interface is the `opencsd` crate.
+//!
+//! The library is OpenCSD 1.5, built from Debian's `libopencsd` source package (trixie's) by
+//! `scripts/setup.sh` and linked statically (see `build.rs`): bookworm's libopencsd1 (1.3.3)
+//! dereferences a dangling P0 stack element (`TrcPktDecodeEtmV4I::mispredictAtom`) on some
+//! corrupt traces, a segfault that took csdump down with it (its own `trc_pkt_lister` crashes
+//! the same way); 1.5 reports the error and goes on.
 //!
 //! Why hand-written and not generated with bindgen at build time: csdump needs about fifteen
-//! functions and four structures of a C API that has been stable since OpenCSD 1.0, and a
-//! generated binding would make libclang a build dependency of every host build (the fuzz
-//! target's and CI's included) for that. What a hand-written binding risks, a layout that drifts
-//! from the library's, is checked instead: `build.rs` compiles `csrc/layout.c` against the
-//! installed headers, where `_Static_assert`s hold every size, field offset and constant this
-//! file declares, so a libopencsd with another layout fails the build; the bit-field masks are
-//! compared at test time through a C helper compiled the same way.
+//! functions and four structures of a C API, and a generated binding would make libclang a build
+//! dependency of every host build (the fuzz target's and CI's included) for that. What a
+//! hand-written binding risks, a layout that drifts from the library's, is checked instead:
+//! `build.rs` compiles `csrc/layout.c` against the library's own headers, where `_Static_assert`s
+//! hold every size, field offset and constant this file declares, so a library with another
+//! layout fails the build (1.3 to 1.5 grew the generic element by 8 bytes and renumbered two
+//! constants: the check caught both); the bit-field masks are compared at test time through a C
+//! helper compiled the same way.
 //!
 //! Names follow the C headers (`opencsd/c_api/opencsd_c_api.h`, `opencsd/ocsd_if_types.h`,
 //! `opencsd/trc_gen_elem_types.h`, `opencsd/etmv4/trc_pkt_types_etmv4.h`,
@@ -128,8 +135,10 @@ pub const OCSD_GEN_TRC_ELEM_SWTRACE: ocsd_gen_trc_elem_t = 14;
 pub const OCSD_GEN_TRC_ELEM_SYNC_MARKER: ocsd_gen_trc_elem_t = 15;
 /// Element: transactional memory.
 pub const OCSD_GEN_TRC_ELEM_MEMTRANS: ocsd_gen_trc_elem_t = 16;
+/// Element: PE instrumentation (FEAT_ITE).
+pub const OCSD_GEN_TRC_ELEM_INSTRUMENTATION: ocsd_gen_trc_elem_t = 17;
 /// Element: custom.
-pub const OCSD_GEN_TRC_ELEM_CUSTOM: ocsd_gen_trc_elem_t = 17;
+pub const OCSD_GEN_TRC_ELEM_CUSTOM: ocsd_gen_trc_elem_t = 18;
 
 /// ISA: A32.
 pub const ocsd_isa_arm: ocsd_isa = 0;
@@ -187,7 +196,7 @@ pub const profile_CortexR: ocsd_core_profile_t = 2;
 pub const profile_CortexA: ocsd_core_profile_t = 3;
 
 /// Memory space: any exception level and security state.
-pub const OCSD_MEM_SPACE_ANY: ocsd_mem_space_acc_t = 0x1F;
+pub const OCSD_MEM_SPACE_ANY: ocsd_mem_space_acc_t = 0xFF;
 
 /// Create the packet processor only.
 pub const OCSD_CREATE_FLG_PACKET_PROC: c_int = 0x01;
@@ -262,7 +271,7 @@ pub struct ocsd_generic_trace_elem {
     pub flag_bits: u32,
     /// The payload union: exception number, instruction count of a range, trace-on reason,
     /// unsync reason, … (all at its start).
-    pub payload: [u32; 2],
+    pub payload: [u32; 4],
     /// Extended data.
     pub ptr_extended_data: *const c_void,
 }
@@ -333,6 +342,11 @@ pub type FnTraceElemIn = Option<
     ) -> ocsd_datapath_resp_t,
 >;
 
+/// String output callback of the default error logger (`FnDefLoggerPrintStrCB`).
+pub type FnDefLoggerPrintStrCB = Option<
+    unsafe extern "C" fn(p_context: *const c_void, psz_msg_str: *const c_char, str_len: c_int),
+>;
+
 /// Memory access callback (`Fn_MemAcc_CB`): fills `byte_buffer` with up to `req_bytes` bytes
 /// at `address`, returns how many it filled (0: no memory there).
 pub type Fn_MemAcc_CB = Option<
@@ -345,7 +359,6 @@ pub type Fn_MemAcc_CB = Option<
     ) -> u32,
 >;
 
-#[link(name = "opencsd_c_api")]
 extern "C" {
     /// Library version, `0x00MMmmpp`.
     pub fn ocsd_get_version() -> u32;
@@ -442,8 +455,8 @@ mod tests {
     fn links_and_reports_a_version() {
         // SAFETY: returns a constant.
         let v = unsafe { ocsd_get_version() };
-        assert!(v >= 0x0001_0000, "OpenCSD {v:#x}, 1.x expected");
-        assert_eq!(core::mem::size_of::<ocsd_generic_trace_elem>(), 88);
+        assert!(v >= 0x0001_0500, "OpenCSD {v:#x}, 1.5 or later expected");
+        assert_eq!(core::mem::size_of::<ocsd_generic_trace_elem>(), 96);
         assert_eq!(core::mem::size_of::<ocsd_etmv4_cfg>(), 52);
         assert_eq!(core::mem::size_of::<ocsd_ete_cfg>(), 36);
     }

@@ -236,9 +236,30 @@ pub enum InstrSubtype {
     ImpliedRet,
 }
 
+/// Why the trace is not synchronised (a no-sync element) or ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsync {
+    /// Not said.
+    Unknown,
+    /// The decoder started.
+    InitDecoder,
+    /// The decoder was reset.
+    ResetDecoder,
+    /// An overflow packet: trace was lost.
+    Overflow,
+    /// Speculative trace discarded.
+    Discard,
+    /// A packet the decoder could not make sense of (corrupt trace): it resynchronises.
+    BadPacket,
+    /// The program image does not match the trace (wrong or missing code).
+    BadImage,
+    /// End of trace.
+    EndOfTrace,
+}
+
 /// One generic trace element, borrowed from the decoder for the duration of the callback.
 #[derive(Clone, Copy)]
-pub struct Element<'a>(&'a ffi::ocsd_generic_trace_elem);
+pub struct Element<'a>(&'a ffi::ocsd_generic_trace_elem, u32);
 
 impl std::fmt::Debug for Element<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -247,6 +268,25 @@ impl std::fmt::Debug for Element<'_> {
 }
 
 impl Element<'_> {
+    /// Index of the trace byte where the packet that gave the element starts.
+    pub fn index(&self) -> u32 {
+        self.1
+    }
+
+    /// Why a no-sync (or end-of-trace) element happened.
+    pub fn unsync_reason(&self) -> Unsync {
+        match self.0.payload[0] {
+            1 => Unsync::InitDecoder,
+            2 => Unsync::ResetDecoder,
+            3 => Unsync::Overflow,
+            4 => Unsync::Discard,
+            5 => Unsync::BadPacket,
+            6 => Unsync::BadImage,
+            7 => Unsync::EndOfTrace,
+            _ => Unsync::Unknown,
+        }
+    }
+
     /// The element's kind.
     pub fn kind(&self) -> ElemKind {
         match self.0.elem_type {
@@ -438,7 +478,7 @@ unsafe extern "C" fn mem_trampoline(
 
 unsafe extern "C" fn elem_trampoline<F: FnMut(u8, Element<'_>) -> Flow>(
     ctx: *const c_void,
-    _index: ffi::ocsd_trc_index_t,
+    index: ffi::ocsd_trc_index_t,
     chan: u8,
     elem: *const ffi::ocsd_generic_trace_elem,
 ) -> ffi::ocsd_datapath_resp_t {
@@ -452,7 +492,7 @@ unsafe extern "C" fn elem_trampoline<F: FnMut(u8, Element<'_>) -> Flow>(
         return ffi::OCSD_RESP_FATAL_SYS_ERR;
     }
     // SAFETY: the library passes a valid element for the duration of the call.
-    let el = Element(unsafe { &*elem });
+    let el = Element(unsafe { &*elem }, index);
     match catch_unwind(AssertUnwindSafe(|| (s.f)(chan, el))) {
         Ok(Flow::Continue) => ffi::OCSD_RESP_CONT,
         Ok(Flow::Stop) => {

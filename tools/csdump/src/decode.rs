@@ -450,29 +450,52 @@ pub fn decode_each(
         }
     }
     tree.set_memory(|addr, buf| memory.read(addr, buf))?;
-    let out = tree.decode(s.frames(), |id, el| match Element::from_elem(&el) {
-        Some(e) => f(id, &e),
-        None => Flow::Continue,
+    // A packet the decoder could not make sense of, or code that does not match the trace:
+    // the decoder says so with a no-sync element and resynchronises.
+    let mut errors = Vec::new();
+    let mut error_count = 0u64;
+    let out = tree.decode(s.frames(), |id, el| {
+        use opencsd::Unsync;
+        if el.kind() == opencsd::ElemKind::NoSync {
+            let why = match el.unsync_reason() {
+                Unsync::BadPacket => Some("a packet it cannot decode (corrupt trace)"),
+                Unsync::BadImage => Some("code that does not match the trace (wrong image?)"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                error_count += 1;
+                if errors.len() < opencsd::MAX_ERRORS {
+                    errors.push(format!(
+                        "trace byte {}, ID {id:#x}: {why}; resynchronised",
+                        el.index()
+                    ));
+                }
+            }
+        }
+        match Element::from_elem(&el) {
+            Some(e) => f(id, &e),
+            None => Flow::Continue,
+        }
     })?;
+    for l in &out.errors {
+        error_count += 1;
+        if errors.len() < opencsd::MAX_ERRORS {
+            errors.push(if l.trace_id == 0xFF || l.trace_id == 0 {
+                format!("trace byte {}: {}", l.index, l.message)
+            } else {
+                format!(
+                    "trace byte {}, ID {:#x}: {}",
+                    l.index, l.trace_id, l.message
+                )
+            });
+        }
+    }
     Ok(Summary {
         sink,
         bytes: out.bytes,
         stopped: out.stopped,
-        errors: out
-            .errors
-            .iter()
-            .map(|l| {
-                if l.trace_id == 0xFF || l.trace_id == 0 {
-                    format!("trace byte {}: {}", l.index, l.message)
-                } else {
-                    format!(
-                        "trace byte {}, ID {:#x}: {}",
-                        l.index, l.trace_id, l.message
-                    )
-                }
-            })
-            .collect(),
-        error_count: out.error_count,
+        errors,
+        error_count,
         fatal: out.fatal,
     })
 }

@@ -66,8 +66,13 @@ fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
 
 /// Runs trc_pkt_lister on `dir`, returns its log (a fresh file: it appends).
 fn trc_pkt_lister(dir: &Path, decode: bool, log: &Path) -> String {
+    trc_pkt_lister_of(Path::new("trc_pkt_lister"), dir, decode, log)
+}
+
+/// Runs the trc_pkt_lister `program` on `dir`, returns its log.
+fn trc_pkt_lister_of(program: &Path, dir: &Path, decode: bool, log: &Path) -> String {
     let _ = fs::remove_file(log);
-    let mut c = Command::new("trc_pkt_lister");
+    let mut c = Command::new(program);
     c.arg("-ss_dir").arg(dir);
     if decode {
         c.arg("-decode_only");
@@ -447,22 +452,28 @@ fn snapshot_decodes_like_the_original() {
     }
 }
 
-/// csdump's in-process decode (OpenCSD's library through the `opencsd` crate) gives, per trace
-/// ID, the same elements in the same order as `trc_pkt_lister` on the same snapshot: real ETMv4
-/// captures of a Juno (ETB frames, a kernel image; user code with no image) and a Cortex-A55
-/// (a TPIU capture, `dstream_coresight`).
+/// csdump's in-process decode (OpenCSD's library through the `opencsd` crate: the binding, the
+/// memory callback, the element conversion) gives, per trace ID, the same elements in the same
+/// order as that library's own `trc_pkt_lister` (its snapshot reader and file accessors) on the
+/// same snapshot: real ETMv4 captures of a Juno (ETB frames, a kernel image; user code with no
+/// image) and a Cortex-A55 (a TPIU capture, `dstream_coresight`).
 #[test]
 fn in_process_decode_equals_trc_pkt_lister() {
-    if !have("trc_pkt_lister") {
+    let Some(tool) = cspd_testdata::library_trc_pkt_lister() else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     let mut checked = 0;
     for name in [RET_STCK, UNAME, "a55-test-tpiu"] {
         let Some(snap) = testdata(name) else {
             return;
         };
-        let log = trc_pkt_lister(&snap, true, &tmp.path().join(format!("{name}.ppl")));
+        let log = trc_pkt_lister_of(&tool, &snap, true, &tmp.path().join(format!("{name}.ppl")));
+        assert!(
+            log.contains("Library Version : 1.5"),
+            "{}",
+            &log[..log.len().min(400)]
+        );
         let mut want: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
         for (id, e) in log.lines().filter_map(judge_line) {
             want.entry(id).or_default().push(e);
@@ -475,8 +486,8 @@ fn in_process_decode_equals_trc_pkt_lister() {
             csdump::decode::Flow::Continue
         })
         .unwrap();
-        // Where trc_pkt_lister stops on an error the library cannot go on from (the A55 TPIU
-        // capture, with Debian bookworm's OpenCSD 1.3), the decode stops at the same byte.
+        // Where trc_pkt_lister stops on an error the library cannot go on from, the decode stops
+        // at the same byte.
         match log.lines().find_map(|l| {
             l.split_once("Trace buffer done, processed ")?
                 .1
@@ -1101,4 +1112,57 @@ fn sigterm_leaves_nothing_behind() {
     assert_eq!(status.code(), Some(128 + 15), "{status:?}");
     assert!(temp_files(&out).is_empty(), "{:?}", temp_files(&out));
     assert_eq!(fs::read_dir(&scratch).unwrap().count(), 0);
+}
+
+/// A real trace whose end is overwritten (here by text), decoded against a snapshot whose core
+/// lacks one of its memory images: bookworm's OpenCSD 1.3.3 dereferenced a dangling P0 stack
+/// element on it (`mispredictAtom`) and took csdump down with a segfault; the library csdump
+/// links (1.5, from Debian's source package) logs the error and the report is written.
+/// Found by the fuzz target.
+#[test]
+fn a_corrupt_trace_that_crashed_opencsd_1_3_is_decoded() {
+    let Some(src) = testdata(UNAME) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let snap = tmp.path().join("s");
+    fs::create_dir_all(&snap).unwrap();
+    for e in fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), snap.join(e.file_name())).unwrap();
+    }
+    // No libc image: drop the core's [dump2].
+    let cpu = fs::read_to_string(src.join("cpu_0.ini")).unwrap();
+    let (head, rest) = cpu.split_once("[dump2]").unwrap();
+    let tail = &rest[rest.find("[dump3]").unwrap()..];
+    fs::write(snap.join("cpu_0.ini"), format!("{head}{tail}")).unwrap();
+    let mut trace = fs::read(src.join("uname_trace.bin")).unwrap();
+    trace.truncate(2707);
+    trace.extend_from_slice(
+        b"000\nTRCIDR11(0x063)=0x00000000\nTRCIDR12(0x064)=0x00000000\nTRCIDR13(0x065)=0x0",
+    );
+    assert_eq!(trace.len(), 2784);
+    fs::write(snap.join("uname_trace.bin"), &trace).unwrap();
+    let o = run(&[&"report", &snap, &"--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), None, "killed by a signal: {err}");
+    // The snapshot names images it does not hold (libc, ld): partial input, exit 3.
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("ld-2.21.so.bin: memory image missing"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["decoder_error_count"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["decoder_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("corrupt trace")),
+        "{v}"
+    );
+    // What came before the corrupt end is decoded (42 elements, as the library's own
+    // trc_pkt_lister gives them).
+    assert_eq!(v["cpus"][0]["elements"].as_u64(), Some(42));
 }
