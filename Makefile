@@ -59,9 +59,10 @@ plugin:
 e2e: plugin
 	bash scripts/e2e.sh
 
-## bench            the plugin's cost: boot-to-panic time and QEMU's RSS with and without it
+## bench            the plugin's cost (boot-to-panic time, QEMU's RSS) and csdump's (make bench-csdump)
 bench: plugin
 	bash scripts/bench-plugin.sh
+	$(MAKE) bench-csdump
 
 ## bench-csdump     csdump report on a 16 MiB trace (peak RSS, stray files) and decode MB/s vs trc_pkt_lister
 bench-csdump:
