@@ -1166,3 +1166,110 @@ fn a_corrupt_trace_that_crashed_opencsd_1_3_is_decoded() {
     // trc_pkt_lister gives them).
     assert_eq!(v["cpus"][0]["elements"].as_u64(), Some(42));
 }
+
+/// Copies the snapshot `name` into `to`.
+fn copy_snap(name: &str, to: &Path) -> bool {
+    let Some(src) = testdata(name) else {
+        return false;
+    };
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    true
+}
+
+/// Snapshots as OpenCSD's snapshot reader takes them: an STM source beside the ETM is a note
+/// (exit 0); a source of a protocol csdump does not decode (ETM3) is named and skipped (exit
+/// 3); a buffer or ini file that is not a regular file (`/dev/zero`) or is too big is refused
+/// by name, never read.
+#[test]
+fn snapshots_as_opencsd_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("stm");
+    if !copy_snap(UNAME, &s) {
+        return;
+    }
+    // An STM (software trace) source on the same buffer, in a device file of its own.
+    fs::write(
+        s.join("device_stm.ini"),
+        "[device]\nname=STM_0\nclass=trace_source\ntype=STM\n\n[regs]\nSTMTCSR(0x3C0)=0x00020003\n",
+    )
+    .unwrap();
+    let snap = fs::read_to_string(s.join("snapshot.ini")).unwrap();
+    fs::write(
+        s.join("snapshot.ini"),
+        snap.replace(
+            "[device_list]\n",
+            "[device_list]\ndevice9=device_stm.ini ; software trace\n",
+        ),
+    )
+    .unwrap();
+    let trace = fs::read_to_string(s.join("trace.ini")).unwrap();
+    fs::write(
+        s.join("trace.ini"),
+        trace.replace("[source_buffers]\n", "[source_buffers]\nSTM_0=ETB_0\n"),
+    )
+    .unwrap();
+    let o = run(&[&"report", &s]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("note: ") && err.contains("source STM_0: STM (software trace, no CPU)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("warning: ") || err.contains("memory image missing"),
+        "{err}"
+    );
+
+    // An ETM3 source: named, skipped, exit 3.
+    let e3 = tmp.path().join("etm3");
+    copy_snap(UNAME, &e3);
+    let dev = fs::read_to_string(e3.join("device_6.ini")).unwrap();
+    fs::write(
+        e3.join("device_6.ini"),
+        dev.replace("type=ETM4", "type=ETM3.5"),
+    )
+    .unwrap();
+    let o = run(&[&"report", &e3]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("ETM3.5 trace (32-bit cores) is not supported"),
+        "{err}"
+    );
+
+    // A TPIU capture (dstream_coresight) and a versioned type (ETM4.2) are read.
+    if let Some(a55) = testdata("a55-test-tpiu") {
+        let cap = Capture::from_snapshot_dir(&a55).unwrap();
+        assert_eq!(cap.sinks[0].format, csdump::capture::SinkFormat::Tpiu);
+        assert_eq!(cap.etms.len(), 1);
+        assert_eq!(cap.etms[0].trace_id(), 1);
+    }
+
+    // /dev/zero as the trace buffer: refused without reading it.
+    let z = tmp.path().join("zero");
+    copy_snap(UNAME, &z);
+    let t = fs::read_to_string(z.join("trace.ini")).unwrap();
+    fs::write(
+        z.join("trace.ini"),
+        t.replace("file=uname_trace.bin", "file=/dev/zero"),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let o = run(&[&"report", &z]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+    assert!(start.elapsed().as_secs() < 10);
+    // A device file bigger than the cap: named and skipped.
+    let big = tmp.path().join("big");
+    copy_snap(UNAME, &big);
+    let f = fs::File::create(big.join("device_6.ini")).unwrap();
+    f.set_len(csdump::capture::MAX_INI_BYTES + 1).unwrap();
+    let o = run(&[&"report", &big]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("more than the 1048576 csdump reads"), "{err}");
+    assert_ne!(o.status.code(), Some(0), "{err}");
+}
