@@ -3,8 +3,11 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+CSPD_CACHE ?= /var/tmp/coresight-panic-dump
+# The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
+export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
-.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint kernel-gates plugin bench help
+.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-csdump help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -38,6 +41,10 @@ host-test:
 lint:
 	bash scripts/lint.sh
 
+## fuzz             a bounded (60 s) run of csdump's fuzz target: regions, vmcores, snapshots, vmlinux, report
+fuzz:
+	bash scripts/fuzz.sh $${FUZZ_SECONDS:-60}
+
 ## kernel-gates     checkpatch --strict and make dt_binding_check on this repo's kernel files
 kernel-gates: setup
 	bash scripts/kernel.sh source
@@ -52,9 +59,14 @@ plugin:
 e2e: plugin
 	bash scripts/e2e.sh
 
-## bench            the plugin's cost: boot-to-panic time and QEMU's RSS with and without it
+## bench            the plugin's cost (boot-to-panic time, QEMU's RSS) and csdump's (make bench-csdump)
 bench: plugin
 	bash scripts/bench-plugin.sh
+	$(MAKE) bench-csdump
+
+## bench-csdump     csdump report on a 16 MiB trace (peak RSS, stray files) and decode MB/s vs trc_pkt_lister
+bench-csdump:
+	$(CARGO) bench --locked -p csdump --bench decode
 
 ## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
 demo: setup plugin
@@ -80,6 +92,7 @@ demo: setup plugin
 check: setup
 	$(MAKE) host-test
 	$(MAKE) lint
+	$(MAKE) fuzz
 	bash scripts/kernel.sh all mod
 	bash scripts/kernel-gates.sh
 	bash scripts/kernel.sh rustdoc mod

@@ -167,7 +167,7 @@ check_cpu_debug() {
 	local rc=0
 	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --json \
 		>"$d/report.json" 2>"$d/report.err" || rc=$?
-	[ $rc = 0 ] || [ $rc = 2 ] || { cat "$d/report.err"; return 1; }
+	[ $rc = 0 ] || [ $rc = 3 ] || { cat "$d/report.err"; return 1; }
 	python3 - "$d/console.log" "$d/report.json" "$d/plugin.log" "$SMP" <<'PY'
 import json, re, sys
 text = open(sys.argv[1], errors="replace").read()

@@ -24,8 +24,10 @@ HOST_PKGS=(
 	rustc-web cargo-web rust-web-src rustfmt-web rust-web-clippy
 	# guest and capture
 	qemu-system-arm device-tree-compiler
-	# judges of what csdump writes
+	# csdump decodes with OpenCSD's library; perf and trc_pkt_lister judge what it writes
 	linux-perf libopencsd-bin libopencsd-dev
+	# cargo-fuzz's libfuzzer-sys builds libFuzzer (C++)
+	g++
 	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
 	python3-venv libyaml-dev pkg-config
 )
@@ -57,6 +59,16 @@ else
 		cargo install --locked --root /usr/local "bindgen-cli@$BINDGEN_VERSION"
 fi
 
+# cargo-fuzz, pinned, for `make fuzz` (stable toolchain, `-s none`; g++ above builds libFuzzer).
+CARGO_FUZZ_VERSION=0.13.1
+if command -v cargo-fuzz >/dev/null && cargo-fuzz --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION\$"; then
+	say "have cargo-fuzz $CARGO_FUZZ_VERSION"
+else
+	say "building cargo-fuzz $CARGO_FUZZ_VERSION (a few minutes)"
+	CARGO_TARGET_DIR="$CSPD_CACHE/cargo-fuzz-build" \
+		cargo install --locked --root /usr/local "cargo-fuzz@$CARGO_FUZZ_VERSION"
+fi
+
 # dtschema and yamllint from PyPI, pinned, in a venv in the cache: make dt_binding_check
 # (scripts/kernel-gates.sh).
 DTSCHEMA_VENV=$CSPD_CACHE/dtschema-venv
@@ -73,13 +85,13 @@ fi
 
 # A private apt configuration: its own sources, state and cache, so that
 # fetching from other releases or architectures never touches the system's apt.
-#   $1 name, $2 architecture, $3 suites line (deb822 "Suites:" value)
+#   $1 name, $2 architecture, $3 suites line (deb822 "Suites:" value), $4 types (default deb)
 private_apt() {
-	local name=$1 arch=$2 suites=$3 dir="$CSPD_CACHE/apt-$1"
+	local name=$1 arch=$2 suites=$3 types=${4:-deb} dir="$CSPD_CACHE/apt-$1"
 	mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/sources.list.d" "$dir/preferences.d"
 	: >"$dir/status"
 	cat >"$dir/sources.list.d/debian.sources" <<EOS
-Types: deb
+Types: $types
 URIs: http://deb.debian.org/debian
 Suites: $suites
 Components: main
@@ -110,6 +122,64 @@ else
 	conf=$(private_apt trixie-bpo amd64 "trixie-backports")
 	APT_CONFIG=$conf apt-get update -qq
 	(cd "$DEBS" && APT_CONFIG=$conf apt-get download -qq linux-source-7.3)
+fi
+
+# OpenCSD from Debian's libopencsd source package (trixie's, 1.5.5: bookworm's 1.3.3 decoder
+# crashes on some corrupt traces, and its orig tarball is gone from the mirrors), into the cache:
+# - its test snapshots (real ETMv4 captures from Juno and Cortex-A55 boards), which the host
+#   tests decode ($CSPD_OPENCSD_TESTDATA, set by the Makefile);
+# - the library itself, built as static libraries with this machine's g++, which csdump links
+#   (crates/opencsd-sys reads $OPENCSD_DIR, default $CSPD_CACHE/opencsd/lib).
+OPENCSD_SNAPSHOTS=$CSPD_CACHE/opencsd/snapshots
+OPENCSD_LIB=$CSPD_CACHE/opencsd/lib
+opencsd_tarball() {
+	local t
+	t=$(ls "$CSPD_CACHE"/opencsd/libopencsd_*.orig.tar.* 2>/dev/null | head -n1 || true)
+	if [ -z "$t" ]; then
+		say "fetching libopencsd's source package (download only)" >&2
+		conf=$(private_apt trixie-src amd64 "trixie" deb-src)
+		APT_CONFIG=$conf apt-get update -qq
+		mkdir -p "$CSPD_CACHE/opencsd"
+		(cd "$CSPD_CACHE/opencsd" && APT_CONFIG=$conf apt-get source -qq --download-only --tar-only libopencsd) >&2
+		t=$(ls "$CSPD_CACHE"/opencsd/libopencsd_*.orig.tar.* | head -n1)
+	fi
+	echo "$t"
+}
+if [ -f "$OPENCSD_SNAPSHOTS/juno-ret-stck/snapshot.ini" ] && [ -f "$OPENCSD_SNAPSHOTS/a55-test-tpiu/snapshot.ini" ]; then
+	say "have the OpenCSD test snapshots in $OPENCSD_SNAPSHOTS"
+else
+	tarball=$(opencsd_tarball)
+	rm -rf "$OPENCSD_SNAPSHOTS.tmp" "$OPENCSD_SNAPSHOTS"
+	mkdir -p "$OPENCSD_SNAPSHOTS.tmp"
+	tar -xf "$tarball" -C "$OPENCSD_SNAPSHOTS.tmp" --strip-components=4 --wildcards '*/decoder/tests/snapshots/*'
+	[ -f "$OPENCSD_SNAPSHOTS.tmp/juno-ret-stck/snapshot.ini" ] || die "$tarball has no decoder/tests/snapshots/juno-ret-stck"
+	mv "$OPENCSD_SNAPSHOTS.tmp" "$OPENCSD_SNAPSHOTS"
+	say "extracted $(ls "$OPENCSD_SNAPSHOTS" | wc -l) OpenCSD snapshots from $(basename "$tarball")"
+fi
+if [ -f "$OPENCSD_LIB/lib/libopencsd_c_api.a" ] && [ -f "$OPENCSD_LIB/include/opencsd/c_api/opencsd_c_api.h" ] &&
+	[ -x "$OPENCSD_LIB/bin/trc_pkt_lister" ]; then
+	say "have OpenCSD $(awk '/define OCSD_VER_STRING/ {print $3}' "$OPENCSD_LIB/include/opencsd/ocsd_if_version.h") static libraries in $OPENCSD_LIB"
+else
+	tarball=$(opencsd_tarball)
+	say "building OpenCSD's libraries from $(basename "$tarball") (about a minute)"
+	src=$CSPD_CACHE/opencsd/src
+	rm -rf "$src" "$OPENCSD_LIB.tmp"
+	mkdir -p "$src" "$OPENCSD_LIB.tmp/lib"
+	tar -xf "$tarball" -C "$src" --strip-components=1
+	make -C "$src/decoder/build/linux" -j2 libs tests >"$src/build.log" 2>&1 || { tail -n 30 "$src/build.log"; die "OpenCSD library build failed"; }
+	cp "$src"/decoder/lib/builddir/libopencsd.a "$src"/decoder/lib/builddir/libopencsd_c_api.a "$OPENCSD_LIB.tmp/lib/"
+	cp -r "$src/decoder/include" "$OPENCSD_LIB.tmp/include"
+	# The library's own trc_pkt_lister, with its shared libraries: what the tests compare
+	# csdump's in-process decode with (the same library through its snapshot reader).
+	mkdir -p "$OPENCSD_LIB.tmp/bin" "$OPENCSD_LIB.tmp/so"
+	cp -a "$src"/decoder/lib/builddir/*.so* "$OPENCSD_LIB.tmp/so/"
+	cp "$src/decoder/tests/bin/builddir/trc_pkt_lister" "$OPENCSD_LIB.tmp/bin/trc_pkt_lister.bin"
+	printf '#!/bin/sh\n# OpenCSD %s trc_pkt_lister, with the libraries it was built with.\nd=$(dirname "$0")\nLD_LIBRARY_PATH="$d/../so" exec "$d/trc_pkt_lister.bin" "$@"\n' \
+		"$(basename "$tarball")" >"$OPENCSD_LIB.tmp/bin/trc_pkt_lister"
+	chmod +x "$OPENCSD_LIB.tmp/bin/trc_pkt_lister"
+	rm -rf "$OPENCSD_LIB" && mv "$OPENCSD_LIB.tmp" "$OPENCSD_LIB"
+	rm -rf "$src"
+	say "OpenCSD static libraries in $OPENCSD_LIB"
 fi
 
 # arm64 guest userland from bookworm: busybox and kexec-tools with the shared

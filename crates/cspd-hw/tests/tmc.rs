@@ -5,7 +5,6 @@ use cspd_hw::tmc::*;
 use cspd_model::tmc::RamStuck;
 use cspd_model::tmc::TmcModel;
 use cspd_model::tmc::TmcModelConfig;
-use std::path::PathBuf;
 
 const BARRIER: [u8; 16] = [
     0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F,
@@ -31,16 +30,14 @@ fn with_barrier(mut b: Vec<u8>) -> Vec<u8> {
     b
 }
 
+/// A file of the OpenCSD test snapshots (see `cspd_testdata`); `None` after saying so (a
+/// failure under CI) when it is not there.
 fn testdata(rel: &str) -> Option<Vec<u8>> {
-    let base = std::env::var_os("CSPD_OPENCSD_TESTDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/opencsd")
-        });
-    match std::fs::read(base.join(rel)) {
+    let path = cspd_testdata::opencsd_dir().join(rel);
+    match std::fs::read(&path) {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("skipping: {} not readable: {e}", base.join(rel).display());
+            cspd_testdata::missing(&format!("{} not readable: {e}", path.display()));
             None
         }
     }

@@ -290,7 +290,9 @@ fn check_decode(
     ranges: &[ExecRange],
 ) -> bool {
     if trc_pkt_lister().is_none() {
-        eprintln!("SKIP {name}: trc_pkt_lister not found in PATH (Debian package libopencsd-bin)");
+        cspd_testdata::missing(&format!(
+            "{name}: trc_pkt_lister not found in PATH (Debian package libopencsd-bin)"
+        ));
         return false;
     }
     let saved = etm_registers(cfg, 0x10);
@@ -475,8 +477,7 @@ fn timestamps_vmid_and_no_context_decode_exactly() {
 
 /// The real Juno kernel image from OpenCSD's `juno-ret-stck` snapshot, when present.
 fn juno_kernel() -> Option<(u64, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/opencsd/juno-ret-stck");
+    let dir = cspd_testdata::opencsd_dir().join("juno-ret-stck");
     let bytes = std::fs::read(dir.join("kernel_dump.bin")).ok()?;
     Some((0xFFFF_0000_0808_0000, bytes))
 }
@@ -484,7 +485,7 @@ fn juno_kernel() -> Option<(u64, Vec<u8>)> {
 #[test]
 fn random_paths_through_real_kernel_code_decode_exactly() {
     let Some((base, code)) = juno_kernel() else {
-        eprintln!("SKIP: juno-ret-stck/kernel_dump.bin not available");
+        cspd_testdata::missing("juno-ret-stck/kernel_dump.bin is not readable");
         return;
     };
     let image = CodeImage { base, bytes: &code };
@@ -543,7 +544,7 @@ fn random_paths_through_real_kernel_code_decode_exactly() {
 #[test]
 fn a_flipped_atom_changes_the_decode() {
     if trc_pkt_lister().is_none() {
-        eprintln!("SKIP: trc_pkt_lister not found in PATH (Debian package libopencsd-bin)");
+        cspd_testdata::missing("trc_pkt_lister not found in PATH (Debian package libopencsd-bin)");
         return;
     }
     let cfg = GenConfig::kernel();

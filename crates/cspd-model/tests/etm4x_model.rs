@@ -1,7 +1,5 @@
 //! Behaviour of the ETMv4 register-level model itself.
 
-use std::path::Path;
-
 use cspd_model::access::CsAccess;
 use cspd_model::access::CS_UNLOCK_KEY;
 use cspd_model::etm4x::Etm4xFaults;
@@ -150,15 +148,14 @@ fn sysreg_interface_has_no_software_lock() {
 
 #[test]
 fn id_values_are_those_of_the_juno_snapshot() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/opencsd/juno-ret-stck");
+    let dir = cspd_testdata::opencsd_dir().join("juno-ret-stck");
     // device_6 is cpu_0 (Cortex-A53), device_10 is cpu_4 (Cortex-A57).
     for (file, ids) in [
         ("device_6.ini", ModelIds::CORTEX_A53),
         ("device_10.ini", ModelIds::CORTEX_A57),
     ] {
         let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
-            eprintln!("SKIP: {file} not available");
+            cspd_testdata::missing(&format!("{} not readable", dir.join(file).display()));
             return;
         };
         let mut seen = 0;

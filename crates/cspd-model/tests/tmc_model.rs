@@ -105,22 +105,18 @@ fn deformat(bytes: &[u8]) -> BTreeMap<u8, Vec<u8>> {
     out
 }
 
-/// The OpenCSD snapshots: `$CSPD_OPENCSD_TESTDATA`, else `shared/testdata/opencsd` beside the
-/// repository.
+/// The OpenCSD test snapshots (see `cspd_testdata`).
 fn testdata_dir() -> PathBuf {
-    std::env::var_os("CSPD_OPENCSD_TESTDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/opencsd")
-        })
+    cspd_testdata::opencsd_dir()
 }
 
+/// A file of the snapshots; `None` after saying so (a failure under CI) when it is not there.
 fn testdata(rel: &str) -> Option<Vec<u8>> {
-    let base = testdata_dir();
-    match std::fs::read(base.join(rel)) {
+    let path = testdata_dir().join(rel);
+    match std::fs::read(&path) {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("skipping: {} not readable: {e}", base.join(rel).display());
+            cspd_testdata::missing(&format!("{} not readable: {e}", path.display()));
             None
         }
     }
@@ -472,7 +468,7 @@ fn list_packets(dir: &std::path::Path) -> Option<Vec<String>> {
     match st {
         Ok(st) => assert!(st.success(), "trc_pkt_lister failed on {}", dir.display()),
         Err(e) => {
-            eprintln!("skipping the OpenCSD check: trc_pkt_lister: {e}");
+            cspd_testdata::missing(&format!("trc_pkt_lister cannot run ({e})"));
             return None;
         }
     }

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fs;
+use std::io::Read;
 use std::path::Path;
 use std::path::PathBuf;
 
@@ -35,18 +36,24 @@ use crate::region::Located;
 pub enum CaptureError {
     /// The dump's container header is unreadable.
     #[error("region: {0}")]
-    Format(#[from] cspd_format::FormatError),
+    Format(cspd_format::FormatError),
     /// A snapshot file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{}: {err}", path.display())]
     Io {
         /// The file at fault.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// The snapshot directory lacks something it must have.
     #[error("{0}")]
     Snapshot(String),
+}
+
+impl From<cspd_format::FormatError> for CaptureError {
+    fn from(e: cspd_format::FormatError) -> Self {
+        Self::Format(e)
+    }
 }
 
 /// Where a capture came from.
@@ -58,6 +65,27 @@ pub enum Origin {
     Snapshot(PathBuf),
 }
 
+/// How a sink's trace is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkFormat {
+    /// 16-byte CoreSight frames aligned in memory (ETB, ETF, ETR; a snapshot's `coresight`).
+    Frames,
+    /// CoreSight frames with full syncs, as a TPIU emits them (a snapshot's
+    /// `dstream_coresight`).
+    Tpiu,
+    /// One source's raw stream, no formatter (a snapshot's `source_data`).
+    Single,
+}
+
+/// The trace protocol of a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// ETMv4 instruction trace.
+    Etmv4,
+    /// The Embedded Trace Extension (Armv9), ETMv4's successor.
+    Ete,
+}
+
 /// One trace sink's buffer.
 #[derive(Debug, Clone)]
 pub struct Sink<'a> {
@@ -67,11 +95,17 @@ pub struct Sink<'a> {
     pub trace: Cow<'a, [u8]>,
     /// The TMC record header, for a dump.
     pub tmc: Option<TmcRecordHeader>,
+    /// How the trace is laid out.
+    pub format: SinkFormat,
 }
 
 impl Sink<'_> {
-    /// Returns the trace cut to a whole number of 16-byte frames, as decoders need it.
+    /// Returns the trace cut to a whole number of 16-byte frames, as decoders need it (all of
+    /// it, for a single source's stream).
     pub fn frames(&self) -> &[u8] {
+        if self.format == SinkFormat::Single {
+            return &self.trace;
+        }
         let n = self.trace.len() - self.trace.len() % CS_FRAME_LEN;
         self.trace.get(..n).unwrap_or(&[])
     }
@@ -84,6 +118,8 @@ pub struct Etm {
     pub name: String,
     /// The saved state; `cpu` is the CPU it traces.
     pub state: SavedState,
+    /// Its trace protocol.
+    pub protocol: Protocol,
 }
 
 impl Etm {
@@ -145,6 +181,8 @@ pub struct Capture<'a> {
     pub core_types: Vec<(u32, String)>,
     /// What could not be used, in words for the user.
     pub warnings: Vec<String>,
+    /// What the reader should know that is not damage (a skipped STM source, say).
+    pub notes: Vec<String>,
     /// The vmcore the dump was found in, for the memory the kernel ran (its patched text).
     pub core: Option<&'a ElfCore<'a>>,
     /// The vmcore's VMCOREINFO text.
@@ -164,6 +202,7 @@ impl<'a> Capture<'a> {
             memory: Vec::new(),
             core_types: Vec::new(),
             warnings: Vec::new(),
+            notes: Vec::new(),
             core: None,
             vmcoreinfo: None,
         }
@@ -211,6 +250,7 @@ impl<'a> Capture<'a> {
                                 name,
                                 trace: Cow::Borrowed(trace),
                                 tmc: Some(tmc),
+                                format: SinkFormat::Frames,
                             });
                         }
                         Err(e) => c.warnings.push(format!("sink {name}: {e}; no trace")),
@@ -225,7 +265,11 @@ impl<'a> Capture<'a> {
                         continue;
                     }
                     match SavedState::decode(rec.data) {
-                        Ok(s) => sources.push(Etm { name, state: s }),
+                        Ok(s) => sources.push(Etm {
+                            name,
+                            state: s,
+                            protocol: Protocol::Etmv4,
+                        }),
                         Err(e) => c.warnings.push(format!(
                             "source {name}: not an ETMv4 saved state ({e:?}); skipped"
                         )),
@@ -251,142 +295,203 @@ impl<'a> Capture<'a> {
         Ok(c)
     }
 
-    /// Reads an OpenCSD snapshot directory: its trace buffers, ETM registers, core memory
-    /// images.
+    /// Reads an OpenCSD snapshot directory as OpenCSD's snapshot reader does: `snapshot.ini`
+    /// names the device files and the trace metadata file; `trace.ini` names the buffers
+    /// (`format` `coresight`, `dstream_coresight` or `source_data`; any other name is taken
+    /// as frames, as OpenCSD does), binds sources to buffers (`[source_buffers]`) and cores to
+    /// sources (`[core_trace_sources]`); a source's protocol is its device type before any
+    /// `.` (`ETM4`, `ETM4.2`, `ETE`), its core's device type gives the architecture.
+    ///
+    /// Every file is read only if it is a regular file, and at most [`MAX_INI_BYTES`] (an ini
+    /// file) or [`MAX_BUFFER_BYTES`] (a trace buffer). A source of another protocol
+    /// (ETMv3, PTM) is skipped with a warning naming it; an STM source, which traces no CPU,
+    /// is skipped with a note.
     pub fn from_snapshot_dir(dir: &Path) -> Result<Capture<'static>, CaptureError> {
-        let read = |name: &str| -> Result<String, CaptureError> {
+        let ini = |name: &str| -> Result<Ini, CaptureError> {
             let path = dir.join(name);
-            fs::read_to_string(&path).map_err(|source| CaptureError::Io { path, source })
+            let bytes = read_capped(&path, MAX_INI_BYTES)?;
+            Ok(Ini::parse(&String::from_utf8_lossy(&bytes)))
         };
-        let snap = Ini::parse(&read("snapshot.ini")?);
+        let snap = ini("snapshot.ini")?;
         let mut c = Capture::empty(Origin::Snapshot(dir.to_path_buf()));
-        let mut etm_by_name: Vec<(String, SavedState, String)> = Vec::new();
-        let devices = snap
+        // Devices by name: (device type, registers, CPU dumps).
+        let mut devices: Vec<(String, String, Option<crate::ini::Section>)> = Vec::new();
+        let files: Vec<String> = snap
             .section("device_list")
-            .map(|s| s.entries.clone())
+            .map(|s| s.entries.iter().map(|(_, v)| v.clone()).collect())
             .unwrap_or_default();
-        for (_, file) in &devices {
-            let dev = match read(file) {
-                Ok(t) => Ini::parse(&t),
+        for file in &files {
+            let dev = match ini(file) {
+                Ok(d) => d,
                 Err(e) => {
-                    c.warnings.push(format!("{e}"));
+                    c.warnings.push(format!("{e}; device skipped"));
                     continue;
                 }
             };
             let name = dev.get("device", "name").unwrap_or(file).to_string();
-            let class = dev.get("device", "class").unwrap_or("").to_string();
             let kind = dev.get("device", "type").unwrap_or("").to_string();
-            if class.eq_ignore_ascii_case("core") {
-                let cpu = trailing_number(&name);
-                if let Some(cpu) = cpu {
-                    c.core_types.push((cpu, kind.clone()));
-                }
-                for s in dev.sections.iter().filter(|s| s.name.starts_with("dump")) {
-                    let (Some(f), Some(addr)) = (s.get("file"), s.get("address")) else {
-                        continue;
-                    };
-                    let Some(address) = parse_number(addr) else {
-                        continue;
-                    };
-                    let path = dir.join(f);
-                    let Ok(meta) = fs::metadata(&path) else {
-                        c.warnings
-                            .push(format!("{}: memory image missing", path.display()));
-                        continue;
-                    };
-                    let offset = s.get("offset").and_then(parse_number).unwrap_or(0);
-                    let length = s
-                        .get("length")
-                        .and_then(parse_number)
-                        .unwrap_or(meta.len())
-                        .min(meta.len().saturating_sub(offset));
-                    let m = MemImage {
-                        address,
-                        path,
-                        offset,
-                        length,
-                    };
-                    // Every core of a snapshot usually names the same images.
-                    if !c.memory.contains(&m) {
-                        c.memory.push(m);
-                    }
-                }
-            } else if class.eq_ignore_ascii_case("trace_source") {
-                let regs = dev.section("regs");
-                let reg = |n: &str| -> u32 {
-                    regs.and_then(|r| {
-                        r.entries
-                            .iter()
-                            .find(|(k, _)| reg_name(k).eq_ignore_ascii_case(n))
-                            .and_then(|(_, v)| parse_number(v))
-                    })
-                    // CAST: registers are 32-bit; wider values are cut.
-                    .map_or(0, |v| v as u32)
-                };
-                let etmv4 = kind.eq_ignore_ascii_case("ETM4") || kind.eq_ignore_ascii_case("ETE");
-                let mut s = SavedState {
-                    outcome: SaveOutcome::Ok,
-                    flags: etm4x::SAVED_REGS_VALID,
-                    trcconfigr: reg("TRCCONFIGR"),
-                    trctraceidr: reg("TRCTRACEIDR"),
-                    authstatus: reg("TRCAUTHSTATUS"),
-                    devarch: if etmv4 { etm4x::DEVARCH_ETMV4 } else { 0 },
-                    ..SavedState::default()
-                };
-                for n in 0..etm4x::NR_IDR {
-                    if let Some(slot) = s.idr.get_mut(n) {
-                        *slot = reg(&format!("TRCIDR{n}"));
-                    }
-                }
-                if !etmv4 {
+            for s in dev.sections.iter().filter(|s| s.name.starts_with("dump")) {
+                let (Some(f), Some(address)) =
+                    (s.get("file"), s.get("address").and_then(parse_number))
+                else {
                     c.warnings.push(format!(
-                        "source {name}: unknown ETM architecture (type {kind:?}); skipped"
+                        "{file}: [{}] needs a file and an address; skipped",
+                        s.name
                     ));
                     continue;
+                };
+                let path = dir.join(f.trim_matches(|c| c == '"' || c == '\''));
+                let Ok(meta) = fs::metadata(&path) else {
+                    c.warnings
+                        .push(format!("{}: memory image missing", path.display()));
+                    continue;
+                };
+                let offset = s.get("offset").and_then(parse_number).unwrap_or(0);
+                let length = s
+                    .get("length")
+                    .and_then(parse_number)
+                    .unwrap_or(meta.len().saturating_sub(offset))
+                    .min(meta.len().saturating_sub(offset));
+                let m = MemImage {
+                    address,
+                    path,
+                    offset,
+                    length,
+                };
+                // Every core of a snapshot usually names the same images.
+                if !c.memory.contains(&m) {
+                    c.memory.push(m);
                 }
-                etm_by_name.push((name, s, kind));
             }
-        }
-        let trace = snap.get("trace", "metadata").unwrap_or("trace.ini");
-        let trace = Ini::parse(&read(trace)?);
-        // Which CPU each source traces.
-        if let Some(cts) = trace.section("core_trace_sources") {
-            for (core, src) in &cts.entries {
-                if let Some((_, s, _)) = etm_by_name.iter_mut().find(|(n, _, _)| n == src) {
-                    s.cpu = trailing_number(core).unwrap_or(0);
-                }
+            if devices.iter().any(|(n, _, _)| *n == name) {
+                c.warnings.push(format!(
+                    "{file}: a second device named {name:?}; the last one is used"
+                ));
+                devices.retain(|(n, _, _)| *n != name);
             }
+            devices.push((name, kind, dev.section("regs").cloned()));
         }
+        let Some(meta) = snap.get("trace", "metadata") else {
+            return Err(CaptureError::Snapshot(format!(
+                "{}: snapshot.ini has no [trace] metadata= (the trace.ini file)",
+                dir.display()
+            )));
+        };
+        let trace = ini(meta)?;
+        // source → buffer, core → source.
+        let source_buffers: Vec<(String, String)> = trace
+            .section("source_buffers")
+            .map(|s| s.entries.clone())
+            .unwrap_or_default();
+        let core_of = |src: &str| -> Option<String> {
+            trace
+                .section("core_trace_sources")?
+                .entries
+                .iter()
+                .rev()
+                .find(|(_, s)| s == src)
+                .map(|(core, _)| core.clone())
+        };
         let buffers = trace.get("trace_buffers", "buffers").unwrap_or("");
+        let mut seen_cpus = Vec::new();
         for b in buffers.split(',').map(str::trim).filter(|b| !b.is_empty()) {
             let Some(sec) = trace.section(b) else {
                 c.warnings
-                    .push(format!("trace.ini: buffer section [{b}] missing"));
+                    .push(format!("{meta}: buffer section [{b}] missing"));
                 continue;
             };
-            let name = sec.get("name").unwrap_or(b).to_string();
+            let Some(name) = sec.get("name").map(str::to_string) else {
+                c.warnings
+                    .push(format!("{meta}: buffer [{b}] has no name; skipped"));
+                continue;
+            };
             let Some(file) = sec.get("file") else {
                 c.warnings
-                    .push(format!("trace.ini: buffer {name} has no file"));
+                    .push(format!("{meta}: buffer {name} has no file; skipped"));
                 continue;
             };
-            let format = sec.get("format").unwrap_or("coresight");
-            if !format.eq_ignore_ascii_case("coresight") {
-                c.warnings.push(format!(
-                    "buffer {name}: format {format:?} is not CoreSight frames; skipped"
-                ));
-                continue;
+            let format = match sec.get("format").unwrap_or("") {
+                "source_data" => SinkFormat::Single,
+                "dstream_coresight" => SinkFormat::Tpiu,
+                "coresight" => SinkFormat::Frames,
+                other => {
+                    c.notes.push(format!(
+                        "buffer {name}: format {other:?} read as CoreSight frames, as OpenCSD does"
+                    ));
+                    SinkFormat::Frames
+                }
+            };
+            let bytes = read_capped(&dir.join(file), MAX_BUFFER_BYTES)?;
+            for (src, _) in source_buffers.iter().filter(|(_, buf)| *buf == name) {
+                let Some((_, kind, regs)) = devices.iter().find(|(n, _, _)| n == src) else {
+                    c.warnings
+                        .push(format!("{meta}: source {src} has no device file; skipped"));
+                    continue;
+                };
+                let proto = kind.split('.').next().unwrap_or("");
+                let protocol = match proto {
+                    "ETM4" => Protocol::Etmv4,
+                    "ETE" => Protocol::Ete,
+                    "STM" => {
+                        c.notes.push(format!(
+                            "source {src}: STM (software trace, no CPU) is not decoded; skipped"
+                        ));
+                        continue;
+                    }
+                    "ETM3" | "PTM" | "PFT" => {
+                        c.warnings.push(format!(
+                            "source {src}: {kind} trace (32-bit cores) is not supported by \
+                             csdump; skipped"
+                        ));
+                        continue;
+                    }
+                    _ => {
+                        c.warnings.push(format!(
+                            "source {src}: device type {kind:?} is not a trace protocol OpenCSD \
+                             knows; skipped"
+                        ));
+                        continue;
+                    }
+                };
+                let Some(core) = core_of(src) else {
+                    c.warnings.push(format!(
+                        "source {src}: no core in [core_trace_sources]; skipped"
+                    ));
+                    continue;
+                };
+                let cpu = trailing_number(&core)
+                    .filter(|n| !seen_cpus.contains(n))
+                    .unwrap_or_else(|| (0..).find(|n| !seen_cpus.contains(n)).unwrap_or(0));
+                seen_cpus.push(cpu);
+                if let Some((_, core_type, _)) = devices.iter().find(|(n, _, _)| *n == core) {
+                    if crate::decode::core_arch(core_type).is_none() {
+                        c.notes.push(format!(
+                            "core {core}: type {core_type:?} unknown to OpenCSD; decoded as ARMv8-A"
+                        ));
+                    }
+                    c.core_types.push((cpu, core_type.clone()));
+                }
+                match source_state(regs.as_ref(), cpu, protocol) {
+                    Ok(state) => c.add_etm(Etm {
+                        name: src.clone(),
+                        state,
+                        protocol,
+                    }),
+                    Err(missing) => c
+                        .warnings
+                        .push(format!("source {src}: register {missing} missing; skipped")),
+                }
+                if format == SinkFormat::Single {
+                    // One source per raw stream, as OpenCSD decodes it.
+                    break;
+                }
             }
-            let path = dir.join(file);
-            let bytes = fs::read(&path).map_err(|source| CaptureError::Io { path, source })?;
             c.add_sink(Sink {
                 name,
                 trace: Cow::Owned(bytes),
                 tmc: None,
+                format,
             });
-        }
-        for (name, state, _) in etm_by_name {
-            c.add_etm(Etm { name, state });
         }
         // The kernel text, if a memory image holds kernel addresses.
         c.kernel.text = c
@@ -397,7 +502,7 @@ impl<'a> Capture<'a> {
             .min();
         if c.sinks.is_empty() {
             return Err(CaptureError::Snapshot(format!(
-                "{}: no CoreSight trace buffer in trace.ini",
+                "{}: no trace buffer in {meta}",
                 dir.display()
             )));
         }
@@ -585,4 +690,81 @@ fn drain_warning(
         tmc.rsz,
         tmc.trace_len
     ))
+}
+
+/// Largest ini file of a snapshot csdump reads (1 MiB).
+pub const MAX_INI_BYTES: u64 = 1 << 20;
+/// Largest trace buffer file of a snapshot csdump reads (1 GiB).
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Reads `path` if it is a regular file of at most `cap` bytes.
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CaptureError> {
+    let io = |err| CaptureError::Io {
+        path: path.to_path_buf(),
+        err,
+    };
+    let f = fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(CaptureError::Snapshot(format!(
+            "{}: not a regular file; not read",
+            path.display()
+        )));
+    }
+    if meta.len() > cap {
+        return Err(CaptureError::Snapshot(format!(
+            "{}: {} bytes, more than the {cap} csdump reads from a snapshot file",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let mut v = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may have grown since: read no more than the cap.
+    f.take(cap).read_to_end(&mut v).map_err(io)?;
+    Ok(v)
+}
+
+/// The registers of a snapshot source, as OpenCSD's snapshot reader takes them: TRCCONFIGR,
+/// TRCTRACEIDR, TRCIDR0 and TRCIDR2 must be there; TRCIDR1 defaults to 0x4100F403, the
+/// others to 0. Returns the name of a missing register.
+fn source_state(
+    regs: Option<&crate::ini::Section>,
+    cpu: u32,
+    protocol: Protocol,
+) -> Result<SavedState, &'static str> {
+    let reg = |n: &str| -> Option<u32> {
+        regs?
+            .entries
+            .iter()
+            .find(|(k, _)| reg_name(k).eq_ignore_ascii_case(n))
+            .and_then(|(_, v)| parse_number(v.trim_matches(|c| c == '"' || c == '\'')))
+            // CAST: registers are 32-bit; wider values are cut.
+            .map(|v| v as u32)
+    };
+    let need = |n: &'static str| reg(n).ok_or(n);
+    let mut s = SavedState {
+        cpu,
+        outcome: SaveOutcome::Ok,
+        flags: etm4x::SAVED_REGS_VALID,
+        trcconfigr: need("TRCCONFIGR")?,
+        trctraceidr: need("TRCTRACEIDR")?,
+        authstatus: reg("TRCAUTHSTATUS").unwrap_or(0),
+        devarch: match protocol {
+            Protocol::Etmv4 => etm4x::DEVARCH_ETMV4,
+            Protocol::Ete => reg("TRCDEVARCH").unwrap_or(0x4770_5A13),
+        },
+        ..SavedState::default()
+    };
+    for n in 0..etm4x::NR_IDR {
+        let v = match n {
+            0 => need("TRCIDR0")?,
+            2 => need("TRCIDR2")?,
+            1 => reg("TRCIDR1").unwrap_or(0x4100_F403),
+            _ => reg(&format!("TRCIDR{n}")).unwrap_or(0),
+        };
+        if let Some(slot) = s.idr.get_mut(n) {
+            *slot = v;
+        }
+    }
+    Ok(s)
 }

@@ -1,26 +1,135 @@
-//! Decoding trace through OpenCSD: csdump writes a snapshot, runs Debian's `trc_pkt_lister`
-//! (libopencsd-bin) on it with `-decode_only`, and reads the generic trace elements it prints.
+//! Decoding a capture's trace in process with OpenCSD's library (the `opencsd` crate over
+//! libopencsd's C API): no child process, no temporary file, memory bounded by what the caller
+//! keeps.
 //!
-//! Only the last elements of each trace ID are kept (a bounded ring), so a large buffer is
-//! decoded in constant memory.
+//! The interface, for the report and the GDB stub:
+//!
+//! - [`decode_each`] streams every [`Element`] of the first sink that holds trace to a callback,
+//!   with the trace ID of the source that emitted it, in trace order; the callback may stop the
+//!   decode.
+//! - [`decode_last`] keeps only the last `keep` elements of each trace ID ([`Decoded`], a bounded
+//!   ring per ID, oldest first), which is what a report of "what ran before the panic" needs.
+//! - The decoder reads the traced code through a [`Memory`]; [`CodeImages`] is the one csdump
+//!   builds from a capture: vmlinux's text as the kernel ran it (read from the vmcore when it
+//!   holds the kernel image, else as built), a snapshot's memory images, and code outside
+//!   vmlinux (modules) read from the vmcore through the kernel's page tables on demand.
+//!
+//! Elements are what OpenCSD's generic elements say, in csdump's words: a range of executed
+//! instructions (start, end, instruction count, size of the last one, whether it was a taken
+//! branch and what kind of branch), an exception with its preferred return address, an
+//! exception return, no-sync and trace-on (where the trace starts or restarts), and no-access
+//! (the decoder reached code it has no image of).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io;
-use std::io::BufRead;
-use std::io::BufReader;
-use std::path::Path;
-use std::process::Command;
 
 use serde::Serialize;
+use thiserror::Error;
+
+use crate::capture::Capture;
+use crate::capture::Protocol;
+use crate::capture::SinkFormat;
+use crate::elf::Vmlinux;
+use crate::snapshot::kernel_relocation;
+
+pub use opencsd::Flow;
+
+/// What kind of instruction ends a range (its last instruction), as the decoder classed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BranchType {
+    /// Not a branch: the range was cut by an exception (or the trace) before one.
+    None,
+    /// A direct branch (`B`, `B.cond`, `CBZ`, `TBZ`…).
+    Direct,
+    /// A direct branch with link (`BL`).
+    DirectLink,
+    /// An indirect branch (`BR`).
+    Indirect,
+    /// An indirect branch with link (`BLR`).
+    IndirectLink,
+    /// `RET`.
+    Return,
+    /// `ERET`.
+    ExceptionReturn,
+    /// `ISB` (a P0 element on ETMv4).
+    Isb,
+    /// `DSB` or `DMB` traced as a waypoint.
+    Barrier,
+    /// `WFI` or `WFE` traced as a waypoint.
+    Wait,
+    /// `TSTART`.
+    Tstart,
+}
+
+impl BranchType {
+    fn from_elem(e: &opencsd::Element<'_>) -> Self {
+        use opencsd::InstrSubtype as S;
+        use opencsd::InstrType as T;
+        match (e.last_type(), e.last_subtype()) {
+            (T::Branch, S::Link) => Self::DirectLink,
+            (T::Branch, _) => Self::Direct,
+            (T::IndirectBranch, S::Link) => Self::IndirectLink,
+            (T::IndirectBranch, S::Ret | S::ImpliedRet) => Self::Return,
+            (T::IndirectBranch, S::Eret) => Self::ExceptionReturn,
+            (T::IndirectBranch, S::None) => Self::Indirect,
+            (T::Isb, _) => Self::Isb,
+            (T::DsbDmb, _) => Self::Barrier,
+            (T::WfiWfe, _) => Self::Wait,
+            (T::Tstart, _) => Self::Tstart,
+            (T::Other, _) => Self::None,
+        }
+    }
+
+    /// Whether the instruction is a branch (direct or indirect), not a barrier or a wait.
+    pub fn is_branch(self) -> bool {
+        matches!(
+            self,
+            Self::Direct
+                | Self::DirectLink
+                | Self::Indirect
+                | Self::IndirectLink
+                | Self::Return
+                | Self::ExceptionReturn
+        )
+    }
+
+    /// Whether the target is in a register (the trace names it with an address packet).
+    pub fn is_indirect(self) -> bool {
+        matches!(
+            self,
+            Self::Indirect | Self::IndirectLink | Self::Return | Self::ExceptionReturn
+        )
+    }
+
+    /// OpenCSD's name for it (`BR`, `BR b+link`, `iBR A64:ret`, `ISB`…), as its tools print
+    /// a range's last instruction.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "---",
+            Self::Direct => "BR",
+            Self::DirectLink => "BR b+link",
+            Self::Indirect => "iBR",
+            Self::IndirectLink => "iBR b+link",
+            Self::Return => "iBR A64:ret",
+            Self::ExceptionReturn => "iBR A64:eret",
+            Self::Isb => "ISB",
+            Self::Barrier => "DSB.DMB",
+            Self::Wait => "WFI.WFE",
+            Self::Tstart => "TSTART",
+        }
+    }
+}
 
 /// What a decoded trace element says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Element {
-    /// Instructions `start..end` were executed; the last one (at `end - last_size`) is a
-    /// branch that was taken (`taken`) or not.
+    /// Instructions `start..end` were executed; the last one (at `end - last_size`) is of type
+    /// `branch`, and was executed (`taken`, for a branch) or not.
     Range {
         /// First instruction.
         start: u64,
@@ -28,30 +137,32 @@ pub enum Element {
         end: u64,
         /// Number of instructions.
         count: u32,
-        /// Size of the last instruction.
+        /// Size of the last instruction in bytes.
         last_size: u32,
-        /// Whether the last instruction (a branch) was taken.
+        /// Whether the last instruction was executed (a branch: taken).
         taken: bool,
-        /// Branch type of the last instruction as OpenCSD names it (`BR`, `iBR A64:ret`…).
-        branch: String,
+        /// What the last instruction is.
+        branch: BranchType,
+        /// Whether the last instruction is conditional.
+        conditional: bool,
     },
     /// The decoder reached `addr` but has no memory image there.
     NoAccess {
         /// The address.
         addr: u64,
     },
-    /// An exception; `ret` is its preferred return address, when given.
+    /// An exception; `ret` is its preferred return address, when the trace gave one.
     Exception {
         /// Preferred return address.
         ret: Option<u64>,
-        /// OpenCSD's description.
-        text: String,
+        /// The ETMv4 exception number (IHI 0064, exception packet: 0xE IRQ, 0xC data fault…).
+        number: u32,
     },
     /// Return from an exception.
     ExceptionReturn,
-    /// The trace lost synchronisation or started.
+    /// The trace is not synchronised: decode start, or after an overflow or a bad packet.
     NoSync,
-    /// A trace-on (after a gap in the trace).
+    /// A trace-on: the trace starts, or restarts after a gap.
     TraceOn,
 }
 
@@ -65,6 +176,93 @@ impl Element {
             _ => None,
         }
     }
+
+    /// The branch name of a range's last instruction with `<cond>` when conditional, as
+    /// OpenCSD's tools print it; empty for other elements.
+    pub fn branch_name(&self) -> String {
+        match self {
+            Self::Range {
+                branch,
+                conditional: true,
+                ..
+            } => format!("{} <cond>", branch.name()),
+            Self::Range { branch, .. } => branch.name().to_string(),
+            _ => String::new(),
+        }
+    }
+
+    fn from_elem(e: &opencsd::Element<'_>) -> Option<Self> {
+        use opencsd::ElemKind as K;
+        Some(match e.kind() {
+            K::InstrRange => Self::Range {
+                start: e.start(),
+                end: e.end(),
+                count: e.instructions(),
+                last_size: e.last_size(),
+                taken: e.last_executed(),
+                branch: BranchType::from_elem(e),
+                conditional: e.last_conditional(),
+            },
+            K::AddrNacc => Self::NoAccess { addr: e.start() },
+            K::Exception => Self::Exception {
+                ret: e.return_address(),
+                number: e.exception_number(),
+            },
+            K::ExceptionReturn => Self::ExceptionReturn,
+            K::NoSync => Self::NoSync,
+            K::TraceOn => Self::TraceOn,
+            _ => return None,
+        })
+    }
+}
+
+/// Name of an ETMv4 exception number (IHI 0064, Exception instruction trace packet), for
+/// AArch64 PEs.
+pub fn exception_name(number: u32) -> &'static str {
+    match number {
+        0x0 => "PE reset",
+        0x1 => "debug halt",
+        0x2 => "call (SVC, HVC, SMC)",
+        0x3 => "trap",
+        0x4 => "system error",
+        0x6 => "instruction debug",
+        0x7 => "data debug",
+        0xA => "alignment",
+        0xB => "instruction fault",
+        0xC => "data fault",
+        0xE => "IRQ",
+        0xF => "FIQ",
+        _ => "exception",
+    }
+}
+
+/// Why trace could not be decoded.
+#[derive(Debug, Error)]
+pub enum DecodeError {
+    /// The capture has nothing to decode (named why).
+    #[error("{0}")]
+    Nothing(String),
+    /// The library refused the configuration or the trace.
+    #[error(transparent)]
+    Library(#[from] opencsd::Error),
+}
+
+/// What [`decode_each`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Index of the sink decoded.
+    pub sink: usize,
+    /// Trace bytes decoded.
+    pub bytes: u64,
+    /// Whether the callback stopped the decode.
+    pub stopped: bool,
+    /// Errors the library logged (a packet cut at the start of a wrapped buffer is usual), the
+    /// first [`opencsd::MAX_ERRORS`].
+    pub errors: Vec<String>,
+    /// Errors it logged in all.
+    pub error_count: u64,
+    /// Why the decode ended before the end of the trace (the elements before it are good).
+    pub fatal: Option<String>,
 }
 
 /// Elements kept per trace ID.
@@ -74,121 +272,482 @@ pub struct Decoded {
     pub by_id: BTreeMap<u8, VecDeque<Element>>,
     /// Elements seen in total, by trace ID.
     pub totals: BTreeMap<u8, u64>,
-    /// Error lines printed by the decoder.
+    /// Errors the decoder logged, the first [`opencsd::MAX_ERRORS`].
     pub errors: Vec<String>,
+    /// Errors it logged in all.
+    pub error_count: u64,
+    /// Trace bytes decoded.
+    pub bytes: u64,
+    /// Why the decode ended before the end of the trace (the elements before it are good).
+    pub fatal: Option<String>,
 }
 
-fn hex_after(s: &str, key: &str) -> Option<u64> {
-    let rest = &s[s.find(key)? + key.len()..];
-    let rest = rest.trim_start();
-    let rest = rest.strip_prefix("0x").unwrap_or(rest);
-    let end = rest
-        .find(|c: char| !c.is_ascii_hexdigit())
-        .unwrap_or(rest.len());
-    u64::from_str_radix(&rest[..end], 16).ok()
+/// The traced code, as the decoder reads it.
+pub trait Memory {
+    /// Fills `buf` from address `addr` on, as far as it can; returns how many bytes it filled
+    /// (0: no code there).
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
 }
 
-fn num_in(s: &str, key: &str) -> Option<u32> {
-    let rest = &s[s.find(key)? + key.len()..];
-    let end = rest.find(')')?;
-    rest[..end].parse().ok()
+/// Memory that holds nothing (the decoder then only follows what the trace says outright).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoMemory;
+
+impl Memory for NoMemory {
+    fn read(&mut self, _addr: u64, _buf: &mut [u8]) -> usize {
+        0
+    }
 }
 
-/// Parses one line of `trc_pkt_lister` output into a trace ID and an element.
-pub fn parse_line(line: &str) -> Option<(u8, Element)> {
-    let rest = line.strip_prefix("Idx:")?;
-    let (_, rest) = rest.split_once("; ID:")?;
-    let (id, rest) = rest.split_once(';')?;
-    let id = u8::from_str_radix(id.trim(), 16).ok()?;
-    let rest = rest.trim_start();
-    let body = rest.strip_prefix("OCSD_GEN_TRC_ELEM_")?;
-    let el = if let Some(b) = body.strip_prefix("INSTR_RANGE(") {
-        let start = hex_after(b, "exec range=")?;
-        let end = hex_after(b, ":[")?;
-        let tail = &b[b.find("(ISA=")?..];
-        let tail = &tail[tail.find(')')? + 1..];
-        let tail = tail.trim().trim_end_matches(')').trim();
-        let (flag, branch) = tail.split_once(' ').unwrap_or((tail, ""));
-        Element::Range {
-            start,
-            end,
-            count: num_in(b, "num_i(").unwrap_or(0),
-            last_size: num_in(b, "last_sz(").unwrap_or(4),
-            taken: flag == "E",
-            branch: branch.trim().to_string(),
-        }
-    } else if let Some(b) = body.strip_prefix("ADDR_NACC(") {
-        Element::NoAccess {
-            addr: hex_after(b, "")?,
-        }
-    } else if let Some(b) = body.strip_prefix("EXCEPTION(") {
-        Element::Exception {
-            ret: hex_after(b, "ret addr:"),
-            text: b.trim_end_matches(')').trim().to_string(),
-        }
-    } else if body.starts_with("EXCEPTION_RET") {
-        Element::ExceptionReturn
-    } else if body.starts_with("NO_SYNC") {
-        Element::NoSync
-    } else if body.starts_with("TRACE_ON") {
-        Element::TraceOn
-    } else {
-        return None;
+/// The core architecture OpenCSD derives from a core's type name (`Cortex-A57`, `ARMv8-A`,
+/// `ARMv8.3-A`, `ARM-AA64`…), as its snapshot reader does; `None` for a name it does not know.
+pub fn core_arch(name: &str) -> Option<opencsd::Core> {
+    use opencsd_sys::*;
+    let a = |arch, profile| Some(opencsd::Core { arch, profile });
+    // Named cores OpenCSD knows, with their architecture.
+    const V8R3_A: &[&str] = &[
+        "Cortex-A77",
+        "Cortex-A76",
+        "Cortex-A75",
+        "Cortex-A65",
+        "Cortex-A55",
+    ];
+    const V8_A: &[&str] = &[
+        "Cortex-A78",
+        "Cortex-A73",
+        "Cortex-A72",
+        "Cortex-A57",
+        "Cortex-A53",
+        "Cortex-A35",
+        "Cortex-A32",
+    ];
+    const V7_A: &[&str] = &[
+        "Cortex-A17",
+        "Cortex-A15",
+        "Cortex-A12",
+        "Cortex-A9",
+        "Cortex-A8",
+        "Cortex-A7",
+        "Cortex-A5",
+    ];
+    const V7_R: &[&str] = &["Cortex-R8", "Cortex-R7", "Cortex-R5", "Cortex-R4"];
+    const V7_M: &[&str] = &["Cortex-M0", "Cortex-M0+", "Cortex-M3", "Cortex-M4"];
+    if V8R3_A.contains(&name) {
+        return a(ARCH_V8r3, profile_CortexA);
+    }
+    if V8_A.contains(&name) {
+        return a(ARCH_V8, profile_CortexA);
+    }
+    if V7_A.contains(&name) {
+        return a(ARCH_V7, profile_CortexA);
+    }
+    if V7_R.contains(&name) {
+        return a(ARCH_V7, profile_CortexR);
+    }
+    if V7_M.contains(&name) {
+        return a(ARCH_V7, profile_CortexM);
+    }
+    match name {
+        "Cortex-R52" => return a(ARCH_V8, profile_CortexR),
+        "Cortex-M33" | "Cortex-M23" => return a(ARCH_V8, profile_CortexM),
+        _ => {}
+    }
+    let profile = |c: Option<u8>| match c {
+        Some(b'A') => Some(profile_CortexA),
+        Some(b'R') => Some(profile_CortexR),
+        Some(b'M') => Some(profile_CortexM),
+        _ => None,
     };
-    Some((id, el))
+    // ARMv<major>[.<minor>]-<profile>
+    if let Some(rest) = name.strip_prefix("ARMv") {
+        let b = rest.as_bytes();
+        let major = b.first().filter(|c| c.is_ascii_digit())? - b'0';
+        let (minor, tail) = match b.get(1) {
+            Some(b'.') => (b.get(2).filter(|c| c.is_ascii_digit())? - b'0', b.get(3..)?),
+            _ => (0, b.get(1..)?),
+        };
+        if tail.first() != Some(&b'-') {
+            return None;
+        }
+        let arch = match (major, minor) {
+            (7, _) => ARCH_V7,
+            (8, 0..=2) => ARCH_V8,
+            (8, 3) => ARCH_V8r3,
+            (8.., _) => ARCH_AA64,
+            _ => return None,
+        };
+        return a(arch, profile(tail.get(1).copied())?);
+    }
+    // ARM-AA64[-<profile>]
+    let rest = name
+        .strip_prefix("ARM-AA64")
+        .or_else(|| name.strip_prefix("ARM-aa64"))?;
+    let p = match rest.as_bytes() {
+        [b'-', b'R', ..] => profile_CortexR,
+        [b'-', b'M', ..] => profile_CortexM,
+        _ => profile_CortexA,
+    };
+    a(ARCH_AA64, p)
 }
 
-/// Reads `trc_pkt_lister` output, keeping the last `keep` elements of each trace ID.
-pub fn parse_output<R: BufRead>(r: R, keep: usize) -> io::Result<Decoded> {
+/// Streams every element of the first sink of `capture` that holds trace to `f`, with its
+/// trace ID, reading code through `memory`.
+pub fn decode_each(
+    capture: &Capture<'_>,
+    memory: &mut dyn Memory,
+    mut f: impl FnMut(u8, &Element) -> Flow,
+) -> Result<Summary, DecodeError> {
+    if capture.etms.is_empty() {
+        return Err(DecodeError::Nothing("no ETMv4 or ETE source".into()));
+    }
+    let Some(sink) = capture.sinks.iter().position(|s| !s.frames().is_empty()) else {
+        return Err(DecodeError::Nothing("no trace in any sink".into()));
+    };
+    let s = &capture.sinks[sink];
+    let format = match s.format {
+        SinkFormat::Frames => opencsd::Format::FRAMES,
+        SinkFormat::Tpiu => opencsd::Format::TPIU,
+        SinkFormat::Single => opencsd::Format::Single,
+    };
+    let mut tree = opencsd::DecodeTree::new(format)?;
+    for e in &capture.etms {
+        let core = capture
+            .core_types
+            .iter()
+            .find(|(c, _)| *c == e.state.cpu)
+            .and_then(|(_, t)| core_arch(t))
+            .unwrap_or(opencsd::Core::ARMV8_A);
+        let st = &e.state;
+        let idr = |n: usize| st.idr.get(n).copied().unwrap_or(0);
+        match e.protocol {
+            Protocol::Etmv4 => tree.add_etmv4(&opencsd::Etmv4Config {
+                idr: [
+                    idr(0),
+                    idr(1),
+                    idr(2),
+                    idr(8),
+                    idr(9),
+                    idr(10),
+                    idr(11),
+                    idr(12),
+                    idr(13),
+                ],
+                configr: st.trcconfigr,
+                traceidr: st.trctraceidr,
+                core,
+            })?,
+            Protocol::Ete => tree.add_ete(&opencsd::EteConfig {
+                idr: [idr(0), idr(1), idr(2), idr(8)],
+                devarch: st.devarch,
+                configr: st.trcconfigr,
+                traceidr: st.trctraceidr,
+                core,
+            })?,
+        };
+        // A single-source buffer has one decoder, the first source (as OpenCSD's reader does).
+        if s.format == SinkFormat::Single {
+            break;
+        }
+    }
+    tree.set_memory(|addr, buf| memory.read(addr, buf))?;
+    // A packet the decoder could not make sense of, or code that does not match the trace:
+    // the decoder says so with a no-sync element and resynchronises.
+    let mut errors = Vec::new();
+    let mut error_count = 0u64;
+    let out = tree.decode(s.frames(), |id, el| {
+        use opencsd::Unsync;
+        if el.kind() == opencsd::ElemKind::NoSync {
+            let why = match el.unsync_reason() {
+                Unsync::BadPacket => Some("a packet it cannot decode (corrupt trace)"),
+                Unsync::BadImage => Some("code that does not match the trace (wrong image?)"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                error_count += 1;
+                if errors.len() < opencsd::MAX_ERRORS {
+                    errors.push(format!(
+                        "trace byte {}, ID {id:#x}: {why}; resynchronised",
+                        el.index()
+                    ));
+                }
+            }
+        }
+        match Element::from_elem(&el) {
+            Some(e) => f(id, &e),
+            None => Flow::Continue,
+        }
+    })?;
+    for l in &out.errors {
+        error_count += 1;
+        if errors.len() < opencsd::MAX_ERRORS {
+            errors.push(if l.trace_id == 0xFF || l.trace_id == 0 {
+                format!("trace byte {}: {}", l.index, l.message)
+            } else {
+                format!(
+                    "trace byte {}, ID {:#x}: {}",
+                    l.index, l.trace_id, l.message
+                )
+            });
+        }
+    }
+    Ok(Summary {
+        sink,
+        bytes: out.bytes,
+        stopped: out.stopped,
+        errors,
+        error_count,
+        fatal: out.fatal,
+    })
+}
+
+/// Decodes the first sink of `capture` that holds trace, keeping the last `keep` elements of
+/// each trace ID.
+pub fn decode_last(
+    capture: &Capture<'_>,
+    memory: &mut dyn Memory,
+    keep: usize,
+) -> Result<Decoded, DecodeError> {
     let mut d = Decoded::default();
-    for line in r.lines() {
-        let line = line?;
-        if let Some((id, el)) = parse_line(&line) {
-            let q = d.by_id.entry(id).or_default();
+    let s = decode_each(capture, memory, |id, el| {
+        let q = d.by_id.entry(id).or_default();
+        if keep > 0 {
             if q.len() == keep {
                 q.pop_front();
             }
-            if keep > 0 {
-                q.push_back(el);
-            }
-            *d.totals.entry(id).or_default() += 1;
-        } else if line.contains("OCSD_ERR") && d.errors.len() < 32 {
-            d.errors.push(line.trim().to_string());
+            q.push_back(el.clone());
         }
-    }
+        *d.totals.entry(id).or_default() += 1;
+        Flow::Continue
+    })?;
+    d.errors = s.errors;
+    d.error_count = s.error_count;
+    d.bytes = s.bytes;
+    d.fatal = s.fatal;
     Ok(d)
 }
 
-/// Runs `program` (`trc_pkt_lister`) on snapshot `dir`, buffer `source`, and parses its
-/// output; the log goes to `log` (a file in a scratch directory).
-pub fn run_trc_pkt_lister(
-    program: &Path,
-    dir: &Path,
-    source: &str,
-    log: &Path,
-    keep: usize,
-) -> io::Result<Decoded> {
-    let out = Command::new(program)
-        .arg("-ss_dir")
-        .arg(dir)
-        .arg("-src_name")
-        .arg(source)
-        .arg("-decode_only")
-        .arg("-logfilename")
-        .arg(log)
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", program.display())))?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "{} exited with {}: {}",
-            program.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+/// Bytes of one image: borrowed from the input, owned, or a mapped file.
+enum Bytes<'a> {
+    Borrowed(Cow<'a, [u8]>),
+    Mapped(memmap2::Mmap),
+}
+
+impl Bytes<'_> {
+    fn get(&self) -> &[u8] {
+        match self {
+            Self::Borrowed(b) => b,
+            Self::Mapped(m) => m,
+        }
     }
-    let f =
-        File::open(log).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
-    parse_output(BufReader::new(f), keep)
+}
+
+struct Image<'a> {
+    addr: u64,
+    bytes: Bytes<'a>,
+}
+
+/// Most bytes of code [`CodeImages`] reads through the kernel's page tables (64 MiB).
+pub const MAX_PAGED_BYTES: usize = 64 << 20;
+const PAGE: u64 = 4096;
+
+/// The code a capture's kernel ran, for the decoder and the report.
+pub struct CodeImages<'a> {
+    images: Vec<Image<'a>>,
+    last: usize,
+    kmem: Option<crate::kmem::KernelMemory<'a, 'a>>,
+    core: Option<&'a crate::vmcore::ElfCore<'a>>,
+    pages: HashMap<u64, Option<Box<[u8]>>>,
+    paged: usize,
+    /// Notes for the reader (the text as built, say).
+    pub notes: Vec<String>,
+    /// Executable sections of vmlinux read from the vmcore (the text as the kernel ran it).
+    pub from_core: usize,
+}
+
+impl<'a> CodeImages<'a> {
+    /// The code of `capture`: vmlinux's executable sections at their runtime addresses (read
+    /// from the vmcore when it holds them, else vmlinux as built), else the memory images of a
+    /// snapshot input; and on demand, code outside them read through the kernel's page tables
+    /// of a vmcore.
+    pub fn new(capture: &Capture<'a>, vmlinux: Option<(&'a [u8], &Vmlinux)>) -> Self {
+        let mut m = Self {
+            images: Vec::new(),
+            last: 0,
+            kmem: None,
+            core: capture.core,
+            pages: HashMap::new(),
+            paged: 0,
+            notes: Vec::new(),
+            from_core: 0,
+        };
+        if let Some((bytes, elf)) = vmlinux {
+            let reloc = kernel_relocation(capture, elf);
+            for s in &elf.exec {
+                let Some(built) = usize::try_from(s.offset)
+                    .ok()
+                    .zip(usize::try_from(s.size).ok())
+                    .and_then(|(o, n)| bytes.get(o..o.checked_add(n)?))
+                else {
+                    continue;
+                };
+                let addr = s.addr.wrapping_add(reloc);
+                let ran = crate::snapshot::runtime_text_cow(capture, addr, s.size)
+                    .filter(|b| b.len() == built.len());
+                let b = match ran {
+                    Some(b) => {
+                        m.from_core += 1;
+                        b
+                    }
+                    None => Cow::Borrowed(built),
+                };
+                m.images.push(Image {
+                    addr,
+                    bytes: Bytes::Borrowed(b),
+                });
+            }
+            if m.images.is_empty() {
+                m.notes
+                    .push("vmlinux has no executable section: no memory image".into());
+            } else if m.from_core == 0 {
+                m.notes.push(
+                    "kernel text from vmlinux, as built: code the kernel patched at run time \
+                     (alternatives, jump labels) may decode wrongly; a vmcore gives the text as \
+                     it ran"
+                        .into(),
+                );
+            }
+        } else {
+            for mi in &capture.memory {
+                match map_image(mi) {
+                    Ok(b) => m.images.push(Image {
+                        addr: mi.address,
+                        bytes: Bytes::Mapped(b),
+                    }),
+                    Err(e) => m.notes.push(e),
+                }
+            }
+        }
+        m.images.sort_by_key(|i| i.addr);
+        if let (Some(core), Some(info)) = (capture.core, capture.vmcoreinfo) {
+            m.kmem = crate::kmem::KernelMemory::new(core, info);
+        }
+        m
+    }
+
+    /// Whether any code is known (images, or a vmcore's page tables).
+    pub fn has_code(&self) -> bool {
+        !self.images.is_empty() || self.kmem.is_some()
+    }
+
+    /// Pages of code read through the kernel's page tables so far, and their bytes.
+    pub fn paged(&self) -> (usize, usize) {
+        (self.pages.values().flatten().count(), self.paged)
+    }
+
+    fn image_read(&mut self, addr: u64, buf: &mut [u8]) -> Option<usize> {
+        let hit = |i: &Image<'_>| {
+            addr.checked_sub(i.addr)
+                .is_some_and(|o| o < i.bytes.get().len() as u64)
+        };
+        let idx = if self.images.get(self.last).is_some_and(hit) {
+            self.last
+        } else {
+            let i = self
+                .images
+                .partition_point(|i| i.addr <= addr)
+                .checked_sub(1)?;
+            if !hit(self.images.get(i)?) {
+                return None;
+            }
+            self.last = i;
+            i
+        };
+        let img = self.images.get(idx)?;
+        let off = usize::try_from(addr - img.addr).ok()?;
+        let src = img.bytes.get().get(off..)?;
+        let n = src.len().min(buf.len());
+        buf.get_mut(..n)?.copy_from_slice(src.get(..n)?);
+        Some(n)
+    }
+
+    fn page_read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let (Some(km), Some(core)) = (&self.kmem, self.core) else {
+            return 0;
+        };
+        if addr < crate::capture::KERNEL_SPACE {
+            return 0;
+        }
+        let page = addr & !(PAGE - 1);
+        if !self.pages.contains_key(&page) {
+            let bytes = if self.paged + PAGE as usize > MAX_PAGED_BYTES {
+                None
+            } else {
+                km.phys(page)
+                    .and_then(|pa| core.read_phys(pa, PAGE).ok())
+                    .map(|b| b.into_owned().into_boxed_slice())
+            };
+            if bytes.is_some() {
+                self.paged += PAGE as usize;
+            }
+            self.pages.insert(page, bytes);
+        }
+        let Some(Some(p)) = self.pages.get(&page) else {
+            return 0;
+        };
+        // CAST: below PAGE.
+        let off = (addr - page) as usize;
+        let src = p.get(off..).unwrap_or(&[]);
+        let n = src.len().min(buf.len());
+        if let (Some(d), Some(s)) = (buf.get_mut(..n), src.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        n
+    }
+}
+
+impl Memory for CodeImages<'_> {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        match self.image_read(addr, buf) {
+            Some(n) => n,
+            None => self.page_read(addr, buf),
+        }
+    }
+}
+
+/// Largest memory image of a snapshot csdump maps (4 GiB).
+pub const MAX_IMAGE_BYTES: u64 = 4 << 30;
+
+/// Maps the bytes of a snapshot memory image: a regular file, at most [`MAX_IMAGE_BYTES`].
+fn map_image(m: &crate::capture::MemImage) -> Result<memmap2::Mmap, String> {
+    let name = m.path.display();
+    let f = File::open(&m.path).map_err(|e| format!("{name}: memory image not read: {e}"))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("{name}: memory image not read: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{name}: memory image is not a regular file; not read"
+        ));
+    }
+    let end = m.offset.checked_add(m.length).filter(|&e| e <= meta.len());
+    if end.is_none() || m.length > MAX_IMAGE_BYTES || m.length == 0 {
+        return Err(format!(
+            "{name}: memory image offset {:#x} length {:#x} is not within the file's {:#x} \
+             bytes (or over {MAX_IMAGE_BYTES:#x}); not read",
+            m.offset,
+            m.length,
+            meta.len()
+        ));
+    }
+    // SAFETY: a read-only private mapping of a regular file csdump does not write; a file
+    // truncated underneath raises SIGBUS, not unsafety in code that reads the slice.
+    unsafe {
+        memmap2::MmapOptions::new()
+            .offset(m.offset)
+            .len(m.length as usize)
+            .map(&f)
+    }
+    .map_err(|e| format!("{name}: memory image not mapped: {e}"))
 }
 
 #[cfg(test)]
@@ -196,48 +755,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_elements() {
-        let (id, e) = parse_line("Idx:4067; ID:14; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffff0000081492e4:[0xffff000008149310] num_i(11) last_sz(4) (ISA=A64) E iBR A64:ret )").unwrap();
-        assert_eq!(id, 0x14);
-        assert_eq!(
-            e,
-            Element::Range {
-                start: 0xffff0000081492e4,
-                end: 0xffff000008149310,
-                count: 11,
-                last_size: 4,
-                taken: true,
-                branch: "iBR A64:ret".into()
-            }
-        );
-        let (_, e) =
-            parse_line("Idx:2473; ID:10; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xffffffc000167268 )")
-                .unwrap();
-        assert_eq!(
-            e,
-            Element::NoAccess {
-                addr: 0xffffffc000167268
-            }
-        );
-        let (_, e) = parse_line("Idx:1; ID:10; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x10:[0x14] num_i(1) last_sz(4) (ISA=A64) N BR  <cond>)").unwrap();
-        assert!(matches!(e, Element::Range { taken: false, .. }));
-        assert!(parse_line(
-            "Idx:100; ID:14; [0xf9 0xd6 ];\tI_NOT_SYNC : I Stream not synchronised"
-        )
-        .is_none());
+    fn core_names_as_opencsd_reads_them() {
+        use opencsd_sys::*;
+        let arch = |n| core_arch(n).map(|c| (c.arch, c.profile));
+        assert_eq!(arch("Cortex-A57"), Some((ARCH_V8, profile_CortexA)));
+        assert_eq!(arch("Cortex-A55"), Some((ARCH_V8r3, profile_CortexA)));
+        assert_eq!(arch("ARMv8-A"), Some((ARCH_V8, profile_CortexA)));
+        assert_eq!(arch("ARMv8.3-A"), Some((ARCH_V8r3, profile_CortexA)));
+        assert_eq!(arch("ARMv9-A"), Some((ARCH_AA64, profile_CortexA)));
+        assert_eq!(arch("ARMv7-R"), Some((ARCH_V7, profile_CortexR)));
+        assert_eq!(arch("ARM-AA64"), Some((ARCH_AA64, profile_CortexA)));
+        assert_eq!(arch("ARM-aa64-R"), Some((ARCH_AA64, profile_CortexR)));
+        assert_eq!(arch("ARMv8-Q"), None);
+        assert_eq!(arch("ARMv8.10-A"), None);
+        assert_eq!(arch("Pentium"), None);
     }
 
     #[test]
-    fn keeps_the_last() {
-        let text = (0..10)
-            .map(|i| format!("Idx:{i}; ID:10; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0x{i:x} )\n"))
-            .collect::<String>();
-        let d = parse_output(text.as_bytes(), 3).unwrap();
-        let q = &d.by_id[&0x10];
-        assert_eq!(
-            q.iter().filter_map(Element::addr).collect::<Vec<_>>(),
-            [7, 8, 9]
-        );
-        assert_eq!(d.totals[&0x10], 10);
+    fn branch_names() {
+        let r = |branch, conditional| Element::Range {
+            start: 0,
+            end: 4,
+            count: 1,
+            last_size: 4,
+            taken: true,
+            branch,
+            conditional,
+        };
+        assert_eq!(r(BranchType::Direct, true).branch_name(), "BR <cond>");
+        assert_eq!(r(BranchType::Return, false).branch_name(), "iBR A64:ret");
+        assert!(BranchType::Return.is_indirect() && BranchType::Return.is_branch());
+        assert!(!BranchType::Isb.is_branch() && !BranchType::None.is_branch());
     }
 }

@@ -1,28 +1,30 @@
-//! A bounded reader for the parts of a vmlinux ELF64 file csdump needs: executable sections
-//! (memory images for decoders) and function symbols (for symbolising addresses).
+//! What csdump takes from a vmlinux file, read with the `object` crate: executable sections
+//! (memory images for the decoder), function symbols (for symbolising addresses), `_text` and
+//! the GNU build ID (to check that vmlinux is the kernel that wrote the dump).
 //!
-//! Every offset and size read from the file is checked against the file before use.
+//! `object` checks every offset and size it reads against the file; a section or symbol table
+//! it cannot read is an error that names what and where.
 
+use object::Object;
+use object::ObjectSection;
+use object::ObjectSymbol;
+use object::SectionFlags;
+use object::SectionKind;
+use object::SymbolKind;
 use thiserror::Error;
 
-const SHT_PROGBITS: u32 = 1;
-const SHT_SYMTAB: u32 = 2;
-const SHF_ALLOC: u64 = 0x2;
-const SHF_EXECINSTR: u64 = 0x4;
-const STT_NOTYPE: u8 = 0;
-const STT_FUNC: u8 = 2;
 /// Upper bound on symbols read.
 pub const MAX_SYMBOLS: usize = 4_000_000;
 
 /// Why a vmlinux file cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ElfError {
-    /// Not a little-endian ELF64 file.
-    #[error("not a little-endian ELF64 file")]
+    /// Not a 64-bit ELF file.
+    #[error("not a 64-bit ELF file")]
     NotElf64,
-    /// A structure runs past the end of the file.
-    #[error("{0} runs past the end of the file")]
-    Truncated(&'static str),
+    /// The ELF structure is unreadable (a header or table out of the file, say).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 /// An executable section.
@@ -56,117 +58,78 @@ pub struct Vmlinux {
     pub symbols: Vec<Symbol>,
     /// Link-time address of `_text`, if the symbol table has it.
     pub text: Option<u64>,
+    /// The GNU build ID (`.note.gnu.build-id`), if it has one.
+    pub build_id: Option<Vec<u8>>,
 }
 
-fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-
-struct Shdr {
-    kind: u32,
-    flags: u64,
-    addr: u64,
-    offset: u64,
-    size: u64,
-    link: u32,
-    entsize: u64,
-}
+const SHF_EXECINSTR: u64 = 0x4;
+const SHF_ALLOC: u64 = 0x2;
 
 impl Vmlinux {
     /// Reads `data`, a whole vmlinux file.
     pub fn parse(data: &[u8]) -> Result<Self, ElfError> {
-        if data.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        if data.get(..5) != Some(&[0x7f, b'E', b'L', b'F', 2][..]) {
             return Err(ElfError::NotElf64);
         }
-        let shoff = u64_at(data, 0x28).ok_or(ElfError::Truncated("ELF header"))?;
-        let shentsize = u16_at(data, 0x3A).ok_or(ElfError::Truncated("ELF header"))?;
-        let shnum = u16_at(data, 0x3C).ok_or(ElfError::Truncated("ELF header"))?;
-        let mut shdrs = Vec::new();
-        for i in 0..usize::from(shnum) {
-            let o = usize::try_from(shoff)
-                .ok()
-                .and_then(|s| s.checked_add(i.checked_mul(usize::from(shentsize))?))
-                .ok_or(ElfError::Truncated("section header"))?;
-            let sh = (|| {
-                Some(Shdr {
-                    kind: u32_at(data, o + 4)?,
-                    flags: u64_at(data, o + 8)?,
-                    addr: u64_at(data, o + 0x10)?,
-                    offset: u64_at(data, o + 0x18)?,
-                    size: u64_at(data, o + 0x20)?,
-                    link: u32_at(data, o + 0x28)?,
-                    entsize: u64_at(data, o + 0x38)?,
-                })
-            })()
-            .ok_or(ElfError::Truncated("section header"))?;
-            shdrs.push(sh);
-        }
-        let mut v = Vmlinux::default();
+        let file = object::File::parse(data).map_err(|e| ElfError::Malformed(e.to_string()))?;
+        let mut v = Vmlinux {
+            build_id: file
+                .build_id()
+                .map_err(|e| ElfError::Malformed(format!("build ID note: {e}")))?
+                .map(<[u8]>::to_vec),
+            ..Vmlinux::default()
+        };
         let mut exec_idx = Vec::new();
-        for (i, s) in shdrs.iter().enumerate() {
-            if s.kind == SHT_PROGBITS
-                && s.flags & SHF_ALLOC != 0
-                && s.flags & SHF_EXECINSTR != 0
-                && s.size > 0
-                && s.offset
-                    .checked_add(s.size)
-                    .is_some_and(|e| e <= data.len() as u64)
+        for s in file.sections() {
+            let flags = match s.flags() {
+                SectionFlags::Elf { sh_flags } => sh_flags,
+                _ => 0,
+            };
+            if s.kind() != SectionKind::Text
+                || flags & (SHF_ALLOC | SHF_EXECINSTR) != SHF_ALLOC | SHF_EXECINSTR
             {
-                v.exec.push(ExecSection {
-                    addr: s.addr,
-                    offset: s.offset,
-                    size: s.size,
-                });
-                exec_idx.push(i);
+                continue;
             }
-        }
-        for s in shdrs.iter().filter(|s| s.kind == SHT_SYMTAB) {
-            let Some(strtab) = shdrs.get(s.link as usize) else {
+            let Some((offset, size)) = s.file_range() else {
                 continue;
             };
-            let strs = slice(data, strtab.offset, strtab.size).unwrap_or(&[]);
-            let syms = slice(data, s.offset, s.size).ok_or(ElfError::Truncated("symbol table"))?;
-            let ent = if s.entsize >= 24 {
-                s.entsize as usize
-            } else {
-                24
-            };
-            for sym in syms.chunks_exact(ent).take(MAX_SYMBOLS) {
-                let name_off = u32_at(sym, 0).unwrap_or(0) as usize;
-                let info = sym.get(4).copied().unwrap_or(0);
-                let shndx = u16_at(sym, 6).unwrap_or(0);
-                let addr = u64_at(sym, 8).unwrap_or(0);
-                let size = u64_at(sym, 16).unwrap_or(0);
-                let name = strs
-                    .get(name_off..)
-                    .and_then(|r| r.split(|&b| b == 0).next())
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .unwrap_or_default();
-                if name == "_text" {
-                    v.text = Some(addr);
-                }
-                let kind = info & 0xF;
-                if name.is_empty()
-                    || !(kind == STT_FUNC || kind == STT_NOTYPE)
-                    || !exec_idx.contains(&usize::from(shndx))
-                    || name.starts_with('$')
-                {
-                    continue;
-                }
-                v.symbols.push(Symbol { addr, size, name });
+            if size == 0
+                || offset
+                    .checked_add(size)
+                    .is_none_or(|e| e > data.len() as u64)
+            {
+                continue;
             }
+            v.exec.push(ExecSection {
+                addr: s.address(),
+                offset,
+                size,
+            });
+            exec_idx.push(s.index());
+        }
+        for sym in file.symbols().take(MAX_SYMBOLS) {
+            let Ok(name) = sym.name() else {
+                continue;
+            };
+            if name == "_text" {
+                v.text = Some(sym.address());
+            }
+            let in_exec = sym.section_index().is_some_and(|i| exec_idx.contains(&i));
+            if name.is_empty()
+                || name.starts_with('$')
+                || !in_exec
+                || !matches!(
+                    sym.kind(),
+                    SymbolKind::Text | SymbolKind::Unknown | SymbolKind::Label
+                )
+            {
+                continue;
+            }
+            v.symbols.push(Symbol {
+                addr: sym.address(),
+                size: sym.size(),
+                name: name.to_string(),
+            });
         }
         v.symbols
             .sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
@@ -188,12 +151,6 @@ impl Vmlinux {
         }
         Some((s, off))
     }
-}
-
-fn slice(data: &[u8], off: u64, size: u64) -> Option<&[u8]> {
-    let s = usize::try_from(off).ok()?;
-    let e = s.checked_add(usize::try_from(size).ok()?)?;
-    data.get(s..e)
 }
 
 /// Symbolises runtime addresses with a vmlinux and the KASLR offset of the dump.
@@ -221,5 +178,52 @@ impl Symbolizer {
         self.vmlinux
             .lookup(addr.wrapping_sub(self.offset))
             .map(|(s, _)| s.name.as_str())
+    }
+}
+
+/// Formats a build ID as hex.
+pub fn hex_id(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// vmlinux is not the kernel that wrote the dump.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error(
+    "build ID {have} is not the dump's {want}: the dump was written by {release}; give that \
+     kernel's vmlinux (the one built with it, e.g. in its build tree), or --force to use this one"
+)]
+pub struct BuildIdMismatch {
+    /// vmlinux's build ID, hex.
+    pub have: String,
+    /// The dump's, hex.
+    pub want: String,
+    /// The dump's kernel release (or "a kernel of unknown release").
+    pub release: String,
+}
+
+/// Checks that `vmlinux` is the kernel whose build ID the dump recorded (`want`, maybe a
+/// prefix; empty when the dump has none). Returns a note when it cannot tell.
+pub fn check_build_id(
+    vmlinux: &Vmlinux,
+    want: &[u8],
+    release: Option<&str>,
+) -> Result<Option<String>, BuildIdMismatch> {
+    match (&vmlinux.build_id, want.is_empty()) {
+        (_, true) => Ok(Some(
+            "the dump records no build ID: vmlinux is not checked against it".into(),
+        )),
+        (None, false) => Ok(Some(format!(
+            "vmlinux has no build ID note: not checked against the dump's {}",
+            hex_id(want)
+        ))),
+        (Some(have), false) if have.starts_with(want) => Ok(None),
+        (Some(have), false) => Err(BuildIdMismatch {
+            have: hex_id(have),
+            want: hex_id(want),
+            release: release.map_or_else(
+                || "a kernel of unknown release".to_string(),
+                |r| format!("Linux {r}"),
+            ),
+        }),
     }
 }

@@ -1,11 +1,7 @@
 //! Writing a dump out as files: one per record, `summary.json`, and the decoded panic message.
 
-use std::fs;
 use std::io;
 use std::path::Path;
-use std::path::PathBuf;
-
-use thiserror::Error;
 
 use crate::info::record_file_name;
 use crate::info::Summary;
@@ -18,21 +14,11 @@ pub const PANIC_FILE: &str = "panic.txt";
 /// Name of the vmcoreinfo copy in the output directory.
 pub const VMCOREINFO_FILE: &str = "vmcoreinfo.txt";
 
-/// Why output could not be written.
-#[derive(Debug, Error)]
-#[error("{path}: {source}")]
-pub struct ExtractError {
-    /// The file or directory at fault.
-    pub path: PathBuf,
-    /// The I/O error.
-    pub source: io::Error,
-}
+/// Why output could not be written: the file and the reason.
+pub type ExtractError = crate::output::OutputError;
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ExtractError> {
-    fs::write(path, bytes).map_err(|source| ExtractError {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::output::write(path, bytes)
 }
 
 /// Options of [`extract`].
@@ -53,10 +39,7 @@ pub fn extract(
     dir: &Path,
     opts: ExtractOptions,
 ) -> Result<Vec<String>, ExtractError> {
-    fs::create_dir_all(dir).map_err(|source| ExtractError {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    crate::output::create_dir(dir)?;
     let region = &located.bytes;
     let mut written = Vec::new();
     for rec in &mut report.records {
@@ -87,7 +70,7 @@ pub fn extract(
     }
     let json = serde_json::to_vec_pretty(report).map_err(|e| ExtractError {
         path: dir.join(SUMMARY_FILE),
-        source: io::Error::other(e),
+        err: io::Error::other(e),
     })?;
     write(&dir.join(SUMMARY_FILE), &json)?;
     written.push(SUMMARY_FILE.into());

@@ -1,7 +1,9 @@
 //! A small reader for the INI files of an OpenCSD / CoreSight Access Library snapshot.
 //!
 //! Sections keep their order and may repeat (`[dump1]`, `[dump2]`, …); keys keep their order
-//! and their case. Comments start with `;` or `#`.
+//! and their case. As in OpenCSD's snapshot parser, a comment starts at the first `;` or `#`
+//! of a line, wherever it is, and a section header is the text between the first `[` and the
+//! next `]`.
 
 /// One `[section]` with its `key=value` lines, in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,16 +36,18 @@ impl Ini {
     pub fn parse(text: &str) -> Self {
         let mut ini = Ini::default();
         for raw in text.lines() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            let line = raw.split([';', '#', '\r']).next().unwrap_or("").trim();
+            if line.is_empty() {
                 continue;
             }
-            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                ini.sections.push(Section {
-                    name: name.trim().to_string(),
-                    entries: Vec::new(),
-                });
-                continue;
+            if let Some((_, rest)) = line.split_once('[') {
+                if let Some((name, _)) = rest.split_once(']') {
+                    ini.sections.push(Section {
+                        name: name.trim().to_string(),
+                        entries: Vec::new(),
+                    });
+                    continue;
+                }
             }
             if let Some((k, v)) = line.split_once('=') {
                 if ini.sections.is_empty() {
@@ -85,8 +89,9 @@ mod tests {
 
     #[test]
     fn sections_keys_and_repeats() {
-        let ini = Ini::parse("; c\n[device]\nname=ETM_0\n\n[regs]\nTRCCONFIGR(0x004)=0x10C1\n[dump1]\nfile=a\n[dump1]\nfile=b\n");
+        let ini = Ini::parse("; c\n [device] ; the device\nname=ETM_0 # its name\r\n\n[regs]\nTRCCONFIGR(0x004)=0x10C1\n[dump1]\nfile=a\n[dump1]\nfile=b\n");
         assert_eq!(ini.get("device", "NAME"), Some("ETM_0"));
+        assert_eq!(ini.sections.len(), 4);
         assert_eq!(ini.get("regs", "TRCCONFIGR(0x004)"), Some("0x10C1"));
         assert_eq!(ini.sections.iter().filter(|s| s.name == "dump1").count(), 2);
         assert_eq!(parse_number("0x10C1"), Some(0x10c1));

@@ -11,6 +11,7 @@ pub mod extract;
 pub mod info;
 pub mod ini;
 pub mod kmem;
+pub mod output;
 pub mod perf;
 pub mod region;
 pub mod report;
@@ -19,11 +20,46 @@ pub mod vmcore;
 
 pub use cspd_format as format;
 
-/// Entry point for fuzzers and robustness tests: runs every reader over `data`.
+/// Entry point for fuzzers and robustness tests: runs every reader over `data`. Must never
+/// panic, whatever `data` is.
 ///
-/// Locates a region (ELF or raw), analyzes it, renders the text and JSON summaries, and also
-/// runs the raw region parser over `data` itself. Must never panic, whatever `data` is.
+/// The first byte chooses what the rest is (the seeds of `fuzz/` start with it):
+///
+/// - `0` (and any byte not below): a dump (an ELF vmcore or a raw region image): located,
+///   analyzed, rendered as text and JSON, its capture turned into perf's files (into a sink)
+///   and into the report (decoded in process), the ELF reader and the region parser run on it
+///   directly too;
+/// - `1`: an OpenCSD snapshot directory, as files ([`snapshot_files`]): read, reported;
+/// - `2`: a dump and a vmlinux: a little-endian `u32` length, that many bytes of dump, then the
+///   vmlinux: parsed, its build ID checked, the report built with it.
 pub fn fuzz_entry(data: &[u8]) {
+    let (sel, rest) = data.split_first().map_or((0, data), |(s, r)| (*s, r));
+    match sel {
+        1 => fuzz_snapshot(rest),
+        2 => {
+            let n = rest
+                .get(..4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+            let body = rest.get(4..).unwrap_or(&[]);
+            let (dump, vmlinux) = body.split_at(n.min(body.len()));
+            fuzz_dump(dump, Some(vmlinux));
+        }
+        _ => fuzz_dump(rest, None),
+    }
+}
+
+fn fuzz_report(c: &capture::Capture<'_>, vmlinux: Option<&snapshot::VmlinuxImage<'_>>) {
+    let r = report::build(c, vmlinux, &report::Options { last: 16 });
+    let _ = report::render_text(&r);
+    let _ = report::render_html(&r);
+    let _ = serde_json::to_string(&r);
+}
+
+fn fuzz_dump(data: &[u8], vmlinux: Option<&[u8]>) {
+    let image = vmlinux.and_then(|v| {
+        let elf = elf::Vmlinux::parse(v).ok()?;
+        Some(snapshot::VmlinuxImage { bytes: v, elf })
+    });
     if let Ok(located) = region::locate(data) {
         if let Ok(report) = info::analyze("fuzz", &located) {
             let _ = info::render_text(&report);
@@ -33,7 +69,15 @@ pub fn fuzz_entry(data: &[u8]) {
             let _ = perf::metadata_bytes(&c);
             let _ = perf::write_perf_data(&c, &mut std::io::sink());
             let _ = c.cpus();
+            if let Some(v) = &image {
+                let _ =
+                    elf::check_build_id(&v.elf, &c.kernel.build_id, c.kernel.release.as_deref());
+            }
+            fuzz_report(&c, image.as_ref());
         }
+    }
+    if vmlinux.is_some() {
+        return;
     }
     if let Ok(elf) = vmcore::ElfCore::parse(data) {
         let _ = elf.vmcoreinfo();
@@ -44,5 +88,70 @@ pub fn fuzz_entry(data: &[u8]) {
     }
     let _ = cspd_format::validate(data);
     let _ = elf::Vmlinux::parse(data);
-    let _ = decode::parse_line(&String::from_utf8_lossy(data.get(..4096).unwrap_or(data)));
+}
+
+/// Splits `data` into the files of a snapshot directory: each file is a line `@@ name` followed
+/// by its bytes, up to the newline before the next such line (names are kept to `[A-Za-z0-9_.-]`, so that every
+/// file stays in the directory).
+pub fn snapshot_files(data: &[u8]) -> Vec<(String, &[u8])> {
+    let mut files = Vec::new();
+    let mut rest = data;
+    while let Some(at) = find(rest, b"@@ ") {
+        let after = &rest[at + 3..];
+        let end = after
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(after.len());
+        let name: String = String::from_utf8_lossy(&after[..end])
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            .collect();
+        let body = after.get(end + 1..).unwrap_or(&[]);
+        // A file ends at the newline before the next `@@ ` line.
+        let len = find(body, b"\n@@ ").unwrap_or(body.len());
+        if !name.is_empty() && !name.starts_with('.') && files.len() < 64 {
+            files.push((name, body.get(..len).unwrap_or(body)));
+        }
+        rest = body.get(len + 1..).unwrap_or(&[]);
+    }
+    files
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+fn fuzz_snapshot(data: &[u8]) {
+    let Ok(dir) = tempfile_dir() else {
+        return;
+    };
+    for (name, body) in snapshot_files(data) {
+        let _ = std::fs::write(dir.0.join(name), body);
+    }
+    if let Ok(c) = capture::Capture::from_snapshot_dir(&dir.0) {
+        let _ = perf::write_perf_data(&c, &mut std::io::sink());
+        fuzz_report(&c, None);
+    }
+}
+
+/// A scratch directory for one fuzz input, removed when dropped.
+struct ScratchDir(std::path::PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> std::io::Result<ScratchDir> {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "csdump-fuzz-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d)?;
+    Ok(ScratchDir(d))
 }

@@ -17,11 +17,18 @@ use csdump::info::Summary;
 use csdump::region::locate;
 
 const EXIT_HELP: &str = "\
-Exit status:
-  0  the dump is complete and every check passed
-  1  fatal error: no region found, unreadable input or container header, output not written
-  2  the dump was read and output written, but something is damaged (a record failed a check,
-     or the commit record is missing or corrupt); see the warnings and summary.json
+Exit status (the same for every command):
+  0  complete and clean: the dump was read, every check passed, all output was written
+  1  fatal: nothing useful was written (no region found, unreadable input or container header,
+     an output file that cannot be written, a vmlinux whose build ID is not the dump's)
+  2  usage error: the command line is wrong (nothing was read)
+  3  output written, but the dump is damaged or partial (a record failed a check, the commit
+     record is missing, a drain ended early, a source skipped, trace decoded in part); the
+     warnings say what, and summary.json for extract
+Notes do not change the status: a missing --vmlinux, a vmcore without VMCOREINFO (QEMU's
+dump-guest-memory writes none; the scan finds the region), an STM source in a snapshot. Output files are written whole or
+not at all (under a temporary name, renamed when complete); SIGTERM and SIGINT remove the
+temporary files of an unfinished run.
 
 Input: an ELF64 vmcore (a copy of kdump's /proc/vmcore, or QEMU's dump-guest-memory file) or a
 raw image (the region itself, e.g. read from /dev/mem after a warm reboot, or a memory image
@@ -95,18 +102,26 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "DIR")]
         output: PathBuf,
         /// vmlinux of the kernel that wrote the dump: its text becomes the memory images.
+        /// Its build ID must be the dump's.
         #[arg(long, value_name = "FILE")]
         vmlinux: Option<PathBuf>,
+        /// Use --vmlinux even when its build ID is not the dump's.
+        #[arg(long, requires = "vmlinux")]
+        force: bool,
     },
     /// Prints, per CPU (panic CPU first), the CPU debug sample and the last branches and
-    /// functions executed before the panic, decoded with OpenCSD's trc_pkt_lister.
+    /// functions executed before the panic, decoded in process with OpenCSD's library.
     #[command(after_help = EXIT_HELP)]
     Report {
         /// The vmcore, region file or snapshot directory.
         input: PathBuf,
-        /// vmlinux of the kernel that wrote the dump: instruction decode and symbols.
+        /// vmlinux of the kernel that wrote the dump: instruction decode and symbols. Its
+        /// build ID must be the dump's (the identity record names it).
         #[arg(long, value_name = "FILE")]
         vmlinux: Option<PathBuf>,
+        /// Use --vmlinux even when its build ID is not the dump's.
+        #[arg(long, requires = "vmlinux")]
+        force: bool,
         /// Prints the report as JSON.
         #[arg(long)]
         json: bool,
@@ -116,9 +131,6 @@ enum Command {
         /// How many branches and functions to show per CPU.
         #[arg(long, default_value_t = 16)]
         last: usize,
-        /// The trc_pkt_lister program to run.
-        #[arg(long, value_name = "PROGRAM", default_value = "trc_pkt_lister")]
-        decoder: PathBuf,
     },
 }
 
@@ -129,24 +141,43 @@ struct Input {
 
 impl Input {
     fn open(path: &Path) -> anyhow::Result<Self> {
-        let file = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-        let len = file
+        let name = path.display();
+        let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
+        let meta = file
             .metadata()
-            .with_context(|| format!("{}: cannot stat", path.display()))?
-            .len();
-        if len == 0 {
+            .with_context(|| format!("{name}: cannot stat"))?;
+        if !meta.is_file() {
+            anyhow::bail!("{name}: not a regular file");
+        }
+        if meta.len() == 0 {
             return Ok(Self { map: None });
         }
         // SAFETY: the mapping is read-only and private to this process; csdump reads dump files
         // that nothing else writes while it runs. A file truncated underneath it would raise
         // SIGBUS, not memory unsafety in safe code reading a `&[u8]` it bounds-checks.
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .with_context(|| format!("{}: cannot map", path.display()))?;
+        let map =
+            unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("{name}: cannot map"))?;
         Ok(Self { map: Some(map) })
     }
 
     fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// What a command achieved: whether the dump was clean and complete.
+enum Done {
+    Clean,
+    Damaged,
+}
+
+impl From<bool> for Done {
+    fn from(clean: bool) -> Self {
+        if clean {
+            Self::Clean
+        } else {
+            Self::Damaged
+        }
     }
 }
 
@@ -174,11 +205,17 @@ fn with_capture<R>(
     f: impl FnOnce(&Capture<'_>) -> anyhow::Result<R>,
 ) -> anyhow::Result<(R, bool)> {
     let name = input.display().to_string();
-    if input.is_dir() {
-        let capture = Capture::from_snapshot_dir(input)?;
-        for w in &capture.warnings {
+    let note = |c: &Capture<'_>| {
+        for n in &c.notes {
+            eprintln!("csdump: note: {name}: {n}");
+        }
+        for w in &c.warnings {
             eprintln!("csdump: warning: {name}: {w}");
         }
+    };
+    if input.is_dir() {
+        let capture = Capture::from_snapshot_dir(input)?;
+        note(&capture);
         let clean = capture.warnings.is_empty();
         return Ok((f(&capture)?, clean));
     }
@@ -187,32 +224,56 @@ fn with_capture<R>(
     let report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
     warn(&report);
     let capture = Capture::from_dump(&located).with_context(|| name.clone())?;
-    for w in &capture.warnings {
-        eprintln!("csdump: warning: {name}: {w}");
-    }
+    note(&capture);
     let clean = report.clean && capture.warnings.is_empty();
     Ok((f(&capture)?, clean))
 }
 
-fn read_vmlinux(path: &Path) -> anyhow::Result<Input> {
-    Input::open(path)
+/// A vmlinux given on the command line, mapped.
+struct VmlinuxFile {
+    path: PathBuf,
+    input: Input,
 }
 
-/// Parses a vmlinux opened with [`read_vmlinux`]; errors name the file.
+fn read_vmlinux(path: Option<&Path>) -> anyhow::Result<Option<VmlinuxFile>> {
+    path.map(|p| {
+        Ok(VmlinuxFile {
+            path: p.to_path_buf(),
+            input: Input::open(p)?,
+        })
+    })
+    .transpose()
+}
+
+/// Parses a vmlinux and checks its build ID against the dump's identity (unless `force`);
+/// errors name the file.
 fn vmlinux_image<'a>(
-    vm: Option<&'a Input>,
-    path: Option<&Path>,
+    vm: Option<&'a VmlinuxFile>,
+    capture: &Capture<'_>,
+    force: bool,
 ) -> anyhow::Result<Option<csdump::snapshot::VmlinuxImage<'a>>> {
-    match (vm, path) {
-        (Some(v), Some(p)) => Ok(Some(csdump::snapshot::VmlinuxImage {
-            bytes: v.bytes(),
-            elf: csdump::elf::Vmlinux::parse(v.bytes()).with_context(|| p.display().to_string())?,
-        })),
-        _ => Ok(None),
+    let Some(v) = vm else {
+        return Ok(None);
+    };
+    let name = v.path.display();
+    let elf = csdump::elf::Vmlinux::parse(v.input.bytes()).with_context(|| name.to_string())?;
+    match csdump::elf::check_build_id(
+        &elf,
+        &capture.kernel.build_id,
+        capture.kernel.release.as_deref(),
+    ) {
+        Ok(None) => {}
+        Ok(Some(note)) => eprintln!("csdump: note: {name}: {note}"),
+        Err(e) if force => eprintln!("csdump: note: {name}: {e} (used anyway: --force)"),
+        Err(e) => anyhow::bail!("{name}: {e}"),
     }
+    Ok(Some(csdump::snapshot::VmlinuxImage {
+        bytes: v.input.bytes(),
+        elf,
+    }))
 }
 
-fn run(cli: Cli) -> anyhow::Result<bool> {
+fn run(cli: Cli) -> anyhow::Result<Done> {
     match cli.command {
         Command::Perf { input, output } => {
             let (out, clean) = with_capture(&input, |c| Ok(csdump::perf::write_perf(c, &output)?))?;
@@ -223,16 +284,17 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 println!("wrote {}", f.display());
             }
             println!("{} trace bytes in perf.data", out.trace_bytes);
-            Ok(clean && out.skipped.is_empty())
+            Ok((clean && out.skipped.is_empty()).into())
         }
         Command::Snapshot {
             input,
             output,
             vmlinux,
+            force,
         } => {
-            let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
-            let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
+            let vm = read_vmlinux(vmlinux.as_deref())?;
             let (out, clean) = with_capture(&input, |c| {
+                let image = vmlinux_image(vm.as_ref(), c, force)?;
                 Ok(csdump::snapshot::write_snapshot(
                     c,
                     &output,
@@ -248,42 +310,49 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 output.display(),
                 out.memory_bytes
             );
-            Ok(clean)
+            Ok(clean.into())
         }
         Command::Report {
             input,
             vmlinux,
+            force,
             json,
             html,
             last,
-            decoder,
         } => {
-            let vm = vmlinux.as_deref().map(read_vmlinux).transpose()?;
-            let image = vmlinux_image(vm.as_ref(), vmlinux.as_deref())?;
-            let opts = csdump::report::Options { last, decoder };
+            let vm = read_vmlinux(vmlinux.as_deref())?;
+            let opts = csdump::report::Options { last };
             let (rep, clean) = with_capture(&input, |c| {
+                let image = vmlinux_image(vm.as_ref(), c, force)?;
                 Ok(csdump::report::build(c, image.as_ref(), &opts))
             })?;
             for n in &rep.notes {
                 eprintln!("csdump: note: {n}");
             }
-            for e in &rep.decoder_errors {
+            if rep.decoder_error_count > 0 {
+                eprintln!(
+                    "csdump: note: the decoder logged {} error(s) (a packet cut at the start of a \
+                     wrapped buffer is usual); the first:",
+                    rep.decoder_error_count
+                );
+            }
+            for e in rep.decoder_errors.iter().take(8) {
                 eprintln!("csdump: note: decoder: {e}");
             }
             for w in &rep.warnings {
                 eprintln!("csdump: warning: {w}");
+            }
+            // The page first: a report printed and then an error would say two things.
+            if let Some(h) = &html {
+                csdump::output::write(h, csdump::report::render_html(&rep).as_bytes())?;
+                eprintln!("csdump: wrote {}", h.display());
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rep)?);
             } else {
                 print!("{}", csdump::report::render_text(&rep));
             }
-            if let Some(h) = html {
-                std::fs::write(&h, csdump::report::render_html(&rep))
-                    .with_context(|| h.display().to_string())?;
-                eprintln!("csdump: wrote {}", h.display());
-            }
-            Ok(clean && rep.warnings.is_empty())
+            Ok((clean && rep.warnings.is_empty()).into())
         }
         Command::Info { input, json } => {
             let file = Input::open(&input)?;
@@ -296,7 +365,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             } else {
                 print!("{}", render_text(&report));
             }
-            Ok(report.clean)
+            Ok(report.clean.into())
         }
         Command::Extract {
             input,
@@ -311,19 +380,42 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let written = extract(&located, &mut report, &output, ExtractOptions { salvage })?;
             print!("{}", render_text(&report));
             println!("wrote {} files to {}", written.len(), output.display());
-            Ok(report.clean)
+            Ok(report.clean.into())
         }
     }
 }
 
+/// Exit status: fatal.
+const EXIT_FATAL: u8 = 1;
+/// Exit status: output written, the dump damaged or partial.
+const EXIT_DAMAGED: u8 = 3;
+
+/// On SIGTERM, SIGINT or SIGHUP: remove the temporary output files of this run and exit with
+/// 128 + the signal's number, as a shell reports a process killed by it.
+fn on_signals() {
+    use signal_hook::consts::SIGHUP;
+    use signal_hook::consts::SIGINT;
+    use signal_hook::consts::SIGTERM;
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            csdump::output::remove_pending_and_exit(128 + sig);
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    // clap exits 2 on a usage error, 0 for --help and --version.
     let cli = Cli::parse();
+    on_signals();
     match run(cli) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(2),
+        Ok(Done::Clean) => ExitCode::SUCCESS,
+        Ok(Done::Damaged) => ExitCode::from(EXIT_DAMAGED),
         Err(e) => {
             eprintln!("csdump: error: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(EXIT_FATAL)
         }
     }
 }

@@ -11,10 +11,7 @@
 //! The attribute has no `PERF_SAMPLE_TIME`: perf then decodes "timeless", all of a buffer at
 //! once, which is what a panic dump is (no timestamps are needed in the trace).
 
-use std::fs;
-use std::fs::File;
 use std::io;
-use std::io::BufWriter;
 use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
@@ -140,12 +137,12 @@ fn io_err(path: &Path, e: io::Error) -> io::Error {
 /// Each file that can be written is: without an ETMv4 source there is no metadata and no
 /// perf.data, but the raw trace is still written.
 pub fn write_perf(capture: &Capture<'_>, dir: &Path) -> io::Result<PerfOutput> {
-    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    crate::output::create_dir(dir)?;
     let mut out = PerfOutput::default();
     let n = capture.sinks.len();
     for (i, s) in capture.sinks.iter().enumerate() {
         let path = dir.join(cstrace_name(i, n, &s.name));
-        fs::write(&path, &s.trace).map_err(|e| io_err(&path, e))?;
+        crate::output::write(&path, &s.trace)?;
         out.files.push(path);
     }
     if capture.etms.is_empty() {
@@ -154,7 +151,7 @@ pub fn write_perf(capture: &Capture<'_>, dir: &Path) -> io::Result<PerfOutput> {
         return Ok(out);
     }
     let path = dir.join(METADATA_FILE);
-    fs::write(&path, metadata_bytes(capture)).map_err(|e| io_err(&path, e))?;
+    crate::output::write(&path, &metadata_bytes(capture))?;
     out.files.push(path);
     if capture.sinks.iter().all(|s| s.frames().is_empty()) {
         out.skipped
@@ -162,10 +159,9 @@ pub fn write_perf(capture: &Capture<'_>, dir: &Path) -> io::Result<PerfOutput> {
         return Ok(out);
     }
     let path = dir.join(PERF_DATA_FILE);
-    let file = File::create(&path).map_err(|e| io_err(&path, e))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut w = crate::output::AtomicFile::create(&path)?;
     out.trace_bytes = write_perf_data(capture, &mut w).map_err(|e| io_err(&path, e))?;
-    w.flush().map_err(|e| io_err(&path, e))?;
+    w.commit()?;
     out.files.push(path);
     Ok(out)
 }

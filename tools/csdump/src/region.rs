@@ -88,14 +88,14 @@ pub enum LocateError {
     #[error(transparent)]
     Elf(#[from] VmcoreError),
     /// vmcoreinfo names a region that cannot be read from the file.
-    #[error("region from vmcoreinfo ({VMCOREINFO_PADDR_KEY}={paddr:#x}, {VMCOREINFO_SIZE_KEY}={size:#x}) cannot be read: {source}")]
+    #[error("region from vmcoreinfo ({VMCOREINFO_PADDR_KEY}={paddr:#x}, {VMCOREINFO_SIZE_KEY}={size:#x}) cannot be read: {err}")]
     VmcoreinfoRegion {
         /// Physical address from vmcoreinfo.
         paddr: u64,
         /// Size from vmcoreinfo.
         size: u64,
         /// Why it cannot be read.
-        source: VmcoreError,
+        err: VmcoreError,
     },
     /// vmcoreinfo names an implausible region.
     #[error("vmcoreinfo region size {size:#x} is implausible (0 or above {MAX_REGION_SIZE:#x})")]
@@ -222,13 +222,9 @@ fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
             if size == 0 || size > MAX_REGION_SIZE {
                 return Err(LocateError::BadSize { size });
             }
-            let bytes =
-                elf.read_phys(paddr, size)
-                    .map_err(|source| LocateError::VmcoreinfoRegion {
-                        paddr,
-                        size,
-                        source,
-                    })?;
+            let bytes = elf
+                .read_phys(paddr, size)
+                .map_err(|err| LocateError::VmcoreinfoRegion { paddr, size, err })?;
             let file_offset = match bytes {
                 Cow::Borrowed(_) => elf.phys_to_offset(paddr),
                 Cow::Owned(_) => None,

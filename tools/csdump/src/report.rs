@@ -4,23 +4,17 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::fs;
-use std::path::PathBuf;
-use std::time::SystemTime;
-use std::time::UNIX_EPOCH;
 
 use cspd_hw::a64::direct_target;
 use serde::Serialize;
 
 use crate::capture::Capture;
-use crate::capture::Origin;
-use crate::decode::run_trc_pkt_lister;
-use crate::decode::Decoded;
+use crate::decode::decode_last;
+use crate::decode::CodeImages;
 use crate::decode::Element;
+use crate::decode::Memory;
 use crate::elf::Symbolizer;
 use crate::snapshot::kernel_relocation;
-use crate::snapshot::runtime_text;
-use crate::snapshot::write_snapshot_with;
 use crate::snapshot::VmlinuxImage;
 
 /// Report options.
@@ -28,8 +22,6 @@ use crate::snapshot::VmlinuxImage;
 pub struct Options {
     /// How many branches and functions to keep per CPU.
     pub last: usize,
-    /// The `trc_pkt_lister` program.
-    pub decoder: PathBuf,
 }
 
 /// An address and its symbol.
@@ -117,8 +109,11 @@ pub struct Report {
     pub symbols: bool,
     /// Per CPU, panic CPU first.
     pub cpus: Vec<CpuReport>,
-    /// Errors the decoder printed (a packet cut at the end of a circular buffer is usual).
+    /// Errors the decoder logged, the first 64 (a packet cut at the start of a wrapped buffer
+    /// is usual).
     pub decoder_errors: Vec<String>,
+    /// Errors the decoder logged in all.
+    pub decoder_error_count: u64,
     /// What the reader should know about the decode (the kernel text it used, say).
     pub notes: Vec<String>,
     /// What went wrong.
@@ -135,13 +130,6 @@ fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
     }
 }
 
-fn scratch_dir() -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    std::env::temp_dir().join(format!("csdump-report-{}-{nanos}", std::process::id()))
-}
-
 /// Turns a CPU's last elements into its last functions and branches.
 /// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
 /// `word` reads the instruction at an address, for the target of a last branch no range
@@ -150,11 +138,23 @@ fn summarise(
     els: &VecDeque<Element>,
     sym: Option<&Symbolizer>,
     last: usize,
-    word: &dyn Fn(u64) -> Option<u32>,
+    word: &mut dyn FnMut(u64) -> Option<u32>,
 ) -> (Vec<FunctionRun>, Vec<Branch>) {
     let mut funcs: Vec<FunctionRun> = Vec::new();
     let mut branches = Vec::new();
     let mut pending: Option<(u64, String)> = None;
+    let last_branch = |e: &Element| match e {
+        Element::Range {
+            end,
+            last_size,
+            taken: true,
+            branch,
+            ..
+        } if *branch != crate::decode::BranchType::None => {
+            Some((end.wrapping_sub(u64::from(*last_size)), e.branch_name()))
+        }
+        _ => None,
+    };
     for e in els {
         if let Some(a) = e.addr() {
             if let Some((from, kind)) = pending.take() {
@@ -187,17 +187,9 @@ fn summarise(
             }
         }
         match e {
-            // OpenCSD names the last instruction `---` when it is not a branch (a range cut
-            // by an exception).
-            Element::Range {
-                end,
-                last_size,
-                taken: true,
-                branch,
-                ..
-            } if !branch.is_empty() && branch != "---" => {
-                pending = Some((end.wrapping_sub(u64::from(*last_size)), branch.clone()))
-            }
+            // A range whose last instruction is not a branch (a range cut by an exception)
+            // adds no branch.
+            Element::Range { .. } => pending = last_branch(e),
             // An exception goes from its preferred return address to the vector, where the
             // next element starts.
             Element::Exception { ret: Some(r), .. } => pending = Some((*r, "exception".into())),
@@ -219,150 +211,56 @@ fn summarise(
     (funcs, branches)
 }
 
-/// Adds to `extra` the mapped kernel memory around each address the decoder could not read;
-/// returns how many ranges it added.
-fn add_module_text(
-    km: &crate::kmem::KernelMemory<'_, '_>,
-    d: &Decoded,
-    extra: &mut Vec<(u64, Vec<u8>)>,
-) -> usize {
-    let mut added = 0;
-    let nacc: Vec<u64> = d
-        .by_id
-        .values()
-        .flatten()
-        .filter_map(|e| match e {
-            Element::NoAccess { addr } => Some(*addr),
-            _ => None,
-        })
-        .collect();
-    for a in nacc {
-        let covered = |x: u64| {
-            extra
-                .iter()
-                .any(|(s, b)| x >= *s && x - *s < b.len() as u64)
-        };
-        if a < crate::capture::KERNEL_SPACE || covered(a) || extra.len() >= 64 {
-            continue;
-        }
-        if let Some((start, bytes)) = km.read_around(a, 256 * 1024, 256 * 1024) {
-            if !bytes.is_empty() && !covered(start) {
-                extra.push((start, bytes));
-                added += 1;
-            }
-        }
-    }
-    added
-}
-
-/// Builds the report: writes a scratch snapshot, decodes it, symbolises.
+/// Builds the report: decodes the capture in process, keeping the last elements of each trace
+/// ID, and symbolises them.
 pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &Options) -> Report {
     let sym = vmlinux.map(|v| Symbolizer {
         vmlinux: v.elf.clone(),
         offset: kernel_relocation(capture, &v.elf),
     });
     let mut warnings = Vec::new();
-    let mut report_notes = Vec::new();
+    let mut report_notes: Vec<String> = capture.notes.clone();
     // Elements kept per trace ID: enough that a loop in the last function does not hide the
     // functions before it, still a bounded amount of memory.
     let keep = opts.last.saturating_mul(128).max(1024);
+    let mut memory = CodeImages::new(capture, vmlinux.map(|v| (v.bytes, &v.elf)));
+    report_notes.extend(memory.notes.iter().cloned());
     let mut decoded = None;
-    let decoder;
-    let mut extra = Vec::new();
-    if capture.etms.is_empty() || capture.sinks.iter().all(|s| s.frames().is_empty()) {
-        decoder = "not run: no ETMv4 source or no trace".to_string();
-    } else {
-        let dir = scratch_dir();
-        let idx = capture
-            .sinks
-            .iter()
-            .position(|s| !s.frames().is_empty())
-            .unwrap_or(0);
-        // The decode, and the snapshot's notes (the kernel text as built, say), which are the
-        // report's too.
-        let decode = |extra: &[(u64, Vec<u8>)]| {
-            let _ = fs::remove_dir_all(&dir);
-            let out = write_snapshot_with(capture, &dir, vmlinux, extra)?;
-            let d = run_trc_pkt_lister(
-                &opts.decoder,
-                &dir,
-                &format!("ETB_{idx}"),
-                &dir.join("decode.ppl"),
-                keep,
-            )?;
-            Ok::<_, std::io::Error>((d, out.notes))
-        };
-        let mut module_note = String::new();
-        let mut result = decode(&extra);
-        // Code outside vmlinux (modules) that the decoder could not reach: read it from the
-        // vmcore through the kernel's page tables and decode again.
-        if let (Ok(_), Some(core), Some(info)) = (&result, capture.core, capture.vmcoreinfo) {
-            if let Some(km) = crate::kmem::KernelMemory::new(core, info) {
-                for _ in 0..3 {
-                    let Ok((d, _)) = &result else {
-                        break;
-                    };
-                    let added = add_module_text(&km, d, &mut extra);
-                    if added == 0 {
-                        break;
-                    }
-                    result = decode(&extra);
-                }
-                if !extra.is_empty() {
-                    let bytes: usize = extra.iter().map(|(_, b)| b.len()).sum();
-                    module_note = format!(
-                        "; code outside vmlinux (modules) read from the vmcore: {} range(s), {} KiB",
-                        extra.len(),
-                        bytes / 1024
-                    );
-                }
+    let decoder = match decode_last(capture, &mut memory, keep) {
+        Ok(d) => {
+            let (pages, bytes) = memory.paged();
+            let mut name = format!("OpenCSD {} (libopencsd, in process)", opencsd::version());
+            if pages > 0 {
+                let _ = write!(
+                    name,
+                    "; code outside vmlinux (modules) read from the vmcore: {pages} page(s), {} KiB",
+                    bytes / 1024
+                );
             }
+            if let Some(f) = &d.fatal {
+                warnings.push(format!("trace decoded in part: {f}"));
+            }
+            decoded = Some(d);
+            name
         }
-        let _ = fs::remove_dir_all(&dir);
-        match result {
-            Ok((d, notes)) => {
-                decoder = format!("OpenCSD ({}){module_note}", opts.decoder.display());
-                decoded = Some(d);
-                report_notes = notes;
-            }
-            Err(e) => {
-                decoder = format!("not run: {e}");
-                warnings.push(format!("trace not decoded: {e}"));
-            }
+        Err(crate::decode::DecodeError::Nothing(why)) => format!("not run: {why}"),
+        Err(e) => {
+            warnings.push(format!("trace not decoded: {e}"));
+            format!("not run: {e}")
         }
-    }
-    let has_memory = vmlinux.is_some()
-        || matches!(capture.origin, Origin::Snapshot(_)) && !capture.memory.is_empty();
-    if decoded.is_some() && !has_memory {
-        warnings.push(
+    };
+    if decoded.is_some() && !memory.has_code() {
+        report_notes.push(
             "no kernel image (--vmlinux): only branch targets are known, not the instructions \
              between them"
                 .into(),
         );
     }
-    // An instruction word as the kernel ran it: module code read for the decoder, the vmcore's
-    // kernel image, else vmlinux as built.
-    let word = |a: u64| -> Option<u32> {
-        let le = |b: &[u8]| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?));
-        for (base, bytes) in &extra {
-            if let Some(off) = a.checked_sub(*base).and_then(|o| usize::try_from(o).ok()) {
-                if let Some(w) = bytes.get(off..).and_then(le) {
-                    return Some(w);
-                }
-            }
-        }
-        if let Some(w) = runtime_text(capture, a, 4).as_deref().and_then(le) {
-            return Some(w);
-        }
-        let v = vmlinux?;
-        let link = a.wrapping_sub(kernel_relocation(capture, &v.elf));
-        let sec = v
-            .elf
-            .exec
-            .iter()
-            .find(|s| link >= s.addr && link - s.addr < s.size)?;
-        let off = usize::try_from(sec.offset + (link - sec.addr)).ok()?;
-        v.bytes.get(off..).and_then(le)
+    // An instruction word as the kernel ran it (module code read through the page tables, the
+    // vmcore's kernel image, else vmlinux as built).
+    let mut word = |a: u64| -> Option<u32> {
+        let mut b = [0u8; 4];
+        (memory.read(a, &mut b) == 4).then(|| u32::from_le_bytes(b))
     };
     let mut cpus = Vec::new();
     for cpu in capture.cpus() {
@@ -402,7 +300,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             (Some(id), Some(d)) => match d.by_id.get(&id) {
                 Some(els) => {
                     elements = d.totals.get(&id).copied().unwrap_or(0);
-                    (functions, branches) = summarise(els, sym.as_ref(), opts.last, &word);
+                    (functions, branches) = summarise(els, sym.as_ref(), opts.last, &mut word);
                 }
                 None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
             },
@@ -430,6 +328,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             .as_ref()
             .map(|d| d.errors.clone())
             .unwrap_or_default(),
+        decoder_error_count: decoded.as_ref().map_or(0, |d| d.error_count),
         cpus,
         notes: report_notes,
         warnings,
@@ -614,14 +513,22 @@ pub fn render_html(r: &Report) -> String {
 mod tests {
     use super::*;
 
-    fn range(start: u64, end: u64, taken: bool, branch: &str) -> Element {
+    use crate::decode::BranchType;
+    use crate::decode::BranchType as B;
+
+    fn range(start: u64, end: u64, taken: bool, branch: BranchType) -> Element {
+        range_c(start, end, taken, branch, false)
+    }
+
+    fn range_c(start: u64, end: u64, taken: bool, branch: BranchType, cond: bool) -> Element {
         Element::Range {
             start,
             end,
             count: u32::try_from((end - start) / 4).unwrap_or(0),
             last_size: 4,
             taken,
-            branch: branch.into(),
+            branch,
+            conditional: cond,
         }
     }
 
@@ -629,26 +536,26 @@ mod tests {
     fn exceptions_are_branches_from_the_return_address_to_the_vector() {
         let els: VecDeque<Element> = [
             // A taken branch to 0x200, interrupted before its target ran.
-            range(0x100, 0x110, true, "BR  <cond>"),
+            range_c(0x100, 0x110, true, B::Direct, true),
             Element::Exception {
                 ret: Some(0x200),
-                text: "IRQ".into(),
+                number: 0xE,
             },
-            range(0x1280, 0x1290, true, "iBR A64:eret"),
-            range(0x200, 0x208, false, "BR  <cond>"),
+            range(0x1280, 0x1290, true, B::ExceptionReturn),
+            range_c(0x200, 0x208, false, B::Direct, true),
             // A data abort at 0x210: the range before it ends in an ordinary instruction.
-            range(0x208, 0x210, true, "---"),
+            range(0x208, 0x210, true, B::None),
             Element::Exception {
                 ret: Some(0x210),
-                text: "Data Fault".into(),
+                number: 0xC,
             },
-            range(0x1200, 0x1204, true, "ISB"),
-            range(0x1204, 0x1208, true, "iBR A64:eret"),
-            range(0x210, 0x214, true, "BR  b+link"),
+            range(0x1200, 0x1204, true, B::Isb),
+            range(0x1204, 0x1208, true, B::ExceptionReturn),
+            range(0x210, 0x214, true, B::DirectLink),
         ]
         .into();
         // The last range ends in a BL at 0x210 (`bl .+0x40`) that no range follows.
-        let (_, branches) = summarise(&els, None, 64, &|a| (a == 0x210).then_some(0x9400_0010));
+        let (_, branches) = summarise(&els, None, 64, &mut |a| (a == 0x210).then_some(0x9400_0010));
         let got: Vec<(Option<String>, String, String)> = branches
             .into_iter()
             .map(|b| {
@@ -660,13 +567,13 @@ mod tests {
             })
             .collect();
         let want = [
-            ("0x10c", "0x200", "BR  <cond>"),
+            ("0x10c", "0x200", "BR <cond>"),
             ("0x200", "0x1280", "exception"),
             ("0x128c", "0x200", "iBR A64:eret"),
             ("0x210", "0x1200", "exception"),
             ("0x1200", "0x1204", "ISB"),
             ("0x1204", "0x210", "iBR A64:eret"),
-            ("0x210", "0x250", "BR  b+link"),
+            ("0x210", "0x250", "BR b+link"),
         ];
         let want: Vec<(Option<String>, String, String)> = want
             .iter()
@@ -678,21 +585,21 @@ mod tests {
     #[test]
     fn a_last_indirect_branch_has_no_target_and_an_unreadable_one_neither() {
         let els: VecDeque<Element> = [
-            range(0x100, 0x110, true, "BR  <cond>"),
-            range(0x200, 0x20c, true, "iBR A64:ret"),
+            range_c(0x100, 0x110, true, B::Direct, true),
+            range(0x200, 0x20c, true, B::Return),
         ]
         .into();
         // RET: the target is in a register, and the trace ended before its address packet.
-        let (_, b) = summarise(&els, None, 64, &|_| Some(0xD65F_03C0));
+        let (_, b) = summarise(&els, None, 64, &mut |_| Some(0xD65F_03C0));
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
         assert!(b[1].to.is_none());
         // A direct branch whose code cannot be read: listed, target unknown.
-        let (_, b) = summarise(&els, None, 64, &|_| None);
+        let (_, b) = summarise(&els, None, 64, &mut |_| None);
         assert!(b[1].to.is_none());
         // A range that does not end in a taken branch adds nothing.
-        let els: VecDeque<Element> = [range(0x100, 0x110, false, "BR  <cond>")].into();
-        assert!(summarise(&els, None, 64, &|_| Some(0x9400_0010))
+        let els: VecDeque<Element> = [range_c(0x100, 0x110, false, B::Direct, true)].into();
+        assert!(summarise(&els, None, 64, &mut |_| Some(0x9400_0010))
             .1
             .is_empty());
     }

@@ -8,14 +8,11 @@
 //! the input, never gathered in memory.
 
 use std::fmt::Write as _;
-use std::fs;
 use std::fs::File;
 use std::io;
-use std::io::BufWriter;
 use std::io::Read;
 use std::io::Seek;
 use std::io::SeekFrom;
-use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
 
@@ -89,6 +86,17 @@ pub(crate) fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option
     core.read_phys(paddr, len).ok().map(|b| b.into_owned())
 }
 
+/// Like [`runtime_text`], borrowing from the vmcore when one segment holds the range.
+pub(crate) fn runtime_text_cow<'a>(
+    capture: &Capture<'a>,
+    addr: u64,
+    len: u64,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    let core = capture.core?;
+    let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
+    core.read_phys(paddr, len).ok()
+}
+
 /// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and
 /// vmlinux have it, else the dump's KASLR offset.
 pub fn kernel_relocation(capture: &Capture<'_>, vmlinux: &Vmlinux) -> u64 {
@@ -103,9 +111,12 @@ fn copy_range(src: &Path, offset: u64, len: u64, dst: &Path) -> io::Result<u64> 
     let mut f = File::open(src).map_err(|e| io_err(src, e))?;
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| io_err(src, e))?;
-    let mut out = BufWriter::new(File::create(dst).map_err(|e| io_err(dst, e))?);
+    if !f.metadata().map_err(|e| io_err(src, e))?.is_file() {
+        return Err(io_err(src, io::Error::other("not a regular file")));
+    }
+    let mut out = crate::output::AtomicFile::create(dst)?;
     let n = io::copy(&mut f.take(len), &mut out).map_err(|e| io_err(dst, e))?;
-    out.flush().map_err(|e| io_err(dst, e))?;
+    out.commit()?;
     Ok(n)
 }
 
@@ -130,11 +141,11 @@ pub fn write_snapshot_with(
     vmlinux: Option<&VmlinuxImage<'_>>,
     extra: &[(u64, Vec<u8>)],
 ) -> io::Result<SnapshotOutput> {
-    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    crate::output::create_dir(dir)?;
     let mut out = SnapshotOutput::default();
     let write = |out: &mut SnapshotOutput, name: &str, text: &str| -> io::Result<()> {
         let path = dir.join(name);
-        fs::write(&path, text).map_err(|e| io_err(&path, e))?;
+        crate::output::write(&path, text.as_bytes())?;
         out.files.push(path);
         Ok(())
     };
@@ -162,7 +173,7 @@ pub fn write_snapshot_with(
                 }
                 _ => built,
             };
-            fs::write(&path, bytes).map_err(|e| io_err(&path, e))?;
+            crate::output::write(&path, bytes)?;
             out.files.push(path);
             out.memory_bytes += s.size;
             dumps.push((name, s.addr.wrapping_add(reloc), s.size));
@@ -196,7 +207,7 @@ pub fn write_snapshot_with(
     for (i, (address, bytes)) in extra.iter().enumerate() {
         let name = format!("kernel_mem_{i}.bin");
         let path = dir.join(&name);
-        fs::write(&path, bytes).map_err(|e| io_err(&path, e))?;
+        crate::output::write(&path, bytes)?;
         out.files.push(path);
         out.memory_bytes += bytes.len() as u64;
         dumps.push((name, *address, bytes.len() as u64));
@@ -208,7 +219,7 @@ pub fn write_snapshot_with(
     for (i, s) in capture.sinks.iter().enumerate() {
         let file = cstrace_name(i, nsinks, &s.name);
         let path = dir.join(&file);
-        fs::write(&path, s.frames()).map_err(|e| io_err(&path, e))?;
+        crate::output::write(&path, s.frames())?;
         out.files.push(path);
         buffers.push((format!("ETB_{i}"), file, !s.frames().is_empty()));
     }

@@ -270,7 +270,7 @@ fn corrupt_record_is_reported_and_others_extracted() {
         out.to_str().unwrap(),
         "--salvage",
     ]);
-    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+    assert_eq!(code(&o), 3, "{}", text(&o.stderr));
     let stderr = text(&o.stderr);
     assert!(
         stderr.contains(&format!(
@@ -313,7 +313,7 @@ fn missing_commit_is_a_torn_dump() {
     fs::write(&input, &b.bytes).unwrap();
     let out = tmp.path().join("out");
     let o = extract(&input, &out);
-    assert_eq!(code(&o), 2);
+    assert_eq!(code(&o), 3);
     assert!(text(&o.stderr).contains(&format!(
         "offset {c:#x}: record chain ends without a commit"
     )));
@@ -338,7 +338,7 @@ fn corrupt_record_in_vmcore_names_file_offset() {
     let input = tmp.path().join("vmcore");
     fs::write(&input, &elf).unwrap();
     let o = csdump(&["info", "--json", input.to_str().unwrap()]);
-    assert_eq!(code(&o), 2);
+    assert_eq!(code(&o), 3);
     let s: Value = serde_json::from_slice(&o.stdout).unwrap();
     let fo = s["region_file_offset"].as_u64().unwrap();
     assert_eq!(s["problems"][0]["code"], "record-header-crc");

@@ -26,11 +26,70 @@ fn seeds() -> Vec<Vec<u8>> {
             },
         ]
     };
-    vec![
-        b.bytes.clone(),
-        elf_core(&notes, &loads(0x1000)),
-        elf_core(&[core_note()], &loads(0x900)),
-    ]
+    let dump = |d: Vec<u8>| [vec![0u8], d].concat();
+    let vmcore = elf_core(&notes, &loads(0x1000));
+    let mut with_vmlinux = vec![2u8];
+    with_vmlinux.extend_from_slice(&(b.bytes.len() as u32).to_le_bytes());
+    with_vmlinux.extend_from_slice(&b.bytes);
+    with_vmlinux.extend_from_slice(&elf_core(&[core_note()], &loads(0x900)));
+    let mut v = vec![
+        dump(b.bytes.clone()),
+        dump(vmcore),
+        dump(elf_core(&[core_note()], &loads(0x900))),
+        with_vmlinux,
+    ];
+    // A real snapshot (Juno, user space), packed as files for the snapshot reader.
+    if let Some(dir) = cspd_testdata::snapshot("juno-uname-001") {
+        let mut packed = vec![1u8];
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for n in names {
+            packed.extend_from_slice(format!("@@ {n}\n").as_bytes());
+            packed.extend_from_slice(&std::fs::read(dir.join(&n)).unwrap());
+            packed.push(b'\n');
+        }
+        // The last file ends at the end of the input.
+        if packed.last() == Some(&b'\n') {
+            packed.pop();
+        }
+        v.push(packed);
+    }
+    v
+}
+
+/// The seeds of the fuzz target (written to `$CSPD_FUZZ_SEEDS` when set, for `make fuzz`):
+/// every kind of input decodes far enough to reach its deepest reader.
+#[test]
+fn fuzz_seeds_reach_the_readers() {
+    let seeds = seeds();
+    assert!(seeds.len() >= 5, "the snapshot seed is missing");
+    // The packed snapshot reads back as its files.
+    let snap = seeds.last().unwrap();
+    let files = csdump::snapshot_files(&snap[1..]);
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"snapshot.ini") && names.contains(&"uname_trace.bin"),
+        "{names:?}"
+    );
+    let trace = files
+        .iter()
+        .find(|(n, _)| n == "uname_trace.bin")
+        .unwrap()
+        .1;
+    assert_eq!(trace.len(), 65536);
+    if let Some(dir) = std::env::var_os("CSPD_FUZZ_SEEDS") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, s) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i}")), s).unwrap();
+        }
+    }
+    for s in &seeds {
+        csdump::fuzz_entry(s);
+    }
 }
 
 #[test]
@@ -41,8 +100,9 @@ fn random_inputs_never_panic() {
         let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         // Give some of them a plausible start so the deeper parsers run.
         match rng.below(4) {
-            0 if data.len() >= 8 => data[..8].copy_from_slice(b"CSPDUMP\0"),
-            1 if data.len() >= 6 => data[..6].copy_from_slice(b"\x7fELF\x02\x01"),
+            0 if data.len() >= 9 => data[..9].copy_from_slice(b"\0CSPDUMP\0"),
+            1 if data.len() >= 7 => data[..7].copy_from_slice(b"\0\x7fELF\x02\x01"),
+            2 if data.len() >= 19 => data[..19].copy_from_slice(b"\x01@@ snapshot.ini\n[d"),
             _ => {}
         }
         csdump::fuzz_entry(&data);
@@ -53,9 +113,9 @@ fn random_inputs_never_panic() {
 fn mutated_inputs_never_panic() {
     let mut rng = Rng(0x5eed_0002);
     let seeds = seeds();
-    for seed in &seeds {
+    for seed in seeds.iter().filter(|s| s[0] == 0) {
         // The seeds themselves are valid.
-        let located = csdump::region::locate(seed).unwrap();
+        let located = csdump::region::locate(&seed[1..]).unwrap();
         let report = csdump::info::analyze("seed", &located).unwrap();
         assert!(report.clean, "{:?}", report.problems);
     }

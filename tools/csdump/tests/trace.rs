@@ -3,7 +3,9 @@
 //! OpenCSD test snapshots), given both as a snapshot directory and packed into a dump with the
 //! format's and cspd-hw's encoders.
 //!
-//! A test that needs a missing tool or the shared test data prints why and returns.
+//! The snapshots come from Debian's libopencsd source package (scripts/setup.sh puts them in
+//! the cache; `cspd_testdata` finds them). A test that needs a missing tool or snapshot fails
+//! under CI=true, and elsewhere says `SKIPPED:` and why.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -28,6 +30,9 @@ use cspd_hw::tmc::TMC_RECORD_VERSION;
 
 const RET_STCK: &str = "juno-ret-stck";
 const UNAME: &str = "juno-uname-001";
+/// GNU build ID of the kernel of the dumps built here, and of the vmlinux files written for
+/// them.
+const BUILD_ID: [u8; 20] = [0xB1; 20];
 /// KASLR offset of the dumps built here: the kernel image of juno-ret-stck is linked this
 /// much lower than where the trace says it ran.
 const KASLR: u64 = 0x20_0000;
@@ -37,23 +42,11 @@ fn csdump() -> &'static str {
 }
 
 fn testdata(name: &str) -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/opencsd")
-        .join(name);
-    if d.join("snapshot.ini").exists() {
-        Some(d)
-    } else {
-        eprintln!("skipped: test data {} not present", d.display());
-        None
-    }
+    cspd_testdata::snapshot(name)
 }
 
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().is_ok();
-    if !ok {
-        eprintln!("skipped: {tool} not installed");
-    }
-    ok
+    cspd_testdata::tool(tool)
 }
 
 fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
@@ -73,8 +66,13 @@ fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
 
 /// Runs trc_pkt_lister on `dir`, returns its log (a fresh file: it appends).
 fn trc_pkt_lister(dir: &Path, decode: bool, log: &Path) -> String {
+    trc_pkt_lister_of(Path::new("trc_pkt_lister"), dir, decode, log)
+}
+
+/// Runs the trc_pkt_lister `program` on `dir`, returns its log.
+fn trc_pkt_lister_of(program: &Path, dir: &Path, decode: bool, log: &Path) -> String {
     let _ = fs::remove_file(log);
-    let mut c = Command::new("trc_pkt_lister");
+    let mut c = Command::new(program);
     c.arg("-ss_dir").arg(dir);
     if decode {
         c.arg("-decode_only");
@@ -103,6 +101,98 @@ fn packets(log: &str) -> Vec<String> {
         .filter(|l| l.starts_with("Idx:") && l.contains(";\tI_") && !l.contains("I_INCOMPLETE_EOT"))
         .map(str::to_string)
         .collect()
+}
+
+/// One element of `trc_pkt_lister`'s output, in the terms csdump's decode gives it: the trace
+/// ID and what the element says (the judge's reading of the text OpenCSD's tools print).
+fn judge_line(line: &str) -> Option<(u8, Judged)> {
+    fn hex_after(s: &str, key: &str) -> Option<u64> {
+        let rest = s.get(s.find(key)? + key.len()..)?.trim_start();
+        let rest = rest.strip_prefix("0x").unwrap_or(rest);
+        let end = rest
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len());
+        u64::from_str_radix(&rest[..end], 16).ok()
+    }
+    fn num_in(s: &str, key: &str) -> Option<u32> {
+        let rest = s.get(s.find(key)? + key.len()..)?;
+        rest.get(..rest.find(')')?)?.parse().ok()
+    }
+    // The tool prints a logged error and the next element on one line: the element starts at
+    // its `Idx:`.
+    let rest = line.get(line.find("Idx:")? + 4..)?;
+    let (_, rest) = rest.split_once("; ID:")?;
+    let (id, rest) = rest.split_once(';')?;
+    let id = u8::from_str_radix(id.trim(), 16).ok()?;
+    let body = rest.trim_start().strip_prefix("OCSD_GEN_TRC_ELEM_")?;
+    let el = if let Some(b) = body.strip_prefix("INSTR_RANGE(") {
+        let tail = &b[b.find("(ISA=")?..];
+        let tail = tail[tail.find(')')? + 1..].trim();
+        Judged::Range {
+            start: hex_after(b, "exec range=")?,
+            end: hex_after(b, ":[")?,
+            count: num_in(b, "num_i(")?,
+            last_size: num_in(b, "last_sz(")?,
+            taken: tail.starts_with('E'),
+        }
+    } else if let Some(b) = body.strip_prefix("ADDR_NACC(") {
+        Judged::NoAccess(hex_after(b, "")?)
+    } else if let Some(b) = body.strip_prefix("EXCEPTION(") {
+        Judged::Exception(hex_after(b, "ret addr:"))
+    } else if body.starts_with("EXCEPTION_RET") {
+        Judged::ExceptionReturn
+    } else if body.starts_with("NO_SYNC") {
+        Judged::NoSync
+    } else if body.starts_with("TRACE_ON") {
+        Judged::TraceOn
+    } else {
+        return None;
+    };
+    Some((id, el))
+}
+
+/// An element as the judge reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Judged {
+    Range {
+        start: u64,
+        end: u64,
+        count: u32,
+        last_size: u32,
+        taken: bool,
+    },
+    NoAccess(u64),
+    Exception(Option<u64>),
+    ExceptionReturn,
+    NoSync,
+    TraceOn,
+}
+
+impl From<&csdump::decode::Element> for Judged {
+    fn from(e: &csdump::decode::Element) -> Self {
+        use csdump::decode::Element as E;
+        match *e {
+            E::Range {
+                start,
+                end,
+                count,
+                last_size,
+                taken,
+                ..
+            } => Self::Range {
+                start,
+                end,
+                count,
+                last_size,
+                taken,
+            },
+            E::NoAccess { addr } => Self::NoAccess(addr),
+            E::Exception { ret, .. } => Self::Exception(ret),
+            E::ExceptionReturn => Self::ExceptionReturn,
+            E::NoSync => Self::NoSync,
+            E::TraceOn => Self::TraceOn,
+        }
+    }
 }
 
 /// Instruction ranges `[start, end)` of a decode.
@@ -140,6 +230,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     };
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
+    id.set_build_id(&BUILD_ID).unwrap();
     id.text_addr = cap.text_addr();
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
     let mut buf = vec![0u8; IDENTITY_SIZE];
@@ -214,8 +305,13 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
 /// Writes a minimal ELF64 (aarch64) vmlinux around `image` at `addr`: `.text`, and a symbol
 /// table with `_text` and one function per 4 KiB (`f_<n>`).
 fn write_elf(image: &[u8], addr: u64, path: &Path) {
+    write_elf_id(image, addr, path, &BUILD_ID);
+}
+
+/// [`write_elf`] with the given GNU build ID in a `.note.gnu.build-id` section.
+fn write_elf_id(image: &[u8], addr: u64, path: &Path, build_id: &[u8]) {
     let text_off = 0x1000usize;
-    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.note.gnu.build-id\0";
     let mut strtab = b"\0_text\0".to_vec();
     let mut syms = vec![0u8; 24];
     let sym = |syms: &mut Vec<u8>, name: u32, info: u8, value: u64, size: u64| {
@@ -246,6 +342,16 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     while body.len() % 8 != 0 {
         body.push(0);
     }
+    let note_off = body.len();
+    body.extend_from_slice(&4u32.to_le_bytes());
+    body.extend_from_slice(&(build_id.len() as u32).to_le_bytes());
+    body.extend_from_slice(&3u32.to_le_bytes()); // NT_GNU_BUILD_ID
+    body.extend_from_slice(b"GNU\0");
+    body.extend_from_slice(build_id);
+    let note_len = body.len() - note_off;
+    while body.len() % 8 != 0 {
+        body.push(0);
+    }
     let sh_off = body.len();
     let sh = |body: &mut Vec<u8>,
               name: u32,
@@ -273,6 +379,7 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     sh(&mut body, 7, 2, 0, 0, sym_off, syms.len(), 3, 1, 24);
     sh(&mut body, 15, 3, 0, 0, str_off, strtab.len(), 0, 0, 0);
     sh(&mut body, 23, 3, 0, 0, shs_off, shstr.len(), 0, 0, 0);
+    sh(&mut body, 33, 7, 2, 0, note_off, note_len, 0, 0, 0);
     let mut eh = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
     eh.resize(16, 0);
     eh.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
@@ -282,7 +389,7 @@ fn write_elf(image: &[u8], addr: u64, path: &Path) {
     eh.extend_from_slice(&0u64.to_le_bytes());
     eh.extend_from_slice(&(sh_off as u64).to_le_bytes());
     eh.extend_from_slice(&0u32.to_le_bytes());
-    for v in [64u16, 56, 0, 64, 5, 4] {
+    for v in [64u16, 56, 0, 64, 6, 4] {
         eh.extend_from_slice(&v.to_le_bytes());
     }
     body[..64].copy_from_slice(&eh);
@@ -345,6 +452,82 @@ fn snapshot_decodes_like_the_original() {
     }
 }
 
+/// csdump's in-process decode (OpenCSD's library through the `opencsd` crate: the binding, the
+/// memory callback, the element conversion) gives, per trace ID, the same elements in the same
+/// order as that library's own `trc_pkt_lister` (its snapshot reader and file accessors) on the
+/// same snapshot: real ETMv4 captures of a Juno (ETB frames, a kernel image; user code with no
+/// image) and a Cortex-A55 (a TPIU capture, `dstream_coresight`).
+#[test]
+fn in_process_decode_equals_trc_pkt_lister() {
+    let Some(tool) = cspd_testdata::library_trc_pkt_lister() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for name in [RET_STCK, UNAME, "a55-test-tpiu"] {
+        let Some(snap) = testdata(name) else {
+            return;
+        };
+        let log = trc_pkt_lister_of(&tool, &snap, true, &tmp.path().join(format!("{name}.ppl")));
+        assert!(
+            log.contains("Library Version : 1.5"),
+            "{}",
+            &log[..log.len().min(400)]
+        );
+        let mut want: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
+        for (id, e) in log.lines().filter_map(judge_line) {
+            want.entry(id).or_default().push(e);
+        }
+        let cap = Capture::from_snapshot_dir(&snap).unwrap();
+        let mut mem = csdump::decode::CodeImages::new(&cap, None);
+        let mut got: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
+        let summary = csdump::decode::decode_each(&cap, &mut mem, |id, e| {
+            got.entry(id).or_default().push(Judged::from(e));
+            csdump::decode::Flow::Continue
+        })
+        .unwrap();
+        // Where trc_pkt_lister stops on an error the library cannot go on from, the decode stops
+        // at the same byte.
+        match log.lines().find_map(|l| {
+            l.split_once("Trace buffer done, processed ")?
+                .1
+                .split(' ')
+                .next()
+        }) {
+            Some(n) if log.contains("Data Path fatal error") => {
+                assert!(summary.fatal.is_some(), "{name}");
+                assert_eq!(summary.bytes.to_string(), n, "{name}");
+            }
+            _ => {
+                assert!(summary.fatal.is_none(), "{name}: {:?}", summary.fatal);
+                assert_eq!(summary.bytes, cap.sinks[0].frames().len() as u64, "{name}");
+            }
+        }
+        let total: usize = want.values().map(Vec::len).sum();
+        assert!(total > 0, "{name}: no elements");
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{name}"
+        );
+        for (id, w) in &want {
+            let g = &got[id];
+            let first = w.iter().zip(g).position(|(a, b)| a != b);
+            assert!(
+                first.is_none() && w.len() == g.len(),
+                "{name} ID {id:#x}: {} elements from trc_pkt_lister, {} in process; first \
+                 difference at {first:?}: {:?} vs {:?}",
+                w.len(),
+                g.len(),
+                first.and_then(|i| w.get(i)),
+                first.and_then(|i| g.get(i)),
+            );
+        }
+        checked += total;
+    }
+    assert!(checked > 40_000, "{checked}");
+}
+
 /// perf knows the event and its PMU by name: the header lists the event description and the
 /// `cs_etm` PMU mapping, and neither `perf script` nor `perf evlist` falls back to "unknown
 /// attr type".
@@ -375,6 +558,7 @@ fn assert_perf_names_cs_etm(data: &Path) {
         assert!(
             l.is_empty()
                 || l == "Warning:"
+                || l.starts_with("No kallsyms or vmlinux with build-id ")
                 || l.starts_with("CS ETM Trace: ")
                 || l.trim_start().starts_with("Enable CONFIG_PROC_KCORE"),
             "perf script: {err}"
@@ -548,9 +732,13 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
     let last14 = traced
         .iter()
         .rev()
-        .filter_map(|l| csdump::decode::parse_line(l))
+        .filter_map(|l| judge_line(l))
         .filter(|(id, _)| *id == 0x14)
-        .filter_map(|(_, e)| e.addr())
+        .filter_map(|(_, e)| match e {
+            Judged::Range { start, .. } | Judged::NoAccess(start) => Some(start),
+            Judged::Exception(ret) => ret,
+            _ => None,
+        })
         .next()
         .unwrap();
     let branches = cpus[0]["branches"].as_array().unwrap();
@@ -588,7 +776,7 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
 
 /// A dump with the given sink trace and sources, no identity.
 fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
-    let size = 64 * 1024;
+    let size = trace.len().next_multiple_of(4096) + 64 * 1024;
     let mut r = vec![0u8; size];
     let ch = ContainerHeader::new(size as u64, [9; 16], 1);
     init_region(&mut r, &ch).unwrap();
@@ -644,16 +832,16 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o1");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("no usable ETMv4 source"), "{err}");
     assert_eq!(fs::read(out.join("cstrace.bin")).unwrap(), trace);
     assert!(!out.join("perf.data").exists() && !out.join("metadata.bin").exists());
     let s = tmp.path().join("s1");
     let o = run(&[&"snapshot", &d, &"-o", &s]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(s.join("snapshot.ini").exists() && s.join("cstrace.bin").exists());
     let o = run(&[&"report", &d, &"--json"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["decoder"].as_str().unwrap().starts_with("not run"));
 
@@ -665,7 +853,7 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o2");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("unknown ETM architecture (TRCDEVARCH 0x47702a13)"),
         "{err}"
@@ -680,7 +868,7 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let out = tmp.path().join("o3");
     let o = run(&[&"perf", &d, &"-o", &out]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("4091 trace bytes is not a whole number of 16-byte frames"),
         "{err}"
@@ -715,4 +903,373 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let o = run(&[&"report", &empty]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("snapshot.ini"));
+}
+
+/// vmlinux must be the kernel that wrote the dump: another build ID is refused, naming both IDs
+/// and the dump's release (exit 1, nothing printed), unless --force; the e_shoff of a lying ELF
+/// header is an error, not an overflow.
+#[test]
+fn vmlinux_of_another_build_is_refused_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(snap) = testdata(RET_STCK) else {
+        return;
+    };
+    let dump = tmp.path().join("d.cspd");
+    fs::write(&dump, dump_from_snapshot(&snap, 0)).unwrap();
+    let image = fs::read(snap.join("kernel_dump.bin")).unwrap();
+    let other = tmp.path().join("vmlinux-other");
+    write_elf_id(&image, 0xFFFF_0000_0808_0000 - KASLR, &other, &[0xC2; 20]);
+    for cmd in ["report", "snapshot"] {
+        let out = tmp.path().join(format!("o-{cmd}"));
+        let o = run(&[&cmd, &dump, &"--vmlinux", &other, &"-o", &out]);
+        let o = if cmd == "report" {
+            run(&[&cmd, &dump, &"--vmlinux", &other])
+        } else {
+            o
+        };
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(o.stdout.is_empty(), "{cmd}");
+        assert!(
+            err.contains(&format!(
+                "build ID {} is not the dump's {}",
+                "c2".repeat(20),
+                "b1".repeat(20)
+            )) && err.contains("Linux 4.9.0-juno")
+                && err.contains("--force"),
+            "{cmd}: {err}"
+        );
+        assert!(!out.exists(), "{cmd}: wrote output");
+        let forced = if cmd == "report" {
+            run(&[&cmd, &dump, &"--vmlinux", &other, &"--force"])
+        } else {
+            run(&[&cmd, &dump, &"--vmlinux", &other, &"--force", &"-o", &out])
+        };
+        let err = String::from_utf8_lossy(&forced.stderr);
+        assert_eq!(forced.status.code(), Some(0), "{cmd} --force: {err}");
+        assert!(err.contains("used anyway: --force"), "{err}");
+    }
+    // The right one gives no note about it.
+    let right = tmp.path().join("vmlinux");
+    write_elf(&image, 0xFFFF_0000_0808_0000 - KASLR, &right);
+    let o = run(&[&"report", &dump, &"--vmlinux", &right]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("build ID"));
+    // A section header offset near u64::MAX: an error, no overflow (debug builds panicked).
+    let mut bad = fs::read(&right).unwrap();
+    bad[0x28..0x30].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+    assert!(csdump::elf::Vmlinux::parse(&bad).is_err());
+    let badf = tmp.path().join("vmlinux-bad");
+    fs::write(&badf, &bad).unwrap();
+    let o = run(&[&"report", &dump, &"--vmlinux", &badf]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("vmlinux-bad: "), "{err}");
+}
+
+/// One exit status contract for every command: 0 complete and clean, 1 fatal (nothing useful
+/// written), 2 usage error, 3 output written but the dump damaged or partial; --help says so.
+#[test]
+fn one_exit_status_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let clean = tmp.path().join("clean.cspd");
+    let bytes = small_dump(&trace, &[good_etm(0)]);
+    fs::write(&clean, &bytes).unwrap();
+    // 0: clean; a report without --vmlinux is complete (a note says what it lacks).
+    for args in [vec!["info"], vec!["report"], vec!["report", "--json"]] {
+        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = args.iter().map(|s| s as _).collect();
+        a.push(&clean);
+        let o = run(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+    let o = run(&[&"report", &clean]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("note: no kernel image (--vmlinux)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for cmd in ["extract", "perf", "snapshot"] {
+        let out = tmp.path().join(format!("clean-{cmd}"));
+        let o = run(&[&cmd, &clean, &"-o", &out]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // 3: a record that fails its CRC; what can be written is.
+    let mut damaged = bytes.clone();
+    let at = damaged.windows(16).position(|w| w == &trace[..16]).unwrap();
+    damaged[at + 100] ^= 0xFF;
+    let d = tmp.path().join("damaged.cspd");
+    fs::write(&d, &damaged).unwrap();
+    let out = tmp.path().join("damaged-extract");
+    let o = run(&[&"extract", &d, &"-o", &out]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.join("summary.json").exists());
+    for cmd in ["info", "report"] {
+        let o = run(&[&cmd, &d]);
+        assert_eq!(o.status.code(), Some(3), "{cmd}");
+    }
+    // 2: usage errors, nothing read.
+    for args in [
+        vec!["report", "--no-such-flag", "x"],
+        vec!["extract", "x"],
+        vec!["frobnicate"],
+        vec!["report", "x", "--force"],
+    ] {
+        let mut c = Command::new(csdump());
+        let o = c.args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    // 1: fatal: not a dump; an HTML page that cannot be written (and then nothing printed).
+    let junk = tmp.path().join("junk");
+    fs::write(&junk, b"not a dump").unwrap();
+    assert_eq!(run(&[&"info", &junk]).status.code(), Some(1));
+    let o = run(&[&"report", &clean, &"--html", &"/nonexistent/dir/r.html"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "the report was printed before the failure"
+    );
+    assert_eq!(err.matches("/nonexistent/dir/r.html").count(), 1, "{err}");
+    // --help documents the four.
+    let h = Command::new(csdump()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&h.stdout);
+    assert_eq!(h.status.code(), Some(0));
+    for line in [
+        "  0  complete and clean",
+        "  1  fatal",
+        "  2  usage error",
+        "  3  output written",
+    ] {
+        assert!(help.contains(line), "{help}");
+    }
+}
+
+/// SIGTERM in the middle of writing leaves nothing behind: no temporary output file, nothing in
+/// TMPDIR, exit status 128 + 15.
+#[test]
+fn sigterm_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..(256u32 << 20))
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let d = tmp.path().join("big.cspd");
+    fs::write(&d, small_dump(&trace, &[good_etm(0)])).unwrap();
+    drop(trace);
+    let scratch = tmp.path().join("tmpdir");
+    fs::create_dir(&scratch).unwrap();
+    let out = tmp.path().join("out");
+    let mut child = Command::new(csdump())
+        .args(["perf"])
+        .arg(&d)
+        .arg("-o")
+        .arg(&out)
+        .env("TMPDIR", &scratch)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let temp_files = |dir: &Path| -> Vec<String> {
+        fs::read_dir(dir)
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(".csdump-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Wait until it writes, then stop it.
+    let start = std::time::Instant::now();
+    while temp_files(&out).is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "csdump finished before it could be stopped"
+        );
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "csdump never started writing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let k = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(temp_files(&out).is_empty(), "{:?}", temp_files(&out));
+    assert_eq!(fs::read_dir(&scratch).unwrap().count(), 0);
+}
+
+/// A real trace whose end is overwritten (here by text), decoded against a snapshot whose core
+/// lacks one of its memory images: bookworm's OpenCSD 1.3.3 dereferenced a dangling P0 stack
+/// element on it (`mispredictAtom`) and took csdump down with a segfault; the library csdump
+/// links (1.5, from Debian's source package) logs the error and the report is written.
+/// Found by the fuzz target.
+#[test]
+fn a_corrupt_trace_that_crashed_opencsd_1_3_is_decoded() {
+    let Some(src) = testdata(UNAME) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let snap = tmp.path().join("s");
+    fs::create_dir_all(&snap).unwrap();
+    for e in fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), snap.join(e.file_name())).unwrap();
+    }
+    // No libc image: drop the core's [dump2].
+    let cpu = fs::read_to_string(src.join("cpu_0.ini")).unwrap();
+    let (head, rest) = cpu.split_once("[dump2]").unwrap();
+    let tail = &rest[rest.find("[dump3]").unwrap()..];
+    fs::write(snap.join("cpu_0.ini"), format!("{head}{tail}")).unwrap();
+    let mut trace = fs::read(src.join("uname_trace.bin")).unwrap();
+    trace.truncate(2707);
+    trace.extend_from_slice(
+        b"000\nTRCIDR11(0x063)=0x00000000\nTRCIDR12(0x064)=0x00000000\nTRCIDR13(0x065)=0x0",
+    );
+    assert_eq!(trace.len(), 2784);
+    fs::write(snap.join("uname_trace.bin"), &trace).unwrap();
+    let o = run(&[&"report", &snap, &"--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), None, "killed by a signal: {err}");
+    // The snapshot names images it does not hold (libc, ld): partial input, exit 3.
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("ld-2.21.so.bin: memory image missing"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["decoder_error_count"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["decoder_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("corrupt trace")),
+        "{v}"
+    );
+    // What came before the corrupt end is decoded (42 elements, as the library's own
+    // trc_pkt_lister gives them).
+    assert_eq!(v["cpus"][0]["elements"].as_u64(), Some(42));
+}
+
+/// Copies the snapshot `name` into `to`.
+fn copy_snap(name: &str, to: &Path) -> bool {
+    let Some(src) = testdata(name) else {
+        return false;
+    };
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    true
+}
+
+/// Snapshots as OpenCSD's snapshot reader takes them: an STM source beside the ETM is a note
+/// (exit 0); a source of a protocol csdump does not decode (ETM3) is named and skipped (exit
+/// 3); a buffer or ini file that is not a regular file (`/dev/zero`) or is too big is refused
+/// by name, never read.
+#[test]
+fn snapshots_as_opencsd_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("stm");
+    if !copy_snap(UNAME, &s) {
+        return;
+    }
+    // An STM (software trace) source on the same buffer, in a device file of its own.
+    fs::write(
+        s.join("device_stm.ini"),
+        "[device]\nname=STM_0\nclass=trace_source\ntype=STM\n\n[regs]\nSTMTCSR(0x3C0)=0x00020003\n",
+    )
+    .unwrap();
+    let snap = fs::read_to_string(s.join("snapshot.ini")).unwrap();
+    fs::write(
+        s.join("snapshot.ini"),
+        snap.replace(
+            "[device_list]\n",
+            "[device_list]\ndevice9=device_stm.ini ; software trace\n",
+        ),
+    )
+    .unwrap();
+    let trace = fs::read_to_string(s.join("trace.ini")).unwrap();
+    fs::write(
+        s.join("trace.ini"),
+        trace.replace("[source_buffers]\n", "[source_buffers]\nSTM_0=ETB_0\n"),
+    )
+    .unwrap();
+    let o = run(&[&"report", &s]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("note: ") && err.contains("source STM_0: STM (software trace, no CPU)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("warning: ") || err.contains("memory image missing"),
+        "{err}"
+    );
+
+    // An ETM3 source: named, skipped, exit 3.
+    let e3 = tmp.path().join("etm3");
+    copy_snap(UNAME, &e3);
+    let dev = fs::read_to_string(e3.join("device_6.ini")).unwrap();
+    fs::write(
+        e3.join("device_6.ini"),
+        dev.replace("type=ETM4", "type=ETM3.5"),
+    )
+    .unwrap();
+    let o = run(&[&"report", &e3]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("ETM3.5 trace (32-bit cores) is not supported"),
+        "{err}"
+    );
+
+    // A TPIU capture (dstream_coresight) and a versioned type (ETM4.2) are read.
+    if let Some(a55) = testdata("a55-test-tpiu") {
+        let cap = Capture::from_snapshot_dir(&a55).unwrap();
+        assert_eq!(cap.sinks[0].format, csdump::capture::SinkFormat::Tpiu);
+        assert_eq!(cap.etms.len(), 1);
+        assert_eq!(cap.etms[0].trace_id(), 1);
+    }
+
+    // /dev/zero as the trace buffer: refused without reading it.
+    let z = tmp.path().join("zero");
+    copy_snap(UNAME, &z);
+    let t = fs::read_to_string(z.join("trace.ini")).unwrap();
+    fs::write(
+        z.join("trace.ini"),
+        t.replace("file=uname_trace.bin", "file=/dev/zero"),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let o = run(&[&"report", &z]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+    assert!(start.elapsed().as_secs() < 10);
+    // A device file bigger than the cap: named and skipped.
+    let big = tmp.path().join("big");
+    copy_snap(UNAME, &big);
+    let f = fs::File::create(big.join("device_6.ini")).unwrap();
+    f.set_len(csdump::capture::MAX_INI_BYTES + 1).unwrap();
+    let o = run(&[&"report", &big]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("more than the 1048576 csdump reads"), "{err}");
+    assert_ne!(o.status.code(), Some(0), "{err}");
 }
