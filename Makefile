@@ -105,4 +105,10 @@ check: setup
 	$(MAKE) plugin
 	bash scripts/e2e.sh
 	$(MAKE) bench
+	$(MAKE) bench-gdb
 
+## bench-gdb        csdump gdb: target remote to the first record instruction-history, largest e2e trace
+.PHONY: bench-gdb
+bench-gdb:
+	$(CARGO) build --release --locked -q -p csdump
+	python3 scripts/bench-gdb.py

@@ -35,6 +35,8 @@
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py)
 #   trace-builtin        the same built in, QMP dump
+#   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
+#                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
 #   trace-tmc-stuck, trace-tmc-never-ready, trace-tmc-flush-stuck, trace-debug-power-off,
@@ -472,6 +474,54 @@ scenario_trace-builtin() {
 		check_trace "$d" builtin
 }
 
+# GDB replays the dumps of trace-kdump (modules, kdump) and trace-builtin (built in, QMP dump; also
+# written as an OpenCSD snapshot and replayed from it): scripts/check_gdb.py drives gdb-multiarch
+# through `csdump gdb` and checks the threads, the instruction and call history, the current
+# instruction and reverse-stepi against the plugin's ground truth, and must fail on a truth one
+# instruction off. A run older than its kernel is run again first.
+scenario_trace-gdb() {
+	local d=$RUNS/trace-gdb rc=0 s v src
+	mkdir -p "$d"
+	for s in trace-kdump:mod trace-builtin:builtin; do
+		v=${s#*:} s=${s%%:*} src=$RUNS/${s%%:*}
+		if ! [ -f "$src/truth.json" ] || ! [ "$src/vmcore.elf" -nt "$CSPD_CACHE/build-$v/vmlinux" ]; then
+			"scenario_$s" || { echo "$s failed: nothing to replay" >&2; rc=1; continue; }
+		fi
+		local -a extra=()
+		[ "$v" = builtin ] && extra=(--snapshot)
+		python3 "$REPO/scripts/check_gdb.py" --dir "$src" --csdump "$CSDUMP" \
+			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" "${extra[@]}" 2>&1 | tee "$d/$s.txt"
+		[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+	done
+	# The check must fail when the truth is one instruction off: the panicking CPU's last branch
+	# one instruction later, on trace-builtin's files.
+	local src=$RUNS/trace-builtin neg=$d/altered out
+	rm -rf "$neg"
+	mkdir -p "$neg"
+	ln -s "$src/vmcore.elf" "$neg/vmcore.elf"
+	python3 - "$src/truth.json" "$neg/truth.json" "$CSDUMP" "$src/vmcore.elf" <<'PY' || return 1
+import json, subprocess, sys
+panic = json.loads(subprocess.run([sys.argv[3], "info", sys.argv[4], "--json"], capture_output=True,
+                                  text=True).stdout)["panic"]["cpu"]
+t = json.load(open(sys.argv[1]))
+e = next(c for c in t["cpus"] if c["cpu"] == panic)["events"][-1]
+e["from"] = hex(int(e["from"], 16) + 4)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+	if out=$(python3 "$REPO/scripts/check_gdb.py" --dir "$neg" --csdump "$CSDUMP" \
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" 2>&1); then
+		echo "check_gdb.py did not detect a ground truth one instruction off" >&2
+		rc=1
+	elif ! grep -q "differs from the ground truth\|the truth says" <<<"$out"; then
+		echo "$out" | tail -n 3
+		echo "check_gdb.py failed on the altered truth, but not on the history" >&2
+		rc=1
+	else
+		echo "detected as expected: $(grep "FAIL" <<<"$out" | cut -c1-160)"
+	fi
+	return $rc
+}
+
 # Warm reboot with trace (built in): the first boot traces and panics, reboots itself with its RAM
 # (panic=1); the second boot saves the previous dump from debugfs before anything touches
 # CoreSight. The region file is judged against the emulated hardware of the first boot, which the
@@ -769,7 +819,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
+	trace-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
 	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
 	harness-coresight-wrong-id upstream-drivers)

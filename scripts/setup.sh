@@ -30,6 +30,8 @@ HOST_PKGS=(
 	g++
 	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
 	python3-venv libyaml-dev pkg-config
+	# GDB replays csdump gdb's trace in the end-to-end and host tests
+	gdb-multiarch
 )
 
 missing=()

@@ -60,6 +60,8 @@ pub struct Vmlinux {
     pub text: Option<u64>,
     /// The GNU build ID (`.note.gnu.build-id`), if it has one.
     pub build_id: Option<Vec<u8>>,
+    /// Link-time address of `_end` (the end of the kernel image), if the symbol table has it.
+    pub end: Option<u64>,
 }
 
 const SHF_EXECINSTR: u64 = 0x4;
@@ -113,6 +115,8 @@ impl Vmlinux {
             };
             if name == "_text" {
                 v.text = Some(sym.address());
+            } else if name == "_end" {
+                v.end = Some(sym.address());
             }
             let in_exec = sym.section_index().is_some_and(|i| exec_idx.contains(&i));
             if name.is_empty()

@@ -8,6 +8,7 @@ pub mod capture;
 pub mod decode;
 pub mod elf;
 pub mod extract;
+pub mod gdb;
 pub mod info;
 pub mod ini;
 pub mod kmem;
@@ -32,6 +33,8 @@ pub use cspd_format as format;
 /// - `1`: an OpenCSD snapshot directory, as files ([`snapshot_files`]): read, reported;
 /// - `2`: a dump and a vmlinux: a little-endian `u32` length, that many bytes of dump, then the
 ///   vmlinux: parsed, its build ID checked, the report built with it.
+/// - `3`: what GDB sends to the stub: served to a small target by the GDB stub
+///   ([`gdb::session::fuzz_session`]).
 pub fn fuzz_entry(data: &[u8]) {
     let (sel, rest) = data.split_first().map_or((0, data), |(s, r)| (*s, r));
     match sel {
@@ -44,6 +47,7 @@ pub fn fuzz_entry(data: &[u8]) {
             let (dump, vmlinux) = body.split_at(n.min(body.len()));
             fuzz_dump(dump, Some(vmlinux));
         }
+        3 => gdb::session::fuzz_session(rest),
         _ => fuzz_dump(rest, None),
     }
 }

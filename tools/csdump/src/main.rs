@@ -132,6 +132,13 @@ enum Command {
         #[arg(long, default_value_t = 16)]
         last: usize,
     },
+    #[command(
+        about = "Serves the decoded pre-panic trace to GDB: each CPU a thread, replayed with \
+                 `record btrace bts`",
+        long_about = csdump::gdb::HELP,
+        after_help = EXIT_HELP
+    )]
+    Gdb(csdump::gdb::Args),
 }
 
 /// An input file mapped into memory.
@@ -353,6 +360,19 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
                 print!("{}", csdump::report::render_text(&rep));
             }
             Ok((clean && rep.warnings.is_empty()).into())
+        }
+        Command::Gdb(args) => {
+            let vm = read_vmlinux(args.vmlinux.as_deref())?;
+            let (_, clean) = with_capture(&args.input, |c| {
+                let image = vmlinux_image(vm.as_ref(), c, args.force)?;
+                Ok(csdump::gdb::run(
+                    c,
+                    image.as_ref(),
+                    &args.options(),
+                    &mut std::io::stderr(),
+                )?)
+            })?;
+            Ok(clean.into())
         }
         Command::Info { input, json } => {
             let file = Input::open(&input)?;

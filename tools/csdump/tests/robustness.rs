@@ -32,11 +32,31 @@ fn seeds() -> Vec<Vec<u8>> {
     with_vmlinux.extend_from_slice(&(b.bytes.len() as u32).to_le_bytes());
     with_vmlinux.extend_from_slice(&b.bytes);
     with_vmlinux.extend_from_slice(&elf_core(&[core_note()], &loads(0x900)));
+    // What GDB sends to the GDB stub, from the handshake to reading the branch trace.
+    let mut gdb = vec![3u8, b'+'];
+    for p in [
+        &b"qSupported:multiprocess+;swbreak+;xmlRegisters=i386"[..],
+        b"QStartNoAckMode",
+        b"qXfer:features:read:target.xml:0,ffb",
+        b"?",
+        b"qfThreadInfo",
+        b"Hg4",
+        b"g",
+        b"Qbtrace:bts",
+        b"qXfer:btrace:read:delta:0,ffb",
+        b"qXfer:btrace:read:new:0,40",
+        b"m2000,40",
+        b"vCont;c",
+        b"D",
+    ] {
+        csdump::gdb::rsp::write_packet(&mut gdb, p).unwrap();
+    }
     let mut v = vec![
         dump(b.bytes.clone()),
         dump(vmcore),
         dump(elf_core(&[core_note()], &loads(0x900))),
         with_vmlinux,
+        gdb,
     ];
     // A real snapshot (Juno, user space), packed as files for the snapshot reader.
     if let Some(dir) = cspd_testdata::snapshot("juno-uname-001") {
@@ -65,7 +85,7 @@ fn seeds() -> Vec<Vec<u8>> {
 #[test]
 fn fuzz_seeds_reach_the_readers() {
     let seeds = seeds();
-    assert!(seeds.len() >= 5, "the snapshot seed is missing");
+    assert!(seeds.len() >= 6, "the snapshot seed is missing");
     // The packed snapshot reads back as its files.
     let snap = seeds.last().unwrap();
     let files = csdump::snapshot_files(&snap[1..]);
@@ -99,10 +119,11 @@ fn random_inputs_never_panic() {
         let len = rng.below(2048);
         let mut data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         // Give some of them a plausible start so the deeper parsers run.
-        match rng.below(4) {
+        match rng.below(5) {
             0 if data.len() >= 9 => data[..9].copy_from_slice(b"\0CSPDUMP\0"),
             1 if data.len() >= 7 => data[..7].copy_from_slice(b"\0\x7fELF\x02\x01"),
             2 if data.len() >= 19 => data[..19].copy_from_slice(b"\x01@@ snapshot.ini\n[d"),
+            3 if data.len() >= 2 => data[..2].copy_from_slice(b"\x03$"),
             _ => {}
         }
         csdump::fuzz_entry(&data);
