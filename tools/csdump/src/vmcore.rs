@@ -613,6 +613,19 @@ impl Parsed {
                 pd_table,
                 block_size,
             });
+        if let Some(l) = self.layout {
+            // libkdumpfile would read the missing part of the bitmaps as zeros, and every page
+            // described there as filtered out.
+            if file_len < l.pd_table {
+                return Err(VmcoreError::Invalid {
+                    offset: file_len,
+                    what: format!(
+                        "the file ends inside its page bitmaps, which end at file offset {:#x} (truncated dump)",
+                        l.pd_table
+                    ),
+                });
+            }
+        }
         // struct kdump_sub_header, one block in.
         let sub = read_exact_at(file, block_size, 104, "kdump sub-header")?;
         if version >= 1 {
@@ -713,6 +726,10 @@ impl Vmcore {
         let n = read_at(&file, 0, &mut head).map_err(|e| io_err("cannot read", e))?;
         let head = &head[..n];
         let mut warnings = Vec::new();
+        // The streams below read from the start, wherever the caller left the file.
+        (&file)
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| io_err("cannot seek", e))?;
         let (file, flattened, gzip) = match sniff(head) {
             Sniff::Elf | Sniff::Kdump => (file, false, false),
             Sniff::Flattened => {
@@ -934,7 +951,7 @@ impl Vmcore {
                 }
                 Ok(())
             }
-            Container::KdumpCompressed => {
+            Container::KdumpCompressed | Container::Diskdump => {
                 let Some(layout) = self.layout else {
                     return Ok(());
                 };
@@ -948,6 +965,17 @@ impl Vmcore {
                     .map_err(|e| format!("its page descriptor: {e}"))?;
                 let off = le64(&pd, 0);
                 let size = u64::from(le32(&pd, 8));
+                let flags = le32(&pd, 12);
+                let page = self.page_size();
+                // makedumpfile stores a page compressed only when that makes it smaller, else
+                // as is. (libkdumpfile 0.5.1 would copy a larger "compressed" page into a
+                // one-page buffer: checked here, before it reads.)
+                let compressed = flags & (0x1 | 0x2 | 0x4 | 0x20) != 0;
+                if (compressed && (size == 0 || size > page)) || (!compressed && size != page) {
+                    return Err(format!(
+                        "its page descriptor (file offset {at:#x}) is corrupt: {size:#x} bytes, flags {flags:#x}"
+                    ));
+                }
                 if off.saturating_add(size) > self.file_len {
                     return Err(format!(
                         "its data ({size:#x} bytes at file offset {off:#x}) is past the end of the file ({:#x} bytes; truncated dump?)",
@@ -956,7 +984,6 @@ impl Vmcore {
                 }
                 Ok(())
             }
-            Container::Diskdump => Ok(()),
         }
     }
 
@@ -971,10 +998,19 @@ impl Vmcore {
     ) -> Result<Option<()>, VmcoreError> {
         let page = self.page_size();
         let paddr = pfn.saturating_mul(page);
+        let elf = self.format.container == Container::Elf;
+        if !elf {
+            if let Err(why) = self.check_page_in_file(pfn, range.clone(), rank) {
+                buf.fill(0);
+                return Err(VmcoreError::Damaged { pfn, paddr, why });
+            }
+        }
         match self.dump.read_phys(paddr, buf) {
             Ok(()) => {
-                self.check_page_in_file(pfn, range, rank)
-                    .map_err(|why| VmcoreError::Damaged { pfn, paddr, why })?;
+                if elf {
+                    self.check_page_in_file(pfn, range, rank)
+                        .map_err(|why| VmcoreError::Damaged { pfn, paddr, why })?;
+                }
                 Ok(Some(()))
             }
             Err((_, e)) if e.kind == ErrorKind::NoData => {
@@ -1179,10 +1215,14 @@ impl Vmcore {
         let mut hits = Vec::new();
         let mut head = vec![0u8; magic.len()];
         let mut done = 0u64;
+        let mut rank = RankCache::default();
         for (a, b) in runs {
             for pfn in a..b {
                 let paddr = pfn.saturating_mul(page);
-                if self.dump.read_phys(paddr, &mut head).is_ok() && head == magic {
+                let sane = self
+                    .check_page_in_file(pfn, paddr..paddr + page, &mut rank)
+                    .is_ok();
+                if sane && self.dump.read_phys(paddr, &mut head).is_ok() && head == magic {
                     hits.push(paddr);
                     if hits.len() >= limit {
                         progress.finish();
