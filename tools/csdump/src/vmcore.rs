@@ -803,10 +803,12 @@ impl Vmcore {
         } else if head.starts_with(DISKDUMP_SIGNATURE) {
             Container::Diskdump
         } else {
-            return Err(VmcoreError::Unsupported(
-                "the flattened stream does not hold a vmcore (no ELF or KDUMP header at offset 0)"
-                    .into(),
-            ));
+            let mut why = "the rearranged dump has no ELF or KDUMP header at offset 0".to_string();
+            for w in &warnings {
+                why.push_str("; ");
+                why.push_str(w);
+            }
+            return Err(VmcoreError::Unsupported(why));
         };
         let mut format = Format {
             container,
@@ -1143,12 +1145,13 @@ impl Vmcore {
     }
 
     fn scan_elf(&self, magic: &[u8], limit: usize) -> Vec<u64> {
-        const WINDOW: u64 = 1 << 20;
+        /// Bytes of the file mapped (or read) at a time.
+        const WINDOW: u64 = 64 << 20;
         let page = self.page_size();
         let total: u64 = self.segments.iter().map(|s| s.present).sum();
         let progress = Progress::new(total, "scanning the vmcore's pages");
         let mut hits = Vec::new();
-        let mut buf = vec![0u8; WINDOW as usize];
+        let mut buf = Vec::new();
         let mut done = 0u64;
         let m = magic.len() as u64;
         for s in &self.segments {
@@ -1159,17 +1162,33 @@ impl Vmcore {
             let mut rel = first - s.paddr;
             while rel.saturating_add(m) <= s.present {
                 let len = WINDOW.min(s.present - rel);
-                let Ok(n) = read_at(
-                    &self.file,
-                    s.offset.saturating_add(rel),
-                    &mut buf[..len as usize],
-                ) else {
-                    break;
+                let off = s.offset.saturating_add(rel);
+                // A window of the file mapped (the pages touched are dropped with the
+                // mapping), or read when it cannot be mapped.
+                let delta = off % 4096;
+                // SAFETY: a read-only private mapping of the dump file, which csdump only
+                // reads; a file truncated underneath it would raise SIGBUS, not memory
+                // unsafety in safe code.
+                let map = unsafe {
+                    memmap2::MmapOptions::new()
+                        .offset(off - delta)
+                        .len(usize::try_from(len + delta).unwrap_or(0))
+                        .map(&self.file)
+                };
+                let (window, n): (&[u8], u64) = match &map {
+                    Ok(map) => (map.get(delta as usize..).unwrap_or(&[]), len),
+                    Err(_) => {
+                        buf.resize(len as usize, 0);
+                        let Ok(n) = read_at(&self.file, off, &mut buf) else {
+                            break;
+                        };
+                        (&buf[..], n as u64)
+                    }
                 };
                 let mut at = 0u64;
-                while at + m <= n as u64 {
+                while at + m <= n {
                     let i = at as usize;
-                    if &buf[i..i + magic.len()] == magic {
+                    if window.get(i..i + magic.len()) == Some(magic) {
                         hits.push(s.paddr + rel + at);
                         if hits.len() >= limit {
                             progress.finish();
@@ -1178,7 +1197,7 @@ impl Vmcore {
                     }
                     at += page;
                 }
-                if (n as u64) < len {
+                if n < len {
                     break;
                 }
                 // Windows are whole pages, so the next one starts at a page start.

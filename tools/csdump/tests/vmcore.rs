@@ -131,9 +131,16 @@ enum Compress {
 }
 
 /// Writes makedumpfile's kdump-compressed format (diskdump_mod.h, header version 6) of `mem`:
-/// every RAM page in the first bitmap, the non-zero ones in the second (dump level 1 and up
-/// drop zero pages), the stored pages compressed when that makes them smaller.
-fn kdump_of(mem: &Memory, notes: &[NoteSpec], compress: Compress, dump_level: i32) -> Vec<u8> {
+/// every RAM page in the first bitmap, all but `dropped` (the pages its filter excludes: cache,
+/// user, free) in the second; with dump level 1 every zero page shares one stored zero page
+/// (makedumpfile's `pd_zero`), the others are compressed when that makes them smaller.
+fn kdump_of(
+    mem: &Memory,
+    notes: &[NoteSpec],
+    compress: Compress,
+    dump_level: i32,
+    dropped: &[u64],
+) -> Vec<u8> {
     let bs = PAGE as usize;
     let max_mapnr = mem.ram.iter().map(|&(a, n)| a + n).max().unwrap();
     let note = note_bytes(notes);
@@ -189,8 +196,7 @@ fn kdump_of(mem: &Memory, notes: &[NoteSpec], compress: Compress, dump_level: i3
             continue;
         }
         bm1[pfn as usize / 8] |= 1 << (pfn % 8);
-        let zero = mem.page(pfn).iter().all(|&b| b == 0);
-        if !(zero && dump_level & 1 != 0) {
+        if !dropped.contains(&pfn) {
             bm2[pfn as usize / 8] |= 1 << (pfn % 8);
             dumpable.push(pfn);
         }
@@ -202,8 +208,23 @@ fn kdump_of(mem: &Memory, notes: &[NoteSpec], compress: Compress, dump_level: i3
     let mut data_at = pd_at + 24 * dumpable.len();
     let mut descs = Vec::new();
     let mut data = Vec::new();
+    let zero_page = if dump_level & 1 != 0 {
+        let at = data_at as u64;
+        data.extend(vec![0u8; PAGE as usize]);
+        data_at += PAGE as usize;
+        Some(at)
+    } else {
+        None
+    };
     for &pfn in &dumpable {
         let page = mem.page(pfn);
+        if let (Some(at), true) = (zero_page, page.iter().all(|&b| b == 0)) {
+            descs.extend(at.to_le_bytes());
+            descs.extend((PAGE as u32).to_le_bytes());
+            descs.extend(0u32.to_le_bytes());
+            descs.extend(0u64.to_le_bytes());
+            continue;
+        }
         let (bytes, flags) = match compress {
             Compress::Zlib => {
                 let mut z =
@@ -312,8 +333,8 @@ fn every_format_gives_the_same_extract() {
     let mem = memory(&b.bytes);
     let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
     let elf = elf_of(&mem, &notes);
-    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31);
-    let raw_kdump = kdump_of(&mem, &notes, Compress::None, 0);
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &[]);
+    let raw_kdump = kdump_of(&mem, &notes, Compress::None, 0, &[]);
     let tmp = tempfile::tempdir().unwrap();
     let inputs = [
         ("vmcore.elf", elf.clone()),
@@ -337,7 +358,7 @@ fn every_format_gives_the_same_extract() {
             Some(r) => assert!(r == &files, "{name}: extract differs from the ELF vmcore's"),
         }
     }
-    // The format is said, and the filtered pages are a note, not damage.
+    // The format is said; the region's zero pages, stored once, read as zeros.
     let input = tmp.path().join("dump.flat.gz");
     let (c, s, stderr) = info_json(&input);
     assert_eq!(c, 0, "{stderr}");
@@ -347,11 +368,6 @@ fn every_format_gives_the_same_extract() {
         "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F), gzip'ed"
     );
     assert_eq!(s["found_by"]["method"], "vmcoreinfo");
-    let notes = s["input_notes"].to_string();
-    assert!(
-        notes.contains("makedumpfile's filter (dump level 31) excluded them"),
-        "{notes}"
-    );
     assert!(
         s["input_warnings"].as_array().unwrap().is_empty(),
         "{}",
@@ -368,7 +384,7 @@ fn every_format_gives_the_same_extract() {
 fn the_scan_reads_compressed_dumps_too() {
     let b = build_region(REGION_SIZE, 700);
     let mem = memory(&b.bytes);
-    let kdump = kdump_of(&mem, &[core_note()], Compress::Zlib, 31);
+    let kdump = kdump_of(&mem, &[core_note()], Compress::Zlib, 31, &[]);
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("vmcore");
     fs::write(&input, &kdump).unwrap();
@@ -384,7 +400,7 @@ fn damaged_compressed_dumps_name_the_page() {
     let b = build_region(REGION_SIZE, 3000);
     let mem = memory(&b.bytes);
     let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
-    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31);
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &[]);
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("vmcore");
     // Truncated inside the page bitmaps: fatal, with the offsets.
@@ -492,7 +508,7 @@ fn device_dump_is_found_and_preferred() {
     let mem = memory(&[]);
     for bytes in [
         elf_of(&mem, &notes),
-        kdump_of(&mem, &notes, Compress::Zlib, 31),
+        kdump_of(&mem, &notes, Compress::Zlib, 31, &[]),
     ] {
         fs::write(&input, &bytes).unwrap();
         let (c, s, stderr) = info_json(&input);
@@ -616,4 +632,40 @@ fn vmcoreinfo_is_not_trusted_over_the_container() {
     );
     let rss = children_maxrss_kib();
     assert!(rss < 200 * 1024, "a csdump run peaked at {rss} KiB");
+}
+
+#[test]
+fn filtered_pages_read_as_zeros_and_are_listed() {
+    // Pages the dump level drops from the second bitmap (cache, user, free pages): one in the
+    // region (a region never has such pages, but the reader must not care why) and one outside.
+    let b = build_region(REGION_SIZE, 700);
+    let mem = memory(&b.bytes);
+    let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    let dropped = [REGION_PADDR / PAGE + 5, RAM / PAGE + 1];
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &dropped);
+    let core = csdump::vmcore::Vmcore::from_bytes(&kdump).unwrap();
+    let r = core.read_phys_detailed(RAM + PAGE, 2 * PAGE).unwrap();
+    assert_eq!(r.excluded, vec![RAM / PAGE + 1]);
+    assert!(r.bytes[..PAGE as usize].iter().all(|&x| x == 0));
+    // Not RAM at all: an error naming the page, not zeros.
+    let e = core
+        .read_phys_detailed(0x9000_0000, 8)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("page 0x90000 is not memory this dump holds"),
+        "{e}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(&input, &kdump).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    let notes = s["input_notes"].to_string();
+    assert!(
+        notes.contains("1 of the region's 8 pages are not stored in the dump: makedumpfile's filter (dump level 31) excluded them"),
+        "{notes}"
+    );
+    assert!(notes.contains("region offsets 0x5000"), "{notes}");
 }
