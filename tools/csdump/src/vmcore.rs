@@ -290,6 +290,7 @@ pub struct Vmcore {
     pub notes: Vec<NoteRef>,
     /// Problems met that did not stop the reading (a truncated file, a cut note segment).
     pub warnings: Vec<String>,
+    rank_index: std::sync::OnceLock<Vec<(u64, u64)>>,
 }
 
 impl std::fmt::Debug for Vmcore {
@@ -855,6 +856,7 @@ impl Vmcore {
             layout: parsed.layout,
             notes: parsed.notes,
             warnings: parsed.warnings,
+            rank_index: std::sync::OnceLock::new(),
         })
     }
 
@@ -957,7 +959,7 @@ impl Vmcore {
                 let Some(layout) = self.layout else {
                     return Ok(());
                 };
-                let Some(r) = rank.rank(&self.dump, pfn) else {
+                let Some(r) = rank.rank(&self.dump, self.rank_index(), pfn) else {
                     return Ok(());
                 };
                 let at = layout
@@ -987,6 +989,28 @@ impl Vmcore {
                 Ok(())
             }
         }
+    }
+
+    /// Checkpoints `(first pfn of a run of stored pages, rank of that page)`, every
+    /// [`RANK_INDEX_STEP`] runs, built on first use: a page's descriptor is then found in at
+    /// most that many steps, wherever the reads go.
+    fn rank_index(&self) -> &[(u64, u64)] {
+        self.rank_index.get_or_init(|| {
+            let mut index = Vec::new();
+            let (mut pfn, mut rank, mut runs) = (0u64, 0u64, 0usize);
+            while let Some((a, b)) = self.dump.next_file_pages(pfn) {
+                if runs % RANK_INDEX_STEP == 0 {
+                    index.push((a, rank));
+                }
+                runs += 1;
+                rank += b - a;
+                if b == u64::MAX {
+                    break;
+                }
+                pfn = b;
+            }
+            index
+        })
     }
 
     /// Reads page `pfn`, of which the caller wants `range`; `Ok(None)` when makedumpfile
@@ -1259,6 +1283,9 @@ impl Vmcore {
     }
 }
 
+/// Runs of stored pages between two checkpoints of the rank index.
+const RANK_INDEX_STEP: usize = 256;
+
 /// The rank of a page among the pages a kdump-compressed file stores (its index in the page
 /// descriptor table), computed from the file's page map and cached for the next page.
 #[derive(Default)]
@@ -1268,13 +1295,18 @@ struct RankCache {
 }
 
 impl RankCache {
-    fn rank(&mut self, dump: &Dump, pfn: u64) -> Option<u64> {
+    fn rank(&mut self, dump: &Dump, index: &[(u64, u64)], pfn: u64) -> Option<u64> {
         if !dump.page_in_file(pfn) {
             return None;
         }
+        // Start from the last answer, or the nearest checkpoint below `pfn`.
+        let checkpoint = match index.partition_point(|&(p, _)| p <= pfn) {
+            0 => (0, 0),
+            i => index[i - 1],
+        };
         let (mut at, mut rank) = match self.last {
-            Some((p, r)) if p <= pfn => (p, r),
-            _ => (0, 0),
+            Some((p, r)) if p <= pfn && p >= checkpoint.0 => (p, r),
+            _ => checkpoint,
         };
         // Count the stored pages in at..pfn, run by run.
         while at < pfn {
