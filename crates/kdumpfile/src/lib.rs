@@ -141,8 +141,9 @@ impl Ctx {
 impl Drop for Ctx {
     fn drop(&mut self) {
         // libkdumpfile 0.5.1 reads and writes freed memory when it frees the context of a
-        // kdump-compressed ("diskdump") file (valgrind shows it on a bare open and free): such
-        // a context is left to the end of the process rather than risk the heap.
+        // kdump-compressed ("diskdump") file, opened or not (valgrind shows it on a bare open
+        // and free): such a context is left to the end of the process rather than risk the
+        // heap.
         if self.1 {
             return;
         }
@@ -232,6 +233,11 @@ impl Dump {
             .map(|p| Ctx(p, false))
             .ok_or_else(|| Error::new(sys::KDUMP_ERR_SYSTEM, "cannot allocate a context".into()))?;
         ctx.set_number(sys::KDUMP_ATTR_FILE_MMAP_POLICY, sys::KDUMP_MMAP_NEVER)?;
+        let mut ctx = ctx;
+        // See `Ctx::drop`: decided from the file's signature, before the open, which may fail.
+        let mut sig = [0u8; 8];
+        ctx.1 = std::os::unix::fs::FileExt::read_exact_at(&file, &mut sig, 0).is_ok()
+            && (&sig == b"KDUMP   " || &sig == b"DISKDUMP");
         let fd = file.as_raw_fd();
         // SAFETY: the context is valid; `fd` is open and outlives the context (`Dump` closes
         // the file after freeing it).
@@ -247,8 +253,7 @@ impl Dump {
         };
         let format = string(sys::KDUMP_ATTR_FILE_FORMAT).unwrap_or_else(|| "unknown".into());
         let arch = string(sys::KDUMP_ATTR_ARCH_NAME);
-        let mut ctx = ctx;
-        ctx.1 = format == "diskdump";
+
         let get_page_size = || {
             ctx.get_attr(sys::KDUMP_ATTR_PAGE_SIZE, sys::KDUMP_NUMBER)
                 // SAFETY: the attribute was checked to be a number.
