@@ -30,6 +30,10 @@ fn children_maxrss_kib() -> i64 {
 }
 
 fn run(bin: &str, path: &Path, what: &str, size: u64) {
+    run_expect(bin, path, what, size, "found by:  scan");
+}
+
+fn run_expect(bin: &str, path: &Path, what: &str, size: u64, found: &str) {
     let t = Instant::now();
     let o = Command::new("sh")
         .arg("-c")
@@ -46,7 +50,7 @@ fn run(bin: &str, path: &Path, what: &str, size: u64) {
         "{what}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(out.contains("found by:  scan"), "{out}");
+    assert!(out.contains(found), "{out}");
     println!(
         "{what}: `csdump info` under ulimit -v {ULIMIT_V}: ok in {:.2} s ({:.0} MB/s over {} GiB), peak RSS so far {} MiB",
         dt.as_secs_f64(),
@@ -73,6 +77,25 @@ fn main() {
             chunks,
         });
     }
+    // First (the peak is over all runs): a small vmcore whose vmcoreinfo claims a 1 GiB region.
+    let small = tmp.path().join("vmcore-small.elf");
+    let size = write_sparse_elf(
+        &small,
+        &[vmcoreinfo_note(&vmcoreinfo_text(REGION_PADDR, 1 << 30))],
+        &[LoadSpec {
+            paddr: REGION_PADDR - (1 << 20),
+            size: 4 << 20,
+            chunks: vec![(1 << 20, region.clone())],
+        }],
+    );
+    run_expect(
+        bin,
+        &small,
+        "4 MiB vmcore, vmcoreinfo claiming a 1 GiB region",
+        size,
+        "found by:  vmcoreinfo",
+    );
+
     let elf = tmp.path().join("vmcore-16g.elf");
     let size = write_sparse_elf(&elf, &[core_note(), core_note()], &loads);
     run(bin, &elf, "16 GiB ELF vmcore, no vmcoreinfo", size);

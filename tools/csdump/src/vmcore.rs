@@ -1040,7 +1040,7 @@ impl Vmcore {
                 Ok(Some(()))
             }
             Err((_, e)) if e.kind == ErrorKind::NoData => {
-                if self.dump.page_in_memory(pfn) && !self.dump.page_in_file(pfn) {
+                if self.page_in_memory(pfn) && !self.page_in_file(pfn) {
                     buf.fill(0);
                     Ok(None)
                 } else {
@@ -1152,7 +1152,50 @@ impl Vmcore {
     /// The end (exclusive) of the run of memory pages of this dump (stored or filtered out)
     /// that starts at page `pfn`; `pfn` itself when it is not memory of this dump.
     pub fn memory_run_end(&self, pfn: u64) -> u64 {
-        self.dump.memory_run_end(pfn)
+        if self.format.container != Container::Elf {
+            return self.dump.memory_run_end(pfn);
+        }
+        // From the program headers: libkdumpfile 0.5.1's ELF page maps go wrong when PT_LOADs
+        // overlap, as a kdump vmcore's kernel-image segment overlaps its RAM segment.
+        let page = self.page_size();
+        let mut end = pfn.saturating_mul(page);
+        loop {
+            let next = self
+                .segments
+                .iter()
+                .filter(|s| s.paddr <= end && end < s.paddr.saturating_add(s.memsz))
+                .map(|s| s.paddr.saturating_add(s.memsz))
+                .max();
+            match next {
+                Some(e) if e > end => end = e,
+                _ => break,
+            }
+        }
+        (end / page).max(pfn)
+    }
+
+    /// Whether any byte of page `pfn` is memory this dump describes (stored or left out).
+    fn page_in_memory(&self, pfn: u64) -> bool {
+        if self.format.container != Container::Elf {
+            return self.dump.page_in_memory(pfn);
+        }
+        let a = pfn.saturating_mul(self.page_size());
+        let b = a.saturating_add(self.page_size());
+        self.segments
+            .iter()
+            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.memsz))
+    }
+
+    /// Whether any byte of page `pfn` is stored in the file.
+    fn page_in_file(&self, pfn: u64) -> bool {
+        if self.format.container != Container::Elf {
+            return self.dump.page_in_file(pfn);
+        }
+        let a = pfn.saturating_mul(self.page_size());
+        let b = a.saturating_add(self.page_size());
+        self.segments
+            .iter()
+            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.filesz))
     }
 
     /// Scans the start of every page the file stores for `magic`; returns the physical
@@ -1170,7 +1213,7 @@ impl Vmcore {
 
     fn scan_elf(&self, magic: &[u8], limit: usize) -> Vec<u64> {
         /// Bytes of the file mapped (or read) at a time.
-        const WINDOW: u64 = 64 << 20;
+        const WINDOW: u64 = 16 << 20;
         let page = self.page_size();
         let total: u64 = self.segments.iter().map(|s| s.present).sum();
         let progress = Progress::new(total, "scanning the vmcore's pages");

