@@ -369,7 +369,7 @@ fn truncated_vmcore_is_a_clear_error() {
     fs::write(&input, &elf[..fo + 0x800]).unwrap();
     let o = csdump(&["info", input.to_str().unwrap()]);
     // The header is there, the records after the cut are not: damage, named.
-    assert_eq!(code(&o), 2);
+    assert_eq!(code(&o), 3);
     let stderr = text(&o.stderr);
     assert!(stderr.contains("vmcore"), "{stderr}");
     assert!(stderr.contains("past the end of the file"), "{stderr}");
@@ -379,7 +379,7 @@ fn truncated_vmcore_is_a_clear_error() {
     let elf = elf_core(&[], &ram_loads(&b.bytes, None));
     fs::write(&input, &elf[..fo + 0x800]).unwrap();
     let o = csdump(&["info", input.to_str().unwrap()]);
-    assert_eq!(code(&o), 2);
+    assert_eq!(code(&o), 3);
     let stderr = text(&o.stderr);
     assert!(stderr.contains("truncated"), "{stderr}");
 }
