@@ -555,7 +555,7 @@ def build_id(vmlinux):
 
 
 def check_perf(a, vmcore):
-    pd = os.path.join(a.dir, "perf")
+    pd = os.path.join(a.dir, "perf" + a.tag)
     r = run([a.csdump, "perf", vmcore, "-o", pd])
     if r.returncode not in (0, 3):
         raise Bad(f"csdump perf failed ({r.returncode}): {r.stderr}")
@@ -586,7 +586,10 @@ def check(a):
                                                       int(rep["kaslr_offset"], 16)))
         return
     log = open(os.path.join(a.dir, "console.log"), errors="replace").read()
-    vmcore = os.path.join(a.dir, "vmcore.elf")
+    # What csdump reads (the raw copy, or makedumpfile's file of the same panic); what this
+    # script reads itself (the kernel text as it ran, the build ID) is the raw ELF copy.
+    vmcore = a.vmcore or os.path.join(a.dir, "vmcore.elf")
+    raw = os.path.join(a.dir, "vmcore.elf")
     enabled, samples, stops = plugin_log(a.dir)
     cpus = check_sysfs(a, log, fault)
     for c in cpus:
@@ -598,7 +601,7 @@ def check(a):
         if not re.search(r"coresight-etm4x 7ff1%x000\.etm: OsLocked" % c, log):
             raise Bad(f"the log does not name CPU{c}'s ETM OS lock")
         print(f"CPU{c} ETM: OS lock stuck, probe refused and named (OsLocked); its record is the only one missing")
-    out = os.path.join(a.dir, "extract")
+    out = os.path.join(a.dir, "extract" + a.tag)
     recs = extract(a, vmcore, out)
 
     # The report of the dump as csdump gives it: the decode (against the text the kernel ran, read
@@ -612,10 +615,10 @@ def check(a):
     # KASLR: CONFIG_RANDOMIZE_BASE=y and the fixed kaslr-seed of the coresight device tree put the
     # kernel at a non-zero offset; csdump must have found it (checked only when the kernel's
     # .config enables KASLR: without it the offset is rightly 0).
-    region = not is_elf(vmcore)
+    region = not is_elf(raw)
     if region:
         print("the dump is a region file (warm reboot): code is read from vmlinux, not a vmcore")
-    want_id, have_id = (None if region else Vmcore(vmcore).info.get("BUILD-ID")), build_id(a.vmlinux)
+    want_id, have_id = (None if region else Vmcore(raw).info.get("BUILD-ID")), build_id(a.vmlinux)
     if want_id and have_id and not want_id.startswith(have_id[:len(want_id)]):
         raise Bad(f"{a.vmlinux} (build ID {have_id}) is not the kernel that wrote the dump ({want_id})")
     kaslr = kaslr_enabled(a.vmlinux)
@@ -638,7 +641,7 @@ def check(a):
     check_etms(a, out, recs, enabled, cpus, log, fault)
     print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
 
-    ground = os.path.join(a.dir, "ground")
+    ground = os.path.join(a.dir, "ground" + a.tag)
     os.makedirs(ground, exist_ok=True)
     # What the self-test alters: each CPU's last branches (the functions are trimmed too).
     keep = dict(rep, cpus=[dict(c, branches=c["branches"][-4 * LAST:], functions=c["functions"][-4 * LAST:])
@@ -655,7 +658,7 @@ def check(a):
         print("ground truth: not compared, the dump is a region file without the kernel text as it "
               "ran (csdump notes so); the records are checked against the emulated hardware above")
     else:
-        check_ground(a, truth, rep, cpus, code_reader(vmcore, a.vmlinux, offset))
+        check_ground(a, truth, rep, cpus, code_reader(raw, a.vmlinux, offset))
     if panic_cpu not in cpus:
         print(f"panicking CPU{panic_cpu} has no ETM (the faulty one): its flow is not checked")
     else:
@@ -715,7 +718,11 @@ def main():
     ap.add_argument("--compare-only", action="store_true",
                     help="only the ground-truth comparison, on --decoded (harness self-test)")
     ap.add_argument("--decoded", help="a decoded report (DIR/ground/report.json, possibly altered)")
+    ap.add_argument("--vmcore", help="the dump csdump reads (default DIR/vmcore.elf; e.g. makedumpfile's "
+                    "file of the same panic); the script's own reads stay on DIR/vmcore.elf")
     a = ap.parse_args()
+    # Output directories of a run on another file than the raw copy get its name as a suffix.
+    a.tag = "" if not a.vmcore else "-" + os.path.basename(a.vmcore).replace(".", "-")
     a.system_map = a.system_map or os.path.join(os.path.dirname(os.path.abspath(a.vmlinux)), "System.map")
     if a.compare_only and not a.decoded:
         ap.error("--compare-only needs --decoded")

@@ -10,7 +10,9 @@
 #   sample-builtin       builtin variant (sample built in), QMP dump-guest-memory
 #   dump-qemu-dump       panic-dump core + Rust and C clients, QMP dump, csdump extract checked
 #   dump-builtin         the same with the core and both clients built into the image
-#   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself)
+#   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself);
+#                        the capture kernel also saves makedumpfile's -F -c -d 31 (plain and
+#                        gzip'ed) and -l -d 31 files, and csdump extracts the same from them
 #   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
 #   dump-warm-corrupt    the dump is corrupted during the warm reset: rejected with a logged reason
 #   dump-hung-callback   a callback that never returns: reset, the committed dump names it
@@ -33,7 +35,8 @@
 #                        binds to the plugin's components, traces through sysfs, reads the ETF through
 #                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
-#                        the dump against the emulated hardware and its ground truth (check_trace.py)
+#                        the dump against the emulated hardware and its ground truth (check_trace.py),
+#                        on the raw /proc/vmcore copy and on makedumpfile's three files of that panic
 #   trace-builtin        the same built in, QMP dump
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
@@ -128,9 +131,16 @@ scenario_dump-qemu-dump() {
 	qemu qemu-dump mod "$d" "cspd.test=panic $DUMP_APPEND" && check_dump "$d"
 }
 
+# makedumpfile's files of the same panic (scripts/qemu.py --makedumpfile): csdump's extract of
+# each equals the raw copy's, the format is said, damage is named (scripts/check_vmcores.py).
+check_vmcores() {
+	python3 "$REPO/scripts/check_vmcores.py" --dir "$1" --csdump "$CSDUMP"
+}
+
 scenario_dump-kdump() {
 	local d=$RUNS/dump-kdump
-	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $DUMP_APPEND" && check_dump "$d"
+	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $DUMP_APPEND" --makedumpfile &&
+		check_dump "$d" && check_vmcores "$d"
 }
 
 scenario_dump-builtin() {
@@ -465,7 +475,11 @@ check_trace() {
 
 scenario_trace-kdump() {
 	local d=$RUNS/trace-kdump
-	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" && check_trace "$d" mod --perf
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" --makedumpfile &&
+		check_trace "$d" mod --perf && check_vmcores "$d" &&
+		check_trace "$d" mod --vmcore "$d/vmcore.flat" &&
+		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" &&
+		check_trace "$d" mod --vmcore "$d/vmcore.kdump"
 }
 
 scenario_trace-builtin() {

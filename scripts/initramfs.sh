@@ -3,7 +3,8 @@
 #
 #   scripts/initramfs.sh VARIANT
 #
-# Writes $CSPD_CACHE/guest-VARIANT/capture.cpio.gz (busybox and init: the kdump capture kernel's)
+# Writes $CSPD_CACHE/guest-VARIANT/capture.cpio.gz (busybox, init and makedumpfile: the kdump
+# capture kernel's)
 # and main.cpio.gz (also kexec-tools with its libraries, the kernel Image and capture initramfs
 # for `kexec -p`, and the variant's modules in /modules). Everything comes from the arm64 Debian
 # packages fetched by setup.sh, this repo's scripts/guest/init, and the kernel build.
@@ -18,6 +19,7 @@ image="$out/arch/arm64/boot/Image"
 
 [ -x "$root_debs/bin/busybox" ] || die "no arm64 busybox in $root_debs: run scripts/setup.sh"
 [ -x "$root_debs/sbin/kexec" ] || die "no arm64 kexec in $root_debs: run scripts/setup.sh"
+[ -x "$root_debs/usr/bin/makedumpfile" ] || die "no arm64 makedumpfile in $root_debs: run scripts/setup.sh"
 [ -f "$image" ] || die "no kernel image $image: run scripts/kernel.sh all $variant"
 READELF=$(command -v llvm-readelf-19 || command -v readelf) || die "no readelf"
 
@@ -74,8 +76,10 @@ pack() {
 
 stage="$dest/stage"
 
-# The capture kernel's initramfs: busybox and init.
+# The capture kernel's initramfs: busybox, init and makedumpfile with its libraries (it saves
+# the vmcore the way distributions' kdump does, next to the raw copy).
 base_root "$stage"
+copy_with_libs "$stage" "$root_debs/usr/bin/makedumpfile"
 pack "$stage" "$dest/capture.cpio.gz"
 
 # The main initramfs.

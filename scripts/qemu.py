@@ -10,7 +10,8 @@ Two capture methods:
              `dump-guest-memory`.
   kdump      the guest loads a capture kernel with `kexec -s -p` and boots with
              crash_kexec_post_notifiers; after the panic the capture kernel copies /proc/vmcore to
-             a raw virtio disk, which becomes the vmcore on the host.
+             a raw virtio disk, which becomes the vmcore on the host; with --makedumpfile it also
+             saves makedumpfile's files of the same /proc/vmcore, as distributions' kdump does.
   warm       panic=1 reboots the guest with its RAM; the second boot saves the previous boot's
              dump from debugfs to a virtio disk, which becomes the region file on the host.
   boot       no capture: boot, wait for a console line, stop (used to look at a live guest);
@@ -276,6 +277,15 @@ def run_qemu_dump(a, workdir):
         stop(proc)
 
 
+# makedumpfile's files the capture kernel writes with --makedumpfile, from the same /proc/vmcore:
+# the disk serial its init looks for, and the file name in the workdir.
+MAKEDUMPFILE_DISKS = [
+    ("cspd-flat", "vmcore.flat"),       # -F -c -d 31, piped (Debian's kdump-tools)
+    ("cspd-flat-gz", "vmcore.flat.gz"), # the same through gzip
+    ("cspd-kdump", "vmcore.kdump"),     # -l -d 31 (Fedora's and RHEL's kdump)
+]
+
+
 def run_kdump(a, workdir):
     disk = os.path.abspath(a.vmcore)
     with open(disk, "wb") as f:
@@ -286,6 +296,15 @@ def run_kdump(a, workdir):
         "-device", "virtio-blk-pci,drive=vmcore",
         "-no-reboot",
     ]
+    extra = []
+    if a.makedumpfile:
+        for serial, name in MAKEDUMPFILE_DISKS:
+            path = os.path.join(workdir, name)
+            with open(path, "wb") as f:
+                f.truncate(512 << 20)
+            extra.append((serial, path))
+            args += ["-drive", f"file={path},format=raw,if=none,id={serial}",
+                     "-device", f"virtio-blk-pci,drive={serial},serial={serial}"]
     proc = start(args, workdir)
     console = Console(os.path.join(workdir, "console.log"))
     try:
@@ -309,6 +328,15 @@ def run_kdump(a, workdir):
         with open(disk, "r+b") as f:
             f.truncate(size)
         print(f"kdump: {size} byte vmcore: {disk}")
+        for serial, path in extra:
+            m = re.search(rf"CSPD: makedumpfile {serial} saved: (\d+) bytes \((.*)\)", console.text)
+            if not m:
+                why = re.search(rf"CSPD: makedumpfile {serial} failed: (.*)", console.text)
+                raise Failure(f"the capture kernel's makedumpfile did not write {os.path.basename(path)}"
+                              + (f": {why.group(1)}" if why else " (no makedumpfile in the capture initramfs?)"))
+            with open(path, "r+b") as f:
+                f.truncate(int(m.group(1)))
+            print(f"kdump: {m.group(1)} byte {os.path.basename(path)} ({m.group(2)}): {path}")
     finally:
         console.poll()
         stop(proc)
@@ -485,6 +513,10 @@ def main():
     p.add_argument("--smp", type=int, default=2)
     p.add_argument("--mem", default="1G")
     p.add_argument("--disk-size", default=str(1536 << 20), help="virtio disk for kdump, bytes")
+    p.add_argument("--makedumpfile", action="store_true",
+                   help="kdump: the capture kernel also saves makedumpfile's flattened (-F -c -d 31, "
+                   "plain and gzip'ed) and kdump-compressed (-l -d 31) dumps of the same /proc/vmcore "
+                   "as vmcore.flat, vmcore.flat.gz and vmcore.kdump in the workdir")
     p.add_argument("--panic-timeout", type=int, default=240, help="seconds from start to the panic")
     p.add_argument("--capture-timeout", type=int, default=300, help="seconds from the panic to the saved vmcore")
     p.add_argument("--reset-on", help="warm: reset the machine (QMP system_reset) 1 s after this "

@@ -28,6 +28,8 @@ HOST_PKGS=(
 	linux-perf libopencsd-bin libopencsd-dev
 	# cargo-fuzz's libfuzzer-sys builds libFuzzer (C++)
 	g++
+	# csdump's vmcore reader (ELF and makedumpfile's kdump-compressed dumps)
+	libkdumpfile-dev
 	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
 	python3-venv libyaml-dev pkg-config
 	# GDB replays csdump gdb's trace in the end-to-end and host tests
@@ -208,6 +210,29 @@ else
 	rm -rf "$GUEST_ROOT"
 	mv "$GUEST_ROOT.tmp" "$GUEST_ROOT"
 	say "extracted ${#deps[@]} arm64 packages into $GUEST_ROOT"
+fi
+
+
+# arm64 makedumpfile for the capture initramfs: it saves the vmcore the way Debian's kdump-tools
+# (-F -c -d 31) and Fedora's kdump (-l -d 31) do. bookworm's 1.7.2 with zlib and lzo; its
+# libraries (libdw, libelf, liblzo2, libbz2, liblzma, zlib) are taken along, perl (only for
+# makedumpfile-R.pl) is not. Downloaded and extracted, never installed.
+if [ -x "$GUEST_ROOT/usr/bin/makedumpfile" ]; then
+	say "have arm64 makedumpfile in $GUEST_ROOT"
+else
+	say "fetching arm64 makedumpfile and its libraries"
+	conf=$(private_apt bookworm-arm64 arm64 "bookworm bookworm-updates")
+	APT_CONFIG=$conf apt-get update -qq
+	mapfile -t deps < <(APT_CONFIG=$conf apt-cache depends --recurse --no-recommends \
+		--no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances --no-pre-depends \
+		makedumpfile | grep -v '^ ' | grep -v '^<' | sort -u |
+		grep -E '^(makedumpfile|libc6|libgcc-s1|gcc-12-base|zlib1g|liblzma5|libdw1|libelf1|liblzo2-2|libbz2-1.0)$' || true)
+	[ ${#deps[@]} -gt 3 ] || die "could not resolve arm64 makedumpfile packages"
+	mkdir -p "$DEBS/arm64-makedumpfile"
+	(cd "$DEBS/arm64-makedumpfile" && APT_CONFIG=$conf apt-get download -qq "${deps[@]}")
+	for deb in "$DEBS"/arm64-makedumpfile/*.deb; do dpkg-deb -x "$deb" "$GUEST_ROOT"; done
+	[ -x "$GUEST_ROOT/usr/bin/makedumpfile" ] || die "makedumpfile missing after extraction"
+	say "extracted ${#deps[@]} arm64 packages (makedumpfile $(dpkg-deb -f "$DEBS"/arm64-makedumpfile/makedumpfile_*.deb Version)) into $GUEST_ROOT"
 fi
 
 say "setup complete"

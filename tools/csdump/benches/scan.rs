@@ -4,7 +4,6 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::fs::File;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -58,10 +57,7 @@ fn mbps(bytes: u64, d: Duration) -> f64 {
 }
 
 fn library_pass(path: &Path) -> usize {
-    let file = File::open(path).unwrap();
-    // SAFETY: the benchmark's own temporary file, not modified while mapped.
-    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-    let located = csdump::region::locate(&map).unwrap();
+    let located = csdump::region::locate_path(path).unwrap();
     let report = csdump::info::analyze("bench", &located).unwrap();
     assert!(report.clean);
     report.records.len()

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::Path;
 use std::path::PathBuf;
 
-use crate::vmcore::ElfCore;
+use crate::vmcore::Vmcore;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
 use cspd_format::RecordKind;
@@ -184,7 +184,7 @@ pub struct Capture<'a> {
     /// What the reader should know that is not damage (a skipped STM source, say).
     pub notes: Vec<String>,
     /// The vmcore the dump was found in, for the memory the kernel ran (its patched text).
-    pub core: Option<&'a ElfCore<'a>>,
+    pub core: Option<&'a Vmcore>,
     /// The vmcore's VMCOREINFO text.
     pub vmcoreinfo: Option<&'a str>,
 }

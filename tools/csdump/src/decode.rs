@@ -554,8 +554,8 @@ const PAGE: u64 = 4096;
 pub struct CodeImages<'a> {
     images: Vec<Image<'a>>,
     last: usize,
-    kmem: Option<crate::kmem::KernelMemory<'a, 'a>>,
-    core: Option<&'a crate::vmcore::ElfCore<'a>>,
+    kmem: Option<crate::kmem::KernelMemory<'a>>,
+    core: Option<&'a crate::vmcore::Vmcore>,
     pages: HashMap<u64, Option<Box<[u8]>>>,
     paged: usize,
     /// Notes for the reader (the text as built, say).
@@ -684,7 +684,7 @@ impl<'a> CodeImages<'a> {
             } else {
                 km.phys(page)
                     .and_then(|pa| core.read_phys(pa, PAGE).ok())
-                    .map(|b| b.into_owned().into_boxed_slice())
+                    .map(Vec::into_boxed_slice)
             };
             if bytes.is_some() {
                 self.paged += PAGE as usize;

@@ -190,8 +190,13 @@ pub struct Summary {
     pub region_file_offset: Option<u64>,
     /// `KERNELOFFSET` from vmcoreinfo, hex.
     pub kerneloffset: Option<String>,
+    /// The vmcore's format as read (container, page compression, dump level, flattened, gzip).
+    pub input_format: Option<String>,
     /// Notes about the input (a truncated segment, no vmcoreinfo…).
     pub input_warnings: Vec<String>,
+    /// Facts about the input that are not damage (pages the dump's filter excluded, read as
+    /// zeros; the device dump preferred over memory).
+    pub input_notes: Vec<String>,
     /// The container header.
     pub container: ContainerInfo,
     /// Every record but free slots and the commit, in region order.
@@ -256,11 +261,13 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         csdump_version: env!("CARGO_PKG_VERSION"),
         input: input.to_string(),
         input_kind: located.input_kind,
-        found_by: located.found_by,
+        found_by: located.found_by.clone(),
         region_paddr: located.paddr.map(hex),
         region_file_offset: located.file_offset,
         kerneloffset: located.kerneloffset.map(hex),
+        input_format: located.format.clone(),
         input_warnings: located.warnings.clone(),
+        input_notes: located.notes.clone(),
         container: ContainerInfo {
             version: cspd_format::FORMAT_VERSION,
             region_size: h.region_size,
@@ -399,9 +406,11 @@ pub fn render_text(r: &Summary) -> String {
         s,
         "input:     {} ({})",
         r.input,
-        match r.input_kind {
-            InputKind::ElfVmcore => "ELF vmcore",
-            InputKind::Raw => "raw image",
+        match (&r.input_format, r.input_kind) {
+            (Some(f), _) => f.as_str(),
+            (None, InputKind::ElfVmcore) => "ELF vmcore",
+            (None, InputKind::KdumpCompressed) => "kdump-compressed vmcore",
+            (None, InputKind::Raw) => "raw image",
         }
     );
     let _ = writeln!(s, "found by:  {}", r.found_by);
@@ -414,7 +423,7 @@ pub fn render_text(r: &Summary) -> String {
     } else {
         let _ = writeln!(
             s,
-            "region:    {:#x} bytes (split across PT_LOADs)",
+            "region:    {:#x} bytes (not contiguous in the input file)",
             r.container.region_size
         );
     }

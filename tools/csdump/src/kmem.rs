@@ -7,15 +7,15 @@
 //! granule with 39- or 48-bit virtual addresses, the configurations arm64 kernels use with 4 KiB
 //! pages.
 
-use crate::vmcore::ElfCore;
+use crate::vmcore::Vmcore;
 
 const PAGE: u64 = 4096;
 /// Output address bits 47:12 of a descriptor.
 const OA_MASK: u64 = 0x0000_FFFF_FFFF_F000;
 
 /// A kernel address space read through the page tables in a vmcore.
-pub struct KernelMemory<'c, 'a> {
-    core: &'c ElfCore<'a>,
+pub struct KernelMemory<'c> {
+    core: &'c Vmcore,
     /// Physical address of the top-level table.
     root: u64,
     /// Level the walk starts at (0 for 48-bit, 1 for 39-bit addresses).
@@ -34,10 +34,10 @@ fn key(vmcoreinfo: &str, name: &str) -> Option<u64> {
     }
 }
 
-impl<'c, 'a> KernelMemory<'c, 'a> {
+impl<'c> KernelMemory<'c> {
     /// Returns the kernel address space of `core`, or `None` when vmcoreinfo lacks a key or
     /// names a layout this walk does not handle (another page size, 52-bit addresses).
-    pub fn new(core: &'c ElfCore<'a>, vmcoreinfo: &str) -> Option<Self> {
+    pub fn new(core: &'c Vmcore, vmcoreinfo: &str) -> Option<Self> {
         if key(vmcoreinfo, "PAGESIZE=")? != PAGE {
             return None;
         }
@@ -63,7 +63,7 @@ impl<'c, 'a> KernelMemory<'c, 'a> {
 
     fn entry(&self, table: u64, index: u64) -> Option<u64> {
         let b = self.core.read_phys(table + index * 8, 8).ok()?;
-        Some(u64::from_le_bytes(b.as_ref().try_into().ok()?))
+        Some(u64::from_le_bytes(b.as_slice().try_into().ok()?))
     }
 
     /// Translates the kernel virtual address `va`; `None` when it is not mapped (or the tables
@@ -112,5 +112,23 @@ impl<'c, 'a> KernelMemory<'c, 'a> {
             at += PAGE;
         }
         Some((start, bytes))
+    }
+
+    /// Reads `len` bytes of kernel virtual memory at `va`, page by page through the page
+    /// tables; `None` when a page is not mapped or not in the vmcore. Pages the dump filtered
+    /// out read as zeros.
+    pub fn read(&self, va: u64, len: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).ok()?;
+        let mut at = va;
+        while out.len() < len {
+            let in_page = at & (PAGE - 1);
+            let take = usize::try_from(PAGE - in_page).ok()?.min(len - out.len());
+            let pa = self.phys(at)?;
+            let b = self.core.read_phys(pa, take as u64).ok()?;
+            out.extend_from_slice(&b);
+            at = at.checked_add(take as u64)?;
+        }
+        Some(out)
     }
 }

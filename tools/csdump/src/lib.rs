@@ -1,8 +1,9 @@
 //! csdump: finds a coresight-panic-dump region in a kdump vmcore, a QEMU memory dump or a raw
 //! region file, checks it with the format parser shared with the kernel, and writes it out.
 //!
-//! The library does no I/O below [`extract`]: [`region::locate`] and [`info::analyze`] take
-//! bytes, so tests and fuzzers feed them directly.
+//! [`region::locate_path`] opens an input file; [`region::locate`] takes bytes (a vmcore among
+//! them is handed to libkdumpfile through an anonymous memory file), and [`info::analyze`]
+//! takes what was located, so tests and fuzzers feed them directly.
 
 pub mod capture;
 pub mod decode;
@@ -14,6 +15,7 @@ pub mod ini;
 pub mod kmem;
 pub mod output;
 pub mod perf;
+pub mod progress;
 pub mod region;
 pub mod report;
 pub mod snapshot;
@@ -26,7 +28,8 @@ pub use cspd_format as format;
 ///
 /// The first byte chooses what the rest is (the seeds of `fuzz/` start with it):
 ///
-/// - `0` (and any byte not below): a dump (an ELF vmcore or a raw region image): located,
+/// - `0` (and any byte not below): a dump (a vmcore in any format csdump reads, or a raw region
+///   image): located,
 ///   analyzed, rendered as text and JSON, its capture turned into perf's files (into a sink)
 ///   and into the report (decoded in process), the ELF reader and the region parser run on it
 ///   directly too;
@@ -83,11 +86,12 @@ fn fuzz_dump(data: &[u8], vmlinux: Option<&[u8]>) {
     if vmlinux.is_some() {
         return;
     }
-    if let Ok(elf) = vmcore::ElfCore::parse(data) {
-        let _ = elf.vmcoreinfo();
-        for s in elf.segments.iter().take(16) {
-            let _ = elf.read_phys(s.paddr, s.memsz.min(1 << 16));
-            let _ = elf.phys_to_offset(s.paddr);
+    if let Ok(core) = vmcore::Vmcore::from_bytes(data) {
+        let _ = core.vmcoreinfo();
+        let _ = core.device_dumps();
+        for s in core.segments.iter().take(16) {
+            let _ = core.read_phys_lenient(s.paddr, s.memsz.min(1 << 16));
+            let _ = core.phys_to_offset(s.paddr);
         }
     }
     let _ = cspd_format::validate(data);

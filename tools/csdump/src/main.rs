@@ -14,7 +14,8 @@ use csdump::extract::ExtractOptions;
 use csdump::info::analyze;
 use csdump::info::render_text;
 use csdump::info::Summary;
-use csdump::region::locate;
+use csdump::region::locate_path;
+use csdump::region::Located;
 
 const EXIT_HELP: &str = "\
 Exit status (the same for every command):
@@ -30,11 +31,15 @@ dump-guest-memory writes none; the scan finds the region), an STM source in a sn
 not at all (under a temporary name, renamed when complete); SIGTERM and SIGINT remove the
 temporary files of an unfinished run.
 
-Input: an ELF64 vmcore (a copy of kdump's /proc/vmcore, or QEMU's dump-guest-memory file) or a
-raw image (the region itself, e.g. read from /dev/mem after a warm reboot, or a memory image
-that holds it). In a vmcore the region is found through the CSPD_REGION_PADDR/CSPD_REGION_SIZE
-keys of the VMCOREINFO note, else by scanning every PT_LOAD's page starts for the container
-magic; the output says which.";
+Input: a vmcore as kdump saves it -- makedumpfile's flattened format (-F, Debian's kdump-tools:
+/var/crash/<stamp>/dump.<stamp>, also gzip'ed), its kdump-compressed format (-c/-l/-p/-z, any
+dump level: Fedora's and RHEL's /var/crash/<host>-<date>/vmcore), an ELF64 vmcore (a copy of
+/proc/vmcore, QEMU's dump-guest-memory) -- or a raw image (the region itself, e.g. debugfs'
+last_dump after a warm reboot, or a memory image that holds it). In a vmcore the region is the
+capture kernel's device dump coresight_panic_dump when there is one, else the one the
+CSPD_REGION_PADDR/CSPD_REGION_SIZE keys of VMCOREINFO name (checked against its container
+header), else found by scanning the vmcore's page starts for the container magic; the output
+says which, and which format it read.";
 
 /// Reads a coresight-panic-dump from a vmcore or a region file.
 #[derive(Debug, Parser)]
@@ -188,10 +193,24 @@ impl From<bool> for Done {
     }
 }
 
-fn warn(report: &Summary) {
-    for w in &report.input_warnings {
-        eprintln!("csdump: warning: {}: {w}", report.input);
+/// Finds the region in `input`, and says at once how the input was read (so that what is
+/// wrong with it is said even when the region then fails to parse).
+fn locate_input(input: &Path) -> anyhow::Result<Located<'static>> {
+    let name = input.display().to_string();
+    let located = locate_path(input).with_context(|| name.clone())?;
+    if let Some(f) = &located.format {
+        eprintln!("csdump: note: {name}: read as {f}");
     }
+    for n in &located.notes {
+        eprintln!("csdump: note: {name}: {n}");
+    }
+    for w in &located.warnings {
+        eprintln!("csdump: warning: {name}: {w}");
+    }
+    Ok(located)
+}
+
+fn warn(report: &Summary) {
     for p in &report.problems {
         match p.file_offset {
             Some(fo) if Some(fo) != p.offset.map(|o| o as u64) => eprintln!(
@@ -226,8 +245,7 @@ fn with_capture<R>(
         let clean = capture.warnings.is_empty();
         return Ok((f(&capture)?, clean));
     }
-    let file = Input::open(input)?;
-    let located = locate(file.bytes()).with_context(|| name.clone())?;
+    let located = locate_input(input)?;
     let report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
     warn(&report);
     let capture = Capture::from_dump(&located).with_context(|| name.clone())?;
@@ -375,9 +393,8 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
             Ok(clean.into())
         }
         Command::Info { input, json } => {
-            let file = Input::open(&input)?;
             let name = input.display().to_string();
-            let located = locate(file.bytes()).with_context(|| name.clone())?;
+            let located = locate_input(&input)?;
             let report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
             warn(&report);
             if json {
@@ -392,9 +409,8 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
             output,
             salvage,
         } => {
-            let file = Input::open(&input)?;
             let name = input.display().to_string();
-            let located = locate(file.bytes()).with_context(|| name.clone())?;
+            let located = locate_input(&input)?;
             let mut report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
             warn(&report);
             let written = extract(&located, &mut report, &output, ExtractOptions { salvage })?;

@@ -1,7 +1,11 @@
-//! Finding the dump region in an input file: an ELF vmcore or a raw region (or memory) image.
+//! Finding the dump region in an input file: a vmcore (any format [`crate::vmcore`] reads), a
+//! raw region file or a memory image holding it.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
 
 use cspd_format::ContainerHeader;
 use cspd_format::CONTAINER_HEADER_SIZE;
@@ -12,17 +16,29 @@ use cspd_format::VMCOREINFO_SIZE_KEY;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::vmcore::ElfCore;
+use crate::progress::Progress;
+use crate::vmcore::Vmcore;
 use crate::vmcore::VmcoreError;
 
-/// Page size used by the scan: the region is page-aligned in physical memory.
+/// Page size used by the scan of a raw image: the region is page-aligned in physical memory.
 pub const SCAN_PAGE: u64 = 4096;
 
 /// Largest region csdump accepts (a bound on what a lying header can make it allocate).
 pub const MAX_REGION_SIZE: u64 = 1 << 32;
 
+/// The name the kernel gives the dump when it hands a region over as a vmcore device dump
+/// (`vmcore_add_device_dump()` in a kdump capture kernel).
+pub const DEVICE_DUMP_NAME: &str = "coresight_panic_dump";
+
 /// How many magic hits the scan looks at before giving up on finding a valid header.
 const SCAN_HIT_LIMIT: usize = 64;
+
+/// Bytes of a raw image read when its container header is unreadable: enough for the parser to
+/// name what is wrong.
+const RAW_BAD_HEADER_READ: u64 = 1 << 20;
+
+/// Window of a raw image mapped at a time by the scan.
+const SCAN_WINDOW: u64 = 64 << 20;
 
 /// What kind of file the input is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,12 +46,14 @@ const SCAN_HIT_LIMIT: usize = 64;
 pub enum InputKind {
     /// An ELF64 core file (kdump vmcore or QEMU `dump-guest-memory`).
     ElfVmcore,
+    /// makedumpfile's kdump-compressed vmcore (or the older diskdump), flattened or not.
+    KdumpCompressed,
     /// A raw image: the region itself or a memory image holding it.
     Raw,
 }
 
 /// How the region was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "method")]
 pub enum FoundBy {
     /// The input is the region, starting at offset 0.
@@ -47,8 +65,15 @@ pub enum FoundBy {
         /// Size from vmcoreinfo.
         size: u64,
     },
-    /// A scan of page starts for the container magic, in an ELF vmcore.
-    ScanElf {
+    /// A vmcore device dump note (`NT_VMCOREDD`) that a capture kernel added.
+    DeviceDump {
+        /// The device dump's name.
+        name: String,
+        /// Bytes of data in the note (the kernel pads them to a page).
+        size: u64,
+    },
+    /// A scan of the vmcore's page starts for the container magic.
+    ScanVmcore {
         /// Physical address where the container header was found.
         paddr: u64,
     },
@@ -61,15 +86,19 @@ pub enum FoundBy {
 
 impl fmt::Display for FoundBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
+        match self {
             Self::RawFile => write!(f, "raw region file (container at offset 0)"),
             Self::Vmcoreinfo { paddr, size } => write!(
                 f,
                 "vmcoreinfo ({VMCOREINFO_PADDR_KEY}={paddr:#x}, {VMCOREINFO_SIZE_KEY}={size:#x})"
             ),
-            Self::ScanElf { paddr } => write!(
+            Self::DeviceDump { name, size } => write!(
                 f,
-                "scan of PT_LOAD page starts (container at physical address {paddr:#x})"
+                "vmcore device dump \"{name}\" ({size:#x} bytes, added by the capture kernel)"
+            ),
+            Self::ScanVmcore { paddr } => write!(
+                f,
+                "scan of the vmcore's page starts (container at physical address {paddr:#x})"
             ),
             Self::ScanRaw { offset } => {
                 write!(
@@ -84,52 +113,53 @@ impl fmt::Display for FoundBy {
 /// Why no region could be taken from the input.
 #[derive(Debug, Error)]
 pub enum LocateError {
-    /// The ELF structure itself is unreadable.
+    /// The input cannot be read.
+    #[error("{0}")]
+    Io(String),
+    /// The vmcore itself is unreadable.
     #[error(transparent)]
-    Elf(#[from] VmcoreError),
-    /// vmcoreinfo names a region that cannot be read from the file.
-    #[error("region from vmcoreinfo ({VMCOREINFO_PADDR_KEY}={paddr:#x}, {VMCOREINFO_SIZE_KEY}={size:#x}) cannot be read: {err}")]
-    VmcoreinfoRegion {
-        /// Physical address from vmcoreinfo.
-        paddr: u64,
-        /// Size from vmcoreinfo.
-        size: u64,
-        /// Why it cannot be read.
-        err: VmcoreError,
-    },
-    /// vmcoreinfo names an implausible region.
-    #[error("vmcoreinfo region size {size:#x} is implausible (0 or above {MAX_REGION_SIZE:#x})")]
-    BadSize {
-        /// Size from vmcoreinfo.
+    Vmcore(#[from] VmcoreError),
+    /// The region cannot be held in memory.
+    #[error("region at {at}: cannot allocate {size:#x} bytes")]
+    TooBig {
+        /// Where the region is.
+        at: String,
+        /// Its size.
         size: u64,
     },
-    /// Neither vmcoreinfo nor the scan found a container.
+    /// Neither a device dump, nor vmcoreinfo, nor the scan found a container.
     #[error("no coresight-panic-dump region found: {0}")]
     NotFound(String),
 }
 
 /// The region found in an input, and what the input told about the kernel.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Located<'a> {
     /// The region's bytes (from the container header to the end of the region, or of the
     /// input for a raw file).
     pub bytes: Cow<'a, [u8]>,
     /// What the input file is.
     pub input_kind: InputKind,
+    /// The vmcore's format as read (container, compression, dump level, flattened, gzip).
+    pub format: Option<String>,
     /// How the region was found.
     pub found_by: FoundBy,
-    /// File offset of the region's first byte, when the region is contiguous in the file.
+    /// Offset of the region's first byte in the input file, when the region is contiguous in it.
     pub file_offset: Option<u64>,
-    /// Physical address of the region, when the input is a vmcore.
+    /// Physical address of the region, when it was found in the vmcore's memory.
     pub paddr: Option<u64>,
     /// `KERNELOFFSET` from vmcoreinfo.
     pub kerneloffset: Option<u64>,
     /// The vmcoreinfo text, if the input has one.
     pub vmcoreinfo: Option<String>,
-    /// Notes about the input that did not stop the reading.
+    /// Problems with the input that did not stop the reading (damaged pages, a vmcoreinfo that
+    /// disagrees with the container, a truncated file).
     pub warnings: Vec<String>,
+    /// Facts about the input worth saying that are not damage (pages makedumpfile filtered
+    /// out and that read as zeros, the device dump preferred over memory).
+    pub notes: Vec<String>,
     /// The vmcore itself, for reading other memory (the running kernel's text).
-    pub core: Option<ElfCore<'a>>,
+    pub core: Option<Vmcore>,
 }
 
 impl Located<'_> {
@@ -144,31 +174,64 @@ fn header_ok(bytes: &[u8]) -> bool {
     ContainerHeader::decode(bytes).is_ok()
 }
 
-/// Finds the region in `data`, the whole input file.
+/// Finds the region in the file at `path`: a vmcore in any format csdump reads, else a raw
+/// image (the region itself, or a memory image scanned for it).
+pub fn locate_path(path: &Path) -> Result<Located<'static>, LocateError> {
+    let mut file = File::open(path).map_err(|e| LocateError::Io(format!("cannot open: {e}")))?;
+    let mut head = [0u8; 64];
+    let n = read_full(&mut file, &mut head)
+        .map_err(|e| LocateError::Io(format!("cannot read: {e}")))?;
+    if crate::vmcore::is_vmcore(&head[..n]) {
+        let core = Vmcore::from_file(file)?;
+        locate_vmcore(core)
+    } else {
+        locate_raw_file(&file)
+    }
+}
+
+/// Finds the region in `data`, the whole input file (tests and fuzzers).
 ///
-/// ELF input: vmcoreinfo keys first, else a scan of `PT_LOAD` page starts. Raw input: the
-/// container at offset 0, else a scan of page starts. The region's bytes are not validated
-/// beyond the container header; [`cspd_format::parse_region`] does that.
+/// A vmcore is read through an anonymous memory file; a raw image is borrowed.
 pub fn locate(data: &[u8]) -> Result<Located<'_>, LocateError> {
-    if crate::vmcore::is_elf(data) {
-        locate_elf(data)
+    if crate::vmcore::is_vmcore(data) {
+        let core = Vmcore::from_bytes(data)?;
+        locate_vmcore(core)
     } else {
         locate_raw(data)
     }
 }
 
-fn locate_raw(data: &[u8]) -> Result<Located<'_>, LocateError> {
-    let mut located = Located {
-        bytes: Cow::Borrowed(data),
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn raw_located(bytes: Cow<'_, [u8]>) -> Located<'_> {
+    Located {
+        bytes,
         input_kind: InputKind::Raw,
+        format: None,
         found_by: FoundBy::RawFile,
         file_offset: Some(0),
         paddr: None,
         kerneloffset: None,
         vmcoreinfo: None,
         warnings: Vec::new(),
+        notes: Vec::new(),
         core: None,
-    };
+    }
+}
+
+fn locate_raw(data: &[u8]) -> Result<Located<'_>, LocateError> {
+    let mut located = raw_located(Cow::Borrowed(data));
     if data.starts_with(&CONTAINER_MAGIC) || data.len() < CONTAINER_HEADER_SIZE {
         // The region itself (possibly damaged): the parser names what is wrong.
         return Ok(located);
@@ -188,22 +251,223 @@ fn locate_raw(data: &[u8]) -> Result<Located<'_>, LocateError> {
         }
         off = off.saturating_add(SCAN_PAGE as usize);
     }
+    if let Some(off) = first_magic {
+        located.bytes = Cow::Borrowed(data.get(off..).unwrap_or(&[]));
+        located.found_by = FoundBy::ScanRaw { offset: off as u64 };
+        located.file_offset = Some(off as u64);
+    }
+    // Else nothing better: hand the file to the parser, which names the bad magic.
+    Ok(located)
+}
+
+/// Reads `len` bytes at `offset` of a raw image into memory, refusing what cannot be allocated.
+fn read_raw(file: &File, offset: u64, len: u64) -> Result<Vec<u8>, LocateError> {
+    use std::os::unix::fs::FileExt;
+    let n = usize::try_from(len).map_err(|_| LocateError::TooBig {
+        at: format!("file offset {offset:#x}"),
+        size: len,
+    })?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n).map_err(|_| LocateError::TooBig {
+        at: format!("file offset {offset:#x}"),
+        size: len,
+    })?;
+    buf.resize(n, 0);
+    let mut done = 0;
+    while done < n {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(LocateError::Io(format!(
+                    "file offset {:#x}: {e}",
+                    offset + done as u64
+                )))
+            }
+        }
+    }
+    buf.truncate(done);
+    Ok(buf)
+}
+
+/// How many bytes of a raw image to read for a region whose header starts at `offset`.
+fn raw_region_len(file: &File, offset: u64, file_len: u64) -> Result<u64, LocateError> {
+    let rest = file_len - offset.min(file_len);
+    let head = read_raw(file, offset, CONTAINER_HEADER_SIZE as u64)?;
+    Ok(match ContainerHeader::decode(&head) {
+        // The header bounds the read; a header claiming more than the file has gets the file
+        // and the parser names the truncation.
+        Ok(h) => h
+            .region_size
+            .clamp(CONTAINER_HEADER_SIZE as u64, MAX_REGION_SIZE)
+            .min(rest),
+        Err(_) => rest.min(RAW_BAD_HEADER_READ),
+    })
+}
+
+fn locate_raw_file(file: &File) -> Result<Located<'static>, LocateError> {
+    let file_len = file
+        .metadata()
+        .map_err(|e| LocateError::Io(format!("cannot stat: {e}")))?
+        .len();
+    let head = read_raw(file, 0, CONTAINER_MAGIC.len() as u64)?;
+    if head.starts_with(&CONTAINER_MAGIC) || file_len < CONTAINER_HEADER_SIZE as u64 {
+        let len = raw_region_len(file, 0, file_len)?;
+        return Ok(raw_located(Cow::Owned(read_raw(file, 0, len)?)));
+    }
+    // A memory image: scan page starts, a window at a time (the address space and resident
+    // memory stay bounded whatever the image's size).
+    let progress = Progress::new(file_len, "scanning the image's pages");
+    let mut first_magic = None;
+    let mut hits = 0;
+    let mut window = 0u64;
+    'scan: while window < file_len {
+        let len = SCAN_WINDOW.min(file_len - window);
+        // SAFETY: a read-only private mapping of a file csdump only reads; a file truncated
+        // underneath it would raise SIGBUS, not memory unsafety in safe code.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(window)
+                .len(usize::try_from(len).unwrap_or(0))
+                .map(file)
+        }
+        .map_err(|e| LocateError::Io(format!("cannot map file offset {window:#x}: {e}")))?;
+        let mut off = if window == 0 { SCAN_PAGE } else { 0 };
+        while off < len && hits < SCAN_HIT_LIMIT {
+            let rest = map
+                .get(usize::try_from(off).unwrap_or(usize::MAX)..)
+                .unwrap_or(&[]);
+            if rest.starts_with(&CONTAINER_MAGIC) {
+                hits += 1;
+                first_magic.get_or_insert(window + off);
+                let whole = if rest.len() >= CONTAINER_HEADER_SIZE {
+                    header_ok(rest)
+                } else {
+                    header_ok(&read_raw(file, window + off, CONTAINER_HEADER_SIZE as u64)?)
+                };
+                if whole {
+                    first_magic = Some(window + off);
+                    break 'scan;
+                }
+            }
+            off += SCAN_PAGE;
+        }
+        if hits >= SCAN_HIT_LIMIT {
+            break;
+        }
+        window += len;
+        progress.set(window);
+    }
+    progress.finish();
     match first_magic {
         Some(off) => {
-            located.bytes = Cow::Borrowed(data.get(off..).unwrap_or(&[]));
-            located.found_by = FoundBy::ScanRaw { offset: off as u64 };
-            located.file_offset = Some(off as u64);
+            let len = raw_region_len(file, off, file_len)?;
+            let mut located = raw_located(Cow::Owned(read_raw(file, off, len)?));
+            located.found_by = FoundBy::ScanRaw { offset: off };
+            located.file_offset = Some(off);
             Ok(located)
         }
-        // Nothing better: hand the file to the parser, which names the bad magic.
-        None => Ok(located),
+        None => {
+            let len = file_len.min(RAW_BAD_HEADER_READ);
+            Ok(raw_located(Cow::Owned(read_raw(file, 0, len)?)))
+        }
     }
 }
 
-fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
-    let elf = ElfCore::parse(data)?;
-    let mut warnings = elf.warnings.clone();
-    let info = elf.vmcoreinfo();
+/// The region read from a vmcore, and what was said about it.
+struct RegionRead {
+    bytes: Vec<u8>,
+    warnings: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Reads the region whose header is at `paddr`: `header`'s size, bounded by the memory the dump
+/// has there. Filtered-out pages read as zeros (a note), damaged pages as zeros (a warning).
+fn read_region(
+    core: &Vmcore,
+    paddr: u64,
+    header: Option<&ContainerHeader>,
+) -> Result<RegionRead, LocateError> {
+    let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    let page = core.page_size();
+    let mut size = header
+        .map(|h| {
+            h.region_size
+                .clamp(CONTAINER_HEADER_SIZE as u64, MAX_REGION_SIZE)
+        })
+        .unwrap_or(CONTAINER_HEADER_SIZE as u64);
+    // Never more than the dump's memory from `paddr` on: a header that claims more gets what
+    // there is, and the parser names the truncation.
+    let run_end = core.memory_run_end(paddr / page).saturating_mul(page);
+    let avail = run_end.saturating_sub(paddr);
+    if avail < size {
+        warnings.push(format!(
+            "the container at physical address {paddr:#x} says the region is {size:#x} bytes; the dump's memory there ends after {avail:#x}"
+        ));
+        size = avail;
+    }
+    let r = core
+        .read_phys_lenient(paddr, size)
+        .map_err(|_| LocateError::TooBig {
+            at: format!("physical address {paddr:#x}"),
+            size,
+        })?;
+    if let Some(e) = &r.stopped {
+        warnings.push(format!("region at physical address {paddr:#x}: {e}"));
+    }
+    for (pfn, why) in r.damaged.iter().take(8) {
+        warnings.push(format!(
+            "region page {pfn:#x} (physical {:#x}, region offset {:#x}) is damaged and read as zeros: {why}",
+            pfn * page,
+            (pfn * page).saturating_sub(paddr)
+        ));
+    }
+    if r.damaged.len() > 8 {
+        warnings.push(format!(
+            "{} more damaged pages in the region",
+            r.damaged.len() - 8
+        ));
+    }
+    if !r.excluded.is_empty() {
+        let level = core
+            .format
+            .dump_level
+            .map(|l| format!(" (dump level {l})"))
+            .unwrap_or_default();
+        let first: Vec<String> = r
+            .excluded
+            .iter()
+            .take(4)
+            .map(|p| format!("{:#x}", (p * page).saturating_sub(paddr)))
+            .collect();
+        notes.push(format!(
+            "{} of the region's {} pages are not stored in the dump: makedumpfile's filter{level} excluded them (zero pages), they read as zeros (region offsets {}{})",
+            r.excluded.len(),
+            size.div_ceil(page),
+            first.join(", "),
+            if r.excluded.len() > 4 { ", ..." } else { "" }
+        ));
+    }
+    Ok(RegionRead {
+        bytes: r.bytes,
+        warnings,
+        notes,
+    })
+}
+
+/// The container header at `paddr`, or why there is none.
+fn header_at(core: &Vmcore, paddr: u64) -> Result<ContainerHeader, String> {
+    let head = core
+        .read_phys(paddr, CONTAINER_HEADER_SIZE as u64)
+        .map_err(|e| e.to_string())?;
+    ContainerHeader::decode(&head).map_err(|e| format!("no valid container header there ({e})"))
+}
+
+fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
+    let info = core.vmcoreinfo().map(<[u8]>::to_vec);
+    let info = info.as_deref();
     let kerneloffset =
         info.and_then(|t| cspd_format::vmcoreinfo_hex(t, VMCOREINFO_KERNELOFFSET_KEY));
     let vmcoreinfo = info.map(|t| {
@@ -217,42 +481,118 @@ fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
             cspd_format::vmcoreinfo_hex(t, VMCOREINFO_SIZE_KEY),
         )
     });
-    match keys {
-        Some((Some(paddr), Some(size))) => {
-            if size == 0 || size > MAX_REGION_SIZE {
-                return Err(LocateError::BadSize { size });
+    let input_kind = match core.format.container {
+        crate::vmcore::Container::Elf => InputKind::ElfVmcore,
+        _ => InputKind::KdumpCompressed,
+    };
+    let rearranged = core.format.flattened || core.format.gzip;
+    let mut located = Located {
+        bytes: Cow::Owned(Vec::new()),
+        input_kind,
+        format: Some(core.format.to_string()),
+        found_by: FoundBy::RawFile,
+        file_offset: None,
+        paddr: None,
+        kerneloffset,
+        vmcoreinfo,
+        warnings: core.warnings.clone(),
+        notes: Vec::new(),
+        core: None,
+    };
+
+    // 1. A device dump the capture kernel added (a no-map region the crash headers leave out).
+    if let Some(dd) = core
+        .device_dumps()
+        .into_iter()
+        .find(|d| d.name == DEVICE_DUMP_NAME)
+    {
+        let head = core.read_file(
+            dd.data_offset,
+            usize::try_from(dd.data_size.min(CONTAINER_HEADER_SIZE as u64)).unwrap_or(0),
+            "device dump",
+        )?;
+        match ContainerHeader::decode(&head) {
+            Ok(h) => {
+                let want = h
+                    .region_size
+                    .clamp(CONTAINER_HEADER_SIZE as u64, MAX_REGION_SIZE);
+                if want > dd.data_size {
+                    located.warnings.push(format!(
+                        "the device dump \"{}\" holds {:#x} bytes, its container says the region is {want:#x}",
+                        dd.name, dd.data_size
+                    ));
+                }
+                let len = want.min(dd.data_size);
+                let bytes = core.read_file(
+                    dd.data_offset,
+                    usize::try_from(len).map_err(|_| LocateError::TooBig {
+                        at: "the device dump".into(),
+                        size: len,
+                    })?,
+                    "device dump",
+                )?;
+                if let Some((Some(paddr), _)) = keys {
+                    let why = match header_at(&core, paddr) {
+                        Ok(_) => "the region is also in the vmcore's memory; the device dump is what the capture kernel validated".to_string(),
+                        Err(e) => format!("not in the vmcore's memory: {e}"),
+                    };
+                    located.notes.push(format!(
+                        "using the device dump \"{}\"; vmcoreinfo's region at {paddr:#x}: {why}",
+                        dd.name
+                    ));
+                }
+                located.bytes = Cow::Owned(bytes);
+                located.found_by = FoundBy::DeviceDump {
+                    name: dd.name.clone(),
+                    size: dd.data_size,
+                };
+                located.file_offset = (!rearranged).then_some(dd.data_offset);
+                located.core = Some(core);
+                return Ok(located);
             }
-            let bytes = elf
-                .read_phys(paddr, size)
-                .map_err(|err| LocateError::VmcoreinfoRegion { paddr, size, err })?;
-            let file_offset = match bytes {
-                Cow::Borrowed(_) => elf.phys_to_offset(paddr),
-                Cow::Owned(_) => None,
-            };
-            return Ok(Located {
-                bytes,
-                input_kind: InputKind::ElfVmcore,
-                found_by: FoundBy::Vmcoreinfo { paddr, size },
-                file_offset,
-                paddr: Some(paddr),
-                kerneloffset,
-                vmcoreinfo,
-                warnings,
-                core: Some(elf),
-            });
+            Err(e) => located.warnings.push(format!(
+                "the device dump \"{}\" has no valid container header ({e}): looking in memory",
+                dd.name
+            )),
         }
-        Some((None, _)) | Some((_, None)) => warnings.push(format!(
+    }
+
+    // 2. vmcoreinfo's keys, checked against the container they point at.
+    match keys {
+        Some((Some(paddr), Some(size))) => match header_at(&core, paddr) {
+            Ok(h) => {
+                if h.region_size != size {
+                    located.warnings.push(format!(
+                        "vmcoreinfo says the region is {size:#x} bytes, its container header says {:#x}: using the container's",
+                        h.region_size
+                    ));
+                }
+                let r = read_region(&core, paddr, Some(&h))?;
+                return Ok(finish_vmcore(
+                    located,
+                    core,
+                    r,
+                    paddr,
+                    FoundBy::Vmcoreinfo { paddr, size },
+                ));
+            }
+            Err(e) => located.warnings.push(format!(
+                "vmcoreinfo names the region at {VMCOREINFO_PADDR_KEY}={paddr:#x} ({VMCOREINFO_SIZE_KEY}={size:#x}), but it cannot be used: {e}; scanning memory"
+            )),
+        },
+        Some(_) => located.warnings.push(format!(
             "vmcoreinfo has no valid {VMCOREINFO_PADDR_KEY}/{VMCOREINFO_SIZE_KEY}: scanning memory"
         )),
-        None => warnings.push("no VMCOREINFO note: scanning memory".into()),
+        None => located
+            .warnings
+            .push("no VMCOREINFO note: scanning memory".into()),
     }
-    let hits = elf.scan_page_starts(&CONTAINER_MAGIC, SCAN_PAGE, SCAN_HIT_LIMIT);
+
+    // 3. The scan.
+    let hits = core.scan_page_starts(&CONTAINER_MAGIC, SCAN_HIT_LIMIT);
     let mut chosen = None;
     for &paddr in &hits {
-        let Ok(head) = elf.read_phys(paddr, CONTAINER_HEADER_SIZE as u64) else {
-            continue;
-        };
-        if let Ok(h) = ContainerHeader::decode(&head) {
+        if let Ok(h) = header_at(&core, paddr) {
             chosen = Some((paddr, Some(h)));
             break;
         }
@@ -261,41 +601,42 @@ fn locate_elf(data: &[u8]) -> Result<Located<'_>, LocateError> {
         chosen = hits.first().map(|&p| (p, None));
     }
     let Some((paddr, header)) = chosen else {
-        return Err(LocateError::NotFound(format!(
-            "no vmcoreinfo keys and no container magic at any page start of {} PT_LOAD segment(s)",
-            elf.segments.len()
-        )));
-    };
-    // Size: the header's, bounded by what the segments hold; else just the header.
-    let size = header
-        .map(|h| h.region_size.min(MAX_REGION_SIZE))
-        .unwrap_or(CONTAINER_HEADER_SIZE as u64);
-    let bytes = match elf.read_phys(paddr, size) {
-        Ok(b) => b,
-        Err(e) => {
-            warnings.push(format!("region at physical address {paddr:#x}: {e}"));
-            // Give the parser what there is, so it can name the truncation.
-            let avail = elf
-                .segments
-                .iter()
-                .find(|s| s.paddr <= paddr && paddr - s.paddr < s.present)
-                .map_or(0, |s| s.present - (paddr - s.paddr));
-            elf.read_phys(paddr, avail.min(size))?
+        let mut why = format!(
+            "no device dump, no usable vmcoreinfo keys, and no container magic at any page start of the {}",
+            core.format
+        );
+        for w in &located.warnings {
+            why.push_str("; ");
+            why.push_str(w);
         }
+        return Err(LocateError::NotFound(why));
     };
-    let file_offset = match bytes {
-        Cow::Borrowed(_) => elf.phys_to_offset(paddr),
-        Cow::Owned(_) => None,
-    };
-    Ok(Located {
-        bytes,
-        input_kind: InputKind::ElfVmcore,
-        found_by: FoundBy::ScanElf { paddr },
-        file_offset,
-        paddr: Some(paddr),
-        kerneloffset,
-        vmcoreinfo,
-        warnings,
-        core: Some(elf),
-    })
+    let r = read_region(&core, paddr, header.as_ref())?;
+    Ok(finish_vmcore(
+        located,
+        core,
+        r,
+        paddr,
+        FoundBy::ScanVmcore { paddr },
+    ))
+}
+
+fn finish_vmcore(
+    mut located: Located<'static>,
+    core: Vmcore,
+    r: RegionRead,
+    paddr: u64,
+    found_by: FoundBy,
+) -> Located<'static> {
+    let contiguous = !core.format.flattened
+        && !core.format.gzip
+        && core.contiguous_in_file(paddr, r.bytes.len() as u64);
+    located.file_offset = contiguous.then(|| core.phys_to_offset(paddr)).flatten();
+    located.warnings.extend(r.warnings);
+    located.notes.extend(r.notes);
+    located.bytes = Cow::Owned(r.bytes);
+    located.found_by = found_by;
+    located.paddr = Some(paddr);
+    located.core = Some(core);
+    located
 }

@@ -83,18 +83,16 @@ fn etm_regs(e: &Etm) -> Vec<(String, u32, u32)> {
 pub(crate) fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
     let core = capture.core?;
     let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
-    core.read_phys(paddr, len).ok().map(|b| b.into_owned())
+    core.read_phys(paddr, len).ok()
 }
 
-/// Like [`runtime_text`], borrowing from the vmcore when one segment holds the range.
+/// Like [`runtime_text`], as a `Cow` (the vmcore reader copies: its formats are compressed).
 pub(crate) fn runtime_text_cow<'a>(
     capture: &Capture<'a>,
     addr: u64,
     len: u64,
 ) -> Option<std::borrow::Cow<'a, [u8]>> {
-    let core = capture.core?;
-    let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
-    core.read_phys(paddr, len).ok()
+    runtime_text(capture, addr, len).map(std::borrow::Cow::Owned)
 }
 
 /// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and

@@ -1,325 +1,914 @@
-//! A bounded ELF64 core-file reader: program headers, notes, and physical memory.
+//! csdump's one vmcore reader: every format a kdump set-up saves, through libkdumpfile.
 //!
-//! Reads kdump's `/proc/vmcore` copies and QEMU `dump-guest-memory` files. Every length and
-//! offset taken from the input is checked against the input before use: a lying header gives an
-//! error, never a panic or a huge allocation.
+//! - ELF cores: a copy of `/proc/vmcore`, QEMU's `dump-guest-memory`, `makedumpfile -E`.
+//! - kdump-compressed (`makedumpfile -c/-l/-p/-z`, zlib, lzo, snappy or zstd pages, filtered by
+//!   its dump level), what Fedora and RHEL save.
+//! - The flattened format (`makedumpfile -F`, what Debian's kdump-tools saves), also gzip'ed:
+//!   libkdumpfile 0.5 does not read it, so it is rearranged, as `makedumpfile -R` would, into an
+//!   unnamed temporary file (gone when csdump exits) that libkdumpfile then reads.
+//!
+//! libkdumpfile reads the memory. This module adds what csdump needs on top: which format it
+//! was, the notes (a vmcore device dump is an ELF note, and libkdumpfile does not list notes),
+//! the classification of a page that cannot be read (filtered out by makedumpfile, hence zero,
+//! versus missing or damaged), and the checks libkdumpfile does not make (it reads past the end
+//! of a truncated file as zeros).
 
-use std::borrow::Cow;
-use std::ops::Range;
+use std::fs::File;
+use std::io::BufReader;
+use std::io::Read;
+use std::io::Seek;
+use std::io::SeekFrom;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
+use kdumpfile::Dump;
+use kdumpfile::ErrorKind;
 use thiserror::Error;
 
-/// ELF program header type of a loadable segment.
-pub const PT_LOAD: u32 = 1;
-/// ELF program header type of a note segment.
-pub const PT_NOTE: u32 = 4;
+use crate::progress::Progress;
+
 /// Name of the ELF note that holds the kernel's vmcoreinfo text.
 pub const VMCOREINFO_NOTE_NAME: &[u8] = b"VMCOREINFO";
-
-const EHDR_SIZE: usize = 64;
-const PHDR_SIZE: usize = 56;
-/// Upper bound on program headers read (a kdump vmcore has one per memory range and CPU).
-pub const MAX_PHDRS: usize = 65_535;
-/// Upper bound on notes read in one note segment.
+/// Name of a vmcore device dump note (`VMCOREDD_NOTE_NAME`, include/uapi/linux/vmcore.h).
+pub const VMCOREDD_NOTE_NAME: &[u8] = b"LINUX";
+/// Type of a vmcore device dump note (`NT_VMCOREDD`, include/uapi/linux/elf.h).
+pub const NT_VMCOREDD: u32 = 0x700;
+/// Bytes of the device dump's name at the start of its note descriptor
+/// (`VMCOREDD_MAX_NAME_BYTES`).
+pub const VMCOREDD_MAX_NAME_BYTES: usize = 44;
+/// Upper bound on notes read.
 pub const MAX_NOTES: usize = 100_000;
+/// Upper bound on program headers read.
+pub const MAX_PHDRS: usize = 65_535;
 
-/// Why an ELF core file cannot be read.
+const PT_LOAD: u32 = 1;
+const PT_NOTE: u32 = 4;
+const FLAT_SIGNATURE: &[u8] = b"makedumpfile\0";
+const FLAT_HEADER_SIZE: u64 = 4096;
+/// Largest single record of a flattened stream (makedumpfile writes at most a few MiB at once).
+const FLAT_MAX_RECORD: u64 = 1 << 30;
+const KDUMP_SIGNATURE: &[u8] = b"KDUMP   ";
+const DISKDUMP_SIGNATURE: &[u8] = b"DISKDUMP";
+const PAGE_DESC_SIZE: u64 = 24;
+
+/// Why a vmcore cannot be opened or a range of it read.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum VmcoreError {
-    /// Not an ELF file.
-    #[error("not an ELF file")]
-    NotElf,
-    /// An ELF file of a class or byte order this reader does not handle.
-    #[error("unsupported ELF file: {0}")]
-    Unsupported(&'static str),
-    /// The file ends before a structure it declares.
-    #[error("file offset {offset:#x}: {what} needs {needed} bytes, the file has {available}")]
-    Truncated {
-        /// Where the structure starts.
-        offset: u64,
-        /// What is cut.
-        what: &'static str,
-        /// Bytes needed from `offset`.
-        needed: u64,
-        /// Bytes available from `offset`.
-        available: u64,
-    },
-    /// A header field is out of range.
+    /// The file cannot be read.
+    #[error("{0}")]
+    Io(String),
+    /// The file is a vmcore in a form csdump does not read.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The file's structure is damaged.
     #[error("file offset {offset:#x}: {what}")]
     Invalid {
-        /// Where the bad field is.
+        /// Where the damage is.
         offset: u64,
         /// What is wrong.
         what: String,
     },
-    /// A physical range is not (entirely) in the file.
-    #[error("physical range {start:#x}..{end:#x} is not in the file ({why})")]
+    /// libkdumpfile refused the file.
+    #[error("libkdumpfile cannot open it ({format}): {message}")]
+    Open {
+        /// The format csdump took it for.
+        format: String,
+        /// libkdumpfile's message.
+        message: String,
+    },
+    /// A physical range is not (entirely) in the dump.
+    #[error("physical range {start:#x}..{end:#x} is not in the dump ({why})")]
     NotMapped {
         /// Start of the range.
         start: u64,
         /// End of the range.
         end: u64,
-        /// Which part is missing and why.
+        /// Which page is missing and why.
+        why: String,
+    },
+    /// A page is in the dump but cannot be read back.
+    #[error("page {pfn:#x} (physical {paddr:#x}) is damaged: {why}")]
+    Damaged {
+        /// Page frame number.
+        pfn: u64,
+        /// Physical address of the page.
+        paddr: u64,
+        /// What is wrong (libkdumpfile's message, or the truncation).
         why: String,
     },
 }
 
-/// One `PT_LOAD` segment.
+fn io_err(what: &str, e: std::io::Error) -> VmcoreError {
+    VmcoreError::Io(format!("{what}: {e}"))
+}
+
+/// The container format of a vmcore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Container {
+    /// ELF64 core file.
+    Elf,
+    /// makedumpfile's kdump-compressed format ("KDUMP   ").
+    KdumpCompressed,
+    /// The older diskdump format ("DISKDUMP").
+    Diskdump,
+}
+
+/// What a vmcore file was, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Format {
+    /// The dump's own format.
+    pub container: Container,
+    /// The file was makedumpfile's flattened stream (`-F`).
+    pub flattened: bool,
+    /// The file was gzip'ed.
+    pub gzip: bool,
+    /// Page compression of a kdump-compressed dump (`zlib`, `lzo`, `snappy`, `zstd`, or `none`).
+    pub compression: Option<&'static str>,
+    /// makedumpfile's dump level (`-d`), for a kdump-compressed dump.
+    pub dump_level: Option<i32>,
+    /// libkdumpfile's name of the format.
+    pub library_name: String,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.container {
+            Container::Elf => write!(f, "ELF vmcore")?,
+            Container::KdumpCompressed => write!(f, "kdump-compressed vmcore")?,
+            Container::Diskdump => write!(f, "diskdump vmcore")?,
+        }
+        let mut extra = Vec::new();
+        if let Some(c) = self.compression {
+            extra.push(format!("{c} pages"));
+        }
+        if let Some(l) = self.dump_level {
+            extra.push(format!("dump level {l}"));
+        }
+        if self.flattened {
+            extra.push("flattened (makedumpfile -F)".into());
+        }
+        if self.gzip {
+            extra.push("gzip'ed".into());
+        }
+        if !extra.is_empty() {
+            write!(f, ", {}", extra.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// What the first bytes of a file say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniff {
+    /// An ELF file.
+    Elf,
+    /// A kdump-compressed or diskdump file.
+    Kdump,
+    /// makedumpfile's flattened stream.
+    Flattened,
+    /// A gzip stream.
+    Gzip,
+    /// Compressed in a way csdump does not undo; the name of the tool.
+    OtherCompression(&'static str),
+    /// Not a vmcore (a region file, a memory image).
+    Other,
+}
+
+/// Tells from its first bytes what a file is.
+pub fn sniff(head: &[u8]) -> Sniff {
+    if head.starts_with(b"\x7fELF") {
+        Sniff::Elf
+    } else if head.starts_with(KDUMP_SIGNATURE) || head.starts_with(DISKDUMP_SIGNATURE) {
+        Sniff::Kdump
+    } else if head.starts_with(FLAT_SIGNATURE) {
+        Sniff::Flattened
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        Sniff::Gzip
+    } else if head.starts_with(b"BZh") && head.get(3).is_some_and(u8::is_ascii_digit) {
+        Sniff::OtherCompression("bzip2")
+    } else if head.starts_with(b"\xfd7zXZ\0") {
+        Sniff::OtherCompression("xz")
+    } else if head.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        Sniff::OtherCompression("lz4")
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Sniff::OtherCompression("zstd")
+    } else {
+        Sniff::Other
+    }
+}
+
+/// Whether `data` starts like a vmcore csdump reads (or one it would name as compressed).
+pub fn is_vmcore(head: &[u8]) -> bool {
+    sniff(head) != Sniff::Other
+}
+
+/// One `PT_LOAD` of an ELF vmcore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// Index of the program header.
     pub index: usize,
-    /// Physical address of the segment.
+    /// Physical address.
     pub paddr: u64,
-    /// Virtual address of the segment.
-    pub vaddr: u64,
     /// File offset of its bytes.
     pub offset: u64,
-    /// Bytes of the segment in the file, as declared.
+    /// Bytes in the file, as declared.
     pub filesz: u64,
-    /// Bytes of the segment in memory (past `filesz` it reads as zero).
+    /// Bytes of memory.
     pub memsz: u64,
-    /// Bytes of the declared file range that the file really has (less than `filesz` when the
-    /// file is truncated).
+    /// Bytes of the declared file range that the file has.
     pub present: u64,
 }
 
-impl Segment {
-    /// Returns the physical range the segment covers in memory.
-    pub fn phys_range(&self) -> Range<u64> {
-        self.paddr..self.paddr.saturating_add(self.memsz)
-    }
-}
-
-/// One ELF note.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Note<'a> {
-    /// Note name without its NUL terminator.
-    pub name: &'a [u8],
+/// One ELF note, located in the (possibly rearranged) dump file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteRef {
+    /// Note name without its NUL padding.
+    pub name: Vec<u8>,
     /// Note type.
     pub kind: u32,
-    /// Note descriptor.
-    pub desc: &'a [u8],
     /// File offset of the descriptor.
     pub desc_offset: u64,
+    /// Descriptor size.
+    pub desc_size: u64,
 }
 
-/// An ELF64 little-endian core file read from bytes.
-#[derive(Debug, Clone)]
-pub struct ElfCore<'a> {
-    data: &'a [u8],
-    /// `PT_LOAD` segments in program header order.
+/// A vmcore device dump (`vmcore_add_device_dump()`), as found in the notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceDump {
+    /// The dump's name (`vmcoredd_data.dump_name`).
+    pub name: String,
+    /// File offset of its data (after the name field).
+    pub data_offset: u64,
+    /// Bytes of data, the kernel's page-size padding included.
+    pub data_size: u64,
+}
+
+/// Where the pages of a kdump-compressed file are described.
+#[derive(Debug, Clone, Copy)]
+struct KdumpLayout {
+    /// File offset of the page descriptor table.
+    pd_table: u64,
+    /// Block (page) size of the file.
+    block_size: u64,
+}
+
+/// Bytes read from physical memory, with the pages that the dump filtered out (read as zero).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhysBytes {
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// Page frame numbers of the pages makedumpfile excluded (its dump level), read as zeros.
+    pub excluded: Vec<u64>,
+}
+
+/// What a lenient read of physical memory got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhysRead {
+    /// The bytes read, up to the first page that is not memory of this dump.
+    pub bytes: Vec<u8>,
+    /// Page frame numbers of the pages makedumpfile excluded, read as zeros.
+    pub excluded: Vec<u64>,
+    /// Page frame numbers of damaged pages, read as zeros, with what is wrong.
+    pub damaged: Vec<(u64, String)>,
+    /// Why the read stopped before `len`, if it did.
+    pub stopped: Option<VmcoreError>,
+}
+
+/// An open vmcore.
+pub struct Vmcore {
+    dump: Dump,
+    /// The file libkdumpfile reads (the input, or the rearranged temporary file).
+    file: File,
+    file_len: u64,
+    /// What the input was.
+    pub format: Format,
+    /// `PT_LOAD`s of an ELF vmcore, in program header order.
     pub segments: Vec<Segment>,
-    /// Notes of every `PT_NOTE` segment.
-    pub notes: Vec<Note<'a>>,
-    /// Problems met that did not stop the reading (a note segment cut short, a truncated
-    /// `PT_LOAD`).
+    layout: Option<KdumpLayout>,
+    /// The notes, in file order.
+    pub notes: Vec<NoteRef>,
+    /// Problems met that did not stop the reading (a truncated file, a cut note segment).
     pub warnings: Vec<String>,
+    rank_index: std::sync::OnceLock<Vec<(u64, u64)>>,
 }
 
-/// Whether `data` starts with the ELF magic.
-pub fn is_elf(data: &[u8]) -> bool {
-    data.starts_with(b"\x7fELF")
+impl std::fmt::Debug for Vmcore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vmcore")
+            .field("format", &self.format)
+            .field("file_len", &self.file_len)
+            .field("segments", &self.segments.len())
+            .field("notes", &self.notes.len())
+            .finish_non_exhaustive()
+    }
 }
 
 fn rd<const N: usize>(data: &[u8], off: usize) -> Option<[u8; N]> {
     data.get(off..off.checked_add(N)?)?.try_into().ok()
 }
 
-fn u16_at(data: &[u8], off: usize) -> u16 {
+fn le16(data: &[u8], off: usize) -> u16 {
     rd::<2>(data, off).map_or(0, u16::from_le_bytes)
 }
 
-fn u32_at(data: &[u8], off: usize) -> u32 {
+fn le32(data: &[u8], off: usize) -> u32 {
     rd::<4>(data, off).map_or(0, u32::from_le_bytes)
 }
 
-fn u64_at(data: &[u8], off: usize) -> u64 {
+fn le64(data: &[u8], off: usize) -> u64 {
     rd::<8>(data, off).map_or(0, u64::from_le_bytes)
 }
 
-fn len64(data: &[u8]) -> u64 {
-    u64::try_from(data.len()).unwrap_or(u64::MAX)
-}
-
-/// Converts a file offset that was checked against the data length.
-fn idx(v: u64) -> usize {
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-impl<'a> ElfCore<'a> {
-    /// Reads the ELF header, program headers and notes of `data`.
-    pub fn parse(data: &'a [u8]) -> Result<Self, VmcoreError> {
-        if !is_elf(data) {
-            return Err(VmcoreError::NotElf);
+/// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end).
+fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let at = offset.saturating_add(done as u64);
+        match file.read_at(&mut buf[done..], at) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        let total = len64(data);
-        if data.len() < EHDR_SIZE {
-            return Err(VmcoreError::Truncated {
-                offset: 0,
-                what: "ELF header",
-                needed: EHDR_SIZE as u64,
-                available: total,
+    }
+    Ok(done)
+}
+
+/// Reads exactly `len` bytes at `offset`, or says what is cut.
+fn read_exact_at(file: &File, offset: u64, len: usize, what: &str) -> Result<Vec<u8>, VmcoreError> {
+    // Bound by the file before allocating: a lying length must not cost memory.
+    let file_len = file.metadata().map_err(|e| io_err(what, e))?.len();
+    let avail = file_len.saturating_sub(offset);
+    if (len as u64) > avail {
+        return Err(VmcoreError::Invalid {
+            offset,
+            what: format!("{what} needs {len:#x} bytes, the file has {avail:#x} (truncated?)"),
+        });
+    }
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len)
+        .map_err(|_| VmcoreError::Io(format!("{what}: cannot allocate {len} bytes")))?;
+    buf.resize(len, 0);
+    let n = read_at(file, offset, &mut buf).map_err(|e| io_err(what, e))?;
+    if n < len {
+        return Err(VmcoreError::Invalid {
+            offset,
+            what: format!("{what} needs {len:#x} bytes, the file has {n:#x} (truncated?)"),
+        });
+    }
+    Ok(buf)
+}
+
+/// Rearranges makedumpfile's flattened stream `input` (its 4096-byte header already consumed
+/// when `header_read`) into `out`, as `makedumpfile -R` does. Returns warnings.
+fn unflatten<R: Read>(
+    mut input: R,
+    out: &mut File,
+    header_read: bool,
+    progress: &Progress,
+) -> Result<Vec<String>, VmcoreError> {
+    let mut warnings = Vec::new();
+    let mut pos = 0u64;
+    if !header_read {
+        let mut head = vec![0u8; FLAT_HEADER_SIZE as usize];
+        input
+            .read_exact(&mut head)
+            .map_err(|e| io_err("flattened header", e))?;
+        check_flat_header(&head)?;
+        pos = FLAT_HEADER_SIZE;
+    } else {
+        pos += FLAT_HEADER_SIZE;
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let mut h = [0u8; 16];
+        match read_full(&mut input, &mut h) {
+            Ok(16) => {}
+            Ok(n) => {
+                warnings.push(format!(
+                    "flattened stream ends at byte {:#x}{} without its end marker (truncated?)",
+                    pos + n as u64,
+                    if n > 0 {
+                        ", inside a record header"
+                    } else {
+                        ""
+                    }
+                ));
+                break;
+            }
+            Err(e) => return Err(io_err("flattened stream", e)),
+        }
+        let offset = i64::from_be_bytes(h[..8].try_into().unwrap_or([0; 8]));
+        let size = i64::from_be_bytes(h[8..].try_into().unwrap_or([0; 8]));
+        if offset == -1 && size == -1 {
+            break;
+        }
+        let (Ok(offset), Ok(size)) = (u64::try_from(offset), u64::try_from(size)) else {
+            return Err(VmcoreError::Invalid {
+                offset: pos,
+                what: format!("flattened record header offset {offset}, size {size}"),
+            });
+        };
+        if size == 0 || size > FLAT_MAX_RECORD || offset.checked_add(size).is_none() {
+            return Err(VmcoreError::Invalid {
+                offset: pos,
+                what: format!("flattened record of {size:#x} bytes at dump offset {offset:#x}"),
             });
         }
-        match data.get(4) {
+        pos += 16;
+        out.seek(SeekFrom::Start(offset))
+            .map_err(|e| io_err("rearranged dump", e))?;
+        let mut left = size;
+        while left > 0 {
+            let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+            let n = read_full(&mut input, &mut buf[..want])
+                .map_err(|e| io_err("flattened stream", e))?;
+            out.write_all(&buf[..n])
+                .map_err(|e| io_err("rearranged dump (temporary file)", e))?;
+            pos += n as u64;
+            left -= n as u64;
+            progress.set(pos);
+            if n < want {
+                warnings.push(format!(
+                    "flattened stream ends at byte {pos:#x}, {left:#x} bytes into a record for dump offset {offset:#x} (truncated?)"
+                ));
+                return Ok(warnings);
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+fn check_flat_header(head: &[u8]) -> Result<(), VmcoreError> {
+    let ty = i64::from_be_bytes(rd::<8>(head, 16).unwrap_or([0; 8]));
+    if !head.starts_with(FLAT_SIGNATURE) || ty != 1 {
+        return Err(VmcoreError::Invalid {
+            offset: 0,
+            what: format!("not a makedumpfile flattened header (type {ty})"),
+        });
+    }
+    Ok(())
+}
+
+/// Reads until `buf` is full or the input ends; returns the count.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match r.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// An unnamed temporary file for a rearranged or decompressed dump.
+fn temp_file() -> Result<File, VmcoreError> {
+    tempfile::tempfile().map_err(|e| {
+        VmcoreError::Io(format!(
+            "cannot create a temporary file in {} for the rearranged dump (set TMPDIR): {e}",
+            std::env::temp_dir().display()
+        ))
+    })
+}
+
+/// What csdump reads of a vmcore's structure itself.
+#[derive(Default)]
+struct Parsed {
+    warnings: Vec<String>,
+    segments: Vec<Segment>,
+    layout: Option<KdumpLayout>,
+    notes: Vec<NoteRef>,
+    compression: Option<&'static str>,
+    dump_level: Option<i32>,
+}
+
+impl Parsed {
+    fn elf(&mut self, file: &File, file_len: u64) -> Result<(), VmcoreError> {
+        let eh = read_exact_at(file, 0, 64, "ELF header")?;
+        // The dump format is little-endian and csdump reads arm64 kernels' dumps.
+        match eh.get(4) {
             Some(2) => {}
-            Some(1) => return Err(VmcoreError::Unsupported("32-bit ELF (ELFCLASS32)")),
-            _ => return Err(VmcoreError::Unsupported("unknown ELF class")),
+            Some(1) => {
+                return Err(VmcoreError::Unsupported(
+                    "unsupported ELF file: 32-bit (ELFCLASS32)".into(),
+                ))
+            }
+            _ => {
+                return Err(VmcoreError::Unsupported(
+                    "unsupported ELF file: unknown class".into(),
+                ))
+            }
         }
-        if data.get(5) != Some(&1) {
-            return Err(VmcoreError::Unsupported("big-endian or unknown byte order"));
+        if eh.get(5) != Some(&1) {
+            return Err(VmcoreError::Unsupported(
+                "unsupported ELF file: big-endian or unknown byte order".into(),
+            ));
         }
-        let phoff = u64_at(data, 32);
-        let phentsize = u16_at(data, 54);
-        let phnum = usize::from(u16_at(data, 56));
-        if phnum == 0 {
-            return Err(VmcoreError::Invalid {
-                offset: 56,
-                what: "no program headers".into(),
-            });
-        }
-        if phnum > MAX_PHDRS {
-            return Err(VmcoreError::Invalid {
-                offset: 56,
-                what: format!("{phnum} program headers"),
-            });
-        }
-        if usize::from(phentsize) < PHDR_SIZE {
+        let phoff = le64(&eh, 32);
+        let phentsize = u64::from(le16(&eh, 54));
+        let phnum = usize::from(le16(&eh, 56));
+        if phnum > MAX_PHDRS || phentsize < 56 {
             return Err(VmcoreError::Invalid {
                 offset: 54,
-                what: format!("program header size {phentsize}, expected at least {PHDR_SIZE}"),
+                what: format!("{phnum} program headers of {phentsize} bytes"),
             });
         }
-        let table = u64::from(phentsize) * phnum as u64;
-        let end = phoff.checked_add(table);
-        if end.is_none_or(|e| e > total) {
-            return Err(VmcoreError::Truncated {
-                offset: phoff,
-                what: "program header table",
-                needed: table,
-                available: total.saturating_sub(phoff),
-            });
-        }
-        let mut core = ElfCore {
-            data,
-            segments: Vec::new(),
-            notes: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let table_len = phentsize * phnum as u64;
+        let table = read_exact_at(
+            file,
+            phoff,
+            usize::try_from(table_len).unwrap_or(usize::MAX),
+            "program header table",
+        )?;
         for i in 0..phnum {
-            let at = phoff + u64::from(phentsize) * i as u64;
-            let ph = data.get(idx(at)..).unwrap_or(&[]);
-            let p_type = u32_at(ph, 0);
-            let offset = u64_at(ph, 8);
-            let vaddr = u64_at(ph, 16);
-            let paddr = u64_at(ph, 24);
-            let filesz = u64_at(ph, 32);
-            let memsz = u64_at(ph, 40);
-            let align = u64_at(ph, 48);
+            let at = usize::try_from(phentsize).unwrap_or(56) * i;
+            let ph = table.get(at..).unwrap_or(&[]);
+            let p_type = le32(ph, 0);
+            let offset = le64(ph, 8);
+            let paddr = le64(ph, 24);
+            let filesz = le64(ph, 32);
+            let memsz = le64(ph, 40);
+            let align = le64(ph, 48);
             match p_type {
                 PT_LOAD => {
-                    let present = total.saturating_sub(offset).min(filesz);
-                    if present < filesz {
-                        core.warnings.push(format!(
-                            "program header {i}: PT_LOAD at file offset {offset:#x} declares {filesz:#x} bytes, the file has {present:#x} (truncated vmcore?)"
-                        ));
-                    }
                     if paddr.checked_add(memsz.max(filesz)).is_none() {
                         return Err(VmcoreError::Invalid {
-                            offset: at,
+                            offset: phoff.saturating_add(at as u64),
                             what: format!(
                                 "program header {i}: PT_LOAD {paddr:#x}+{memsz:#x} wraps the address space"
                             ),
                         });
                     }
-                    core.segments.push(Segment {
+                    let present = file_len.saturating_sub(offset).min(filesz);
+                    if present < filesz {
+                        self.warnings.push(format!(
+                            "program header {i}: PT_LOAD at file offset {offset:#x} declares {filesz:#x} bytes, the file has {present:#x} (truncated vmcore?)"
+                        ));
+                    }
+                    self.segments.push(Segment {
                         index: i,
                         paddr,
-                        vaddr,
                         offset,
                         filesz,
                         memsz: memsz.max(filesz),
                         present,
                     });
                 }
-                PT_NOTE => core.read_notes(i, offset, filesz, align),
+                PT_NOTE => {
+                    let end = offset.saturating_add(filesz);
+                    if end > file_len {
+                        self.warnings.push(format!(
+                            "program header {i}: PT_NOTE at file offset {offset:#x} declares {filesz:#x} bytes, the file has {:#x}",
+                            file_len.saturating_sub(offset)
+                        ));
+                    }
+                    let pad = if align == 8 { 8 } else { 4 };
+                    self.walk_notes(file, offset, end.min(file_len), pad)?;
+                }
                 _ => {}
             }
         }
-        Ok(core)
+        Ok(())
     }
 
-    fn read_notes(&mut self, index: usize, offset: u64, size: u64, align: u64) {
-        let total = len64(self.data);
-        let end = offset.saturating_add(size);
-        if end > total {
-            self.warnings.push(format!(
-                "program header {index}: PT_NOTE at file offset {offset:#x} declares {size:#x} bytes, the file has {:#x}",
-                total.saturating_sub(offset)
-            ));
+    fn kdump(
+        &mut self,
+        file: &File,
+        file_len: u64,
+        head: &[u8],
+        container: Container,
+    ) -> Result<(), VmcoreError> {
+        // struct disk_dump_header (makedumpfile's diskdump_mod.h) of a 64-bit target.
+        let version = le32(head, 8);
+        let status = le32(head, 424);
+        let block_size = u64::from(le32(head, 428));
+        let sub_hdr_size = u64::from(le32(head, 432));
+        let bitmap_blocks = u64::from(le32(head, 436));
+        self.compression = Some(if status & 0x1 != 0 {
+            "zlib"
+        } else if status & 0x2 != 0 {
+            "lzo"
+        } else if status & 0x4 != 0 {
+            "snappy"
+        } else if status & 0x20 != 0 {
+            "zstd"
+        } else {
+            "uncompressed"
+        });
+        if status & 0x8 != 0 {
+            self.warnings.push(
+                "the dump is marked incomplete (makedumpfile ran out of space writing it)".into(),
+            );
         }
-        let Some(seg) = self.data.get(idx(offset.min(total))..idx(end.min(total))) else {
-            return;
-        };
-        let pad: usize = if align == 8 { 8 } else { 4 };
-        let round = |v: usize| v.checked_add(pad - 1).map(|v| v & !(pad - 1));
-        let mut pos = 0usize;
+        if container == Container::Diskdump || block_size == 0 || block_size > 1 << 20 {
+            return Ok(());
+        }
+        self.layout = (1u64 + sub_hdr_size)
+            .checked_add(bitmap_blocks)
+            .and_then(|b| b.checked_mul(block_size))
+            .map(|pd_table| KdumpLayout {
+                pd_table,
+                block_size,
+            });
+        if let Some(l) = self.layout {
+            // libkdumpfile would read the missing part of the bitmaps as zeros, and every page
+            // described there as filtered out.
+            if file_len < l.pd_table {
+                return Err(VmcoreError::Invalid {
+                    offset: file_len,
+                    what: format!(
+                        "the file ends inside its page bitmaps, which end at file offset {:#x} (truncated dump)",
+                        l.pd_table
+                    ),
+                });
+            }
+        }
+        // struct kdump_sub_header, one block in.
+        let sub = read_exact_at(file, block_size, 104, "kdump sub-header")?;
+        if version >= 1 {
+            self.dump_level = i32::try_from(le32(&sub, 8)).ok();
+        }
+        if version >= 4 {
+            let offset_note = le64(&sub, 48);
+            let size_note = le64(&sub, 56);
+            if size_note > 0 {
+                let end = offset_note.saturating_add(size_note);
+                if end > file_len {
+                    self.warnings.push(format!(
+                        "the note area at file offset {offset_note:#x} declares {size_note:#x} bytes, the file has {:#x}",
+                        file_len.saturating_sub(offset_note)
+                    ));
+                }
+                self.walk_notes(file, offset_note, end.min(file_len), 4)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the notes in `start..end` of the file, reading only their headers and names.
+    fn walk_notes(
+        &mut self,
+        file: &File,
+        start: u64,
+        end: u64,
+        pad: u64,
+    ) -> Result<(), VmcoreError> {
+        let round = |v: u64| v.checked_add(pad - 1).map(|v| v & !(pad - 1));
+        let mut pos = start;
         for _ in 0..MAX_NOTES {
-            if seg.len().saturating_sub(pos) < 12 {
+            if end.saturating_sub(pos) < 12 {
                 break;
             }
-            let namesz = u32_at(seg, pos) as usize;
-            let descsz = u32_at(seg, pos + 4) as usize;
-            let kind = u32_at(seg, pos + 8);
-            let name_start = pos + 12;
-            let desc_start = name_start.checked_add(namesz).and_then(round);
-            let desc_end = desc_start.and_then(|d| d.checked_add(descsz));
-            let (Some(desc_start), Some(desc_end)) = (desc_start, desc_end) else {
+            let h = read_exact_at(file, pos, 12, "note header")?;
+            let namesz = u64::from(le32(&h, 0));
+            let descsz = u64::from(le32(&h, 4));
+            let kind = le32(&h, 8);
+            if namesz == 0 && descsz == 0 && kind == 0 {
+                // Zero padding after the last note.
+                break;
+            }
+            let name_at = pos + 12;
+            let desc_at = name_at.checked_add(namesz).and_then(round);
+            let desc_end = desc_at.and_then(|d| d.checked_add(descsz));
+            let (Some(desc_at), Some(desc_end)) = (desc_at, desc_end) else {
                 break;
             };
-            if desc_end > seg.len() {
+            if desc_end > end || namesz > 4096 {
                 self.warnings.push(format!(
-                    "file offset {:#x}: note {} bytes long runs past its PT_NOTE segment",
-                    offset + pos as u64,
-                    desc_end - pos
+                    "file offset {pos:#x}: note of {:#x} bytes runs past its note area (ends at {end:#x})",
+                    desc_end.saturating_sub(pos)
                 ));
                 break;
             }
-            let name = seg.get(name_start..name_start + namesz).unwrap_or(&[]);
-            let name = name.split(|&b| b == 0).next().unwrap_or(&[]);
-            let desc = seg.get(desc_start..desc_end).unwrap_or(&[]);
-            if namesz == 0 && descsz == 0 && kind == 0 {
-                // Zero padding at the end of the segment.
-                break;
-            }
-            self.notes.push(Note {
+            let name = read_exact_at(
+                file,
+                name_at,
+                usize::try_from(namesz).unwrap_or(0),
+                "note name",
+            )?;
+            let name = name.split(|&b| b == 0).next().unwrap_or(&[]).to_vec();
+            self.notes.push(NoteRef {
                 name,
                 kind,
-                desc,
-                desc_offset: offset + desc_start as u64,
+                desc_offset: desc_at,
+                desc_size: descsz,
             });
             match round(desc_end) {
                 Some(next) if next > pos => pos = next,
                 _ => break,
             }
         }
+        Ok(())
+    }
+}
+
+impl Vmcore {
+    /// Opens the vmcore at `path`.
+    pub fn open(path: &Path) -> Result<Self, VmcoreError> {
+        let file = File::open(path).map_err(|e| io_err("cannot open", e))?;
+        Self::from_file(file)
     }
 
-    /// Returns the file's bytes.
-    pub fn data(&self) -> &'a [u8] {
-        self.data
+    /// Opens a vmcore held in memory (tests, fuzzing): it is copied into an anonymous memory file.
+    pub fn from_bytes(data: &[u8]) -> Result<Self, VmcoreError> {
+        let mut f = memfd()?;
+        f.write_all(data).map_err(|e| io_err("memory file", e))?;
+        Self::from_file(f)
     }
 
-    /// Returns the descriptor of the first `VMCOREINFO` note, if any.
-    pub fn vmcoreinfo(&self) -> Option<&'a [u8]> {
+    /// Opens the vmcore in `file`.
+    pub fn from_file(file: File) -> Result<Self, VmcoreError> {
+        let len = file.metadata().map_err(|e| io_err("cannot stat", e))?.len();
+        let mut head = [0u8; 4096];
+        let n = read_at(&file, 0, &mut head).map_err(|e| io_err("cannot read", e))?;
+        let head = &head[..n];
+        let mut warnings = Vec::new();
+        // The streams below read from the start, wherever the caller left the file.
+        (&file)
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| io_err("cannot seek", e))?;
+        let (file, flattened, gzip) = match sniff(head) {
+            Sniff::Elf | Sniff::Kdump => (file, false, false),
+            Sniff::Flattened => {
+                check_flat_header(head)?;
+                let progress = Progress::new(len, "rearranging the flattened dump");
+                let mut out = temp_file()?;
+                let mut r = BufReader::with_capacity(1 << 20, &file);
+                warnings.extend(unflatten(&mut r, &mut out, false, &progress)?);
+                progress.finish();
+                (out, true, false)
+            }
+            Sniff::Gzip => {
+                let progress = Progress::new(len, "decompressing the gzip'ed dump");
+                let counted = ProgressReader {
+                    inner: BufReader::with_capacity(1 << 20, &file),
+                    progress: &progress,
+                    read: 0,
+                };
+                let mut gz = flate2::read::MultiGzDecoder::new(counted);
+                let mut inner_head = vec![0u8; FLAT_HEADER_SIZE as usize];
+                let got = read_full(&mut gz, &mut inner_head)
+                    .map_err(|e| io_err("gzip stream", e))?;
+                inner_head.truncate(got);
+                let mut out = temp_file()?;
+                let flattened = match sniff(&inner_head) {
+                    Sniff::Flattened => {
+                        check_flat_header(&inner_head)?;
+                        warnings.extend(unflatten(
+                            &mut gz,
+                            &mut out,
+                            true,
+                            &Progress::hidden(),
+                        )?);
+                        true
+                    }
+                    Sniff::Elf | Sniff::Kdump => {
+                        out.write_all(&inner_head)
+                            .map_err(|e| io_err("temporary file", e))?;
+                        std::io::copy(&mut gz, &mut out)
+                            .map_err(|e| io_err("gzip stream", e))?;
+                        false
+                    }
+                    _ => {
+                        return Err(VmcoreError::Unsupported(
+                            "a gzip'ed file that is not a vmcore (no ELF, KDUMP or flattened header inside)".into(),
+                        ))
+                    }
+                };
+                progress.finish();
+                (out, flattened, true)
+            }
+            Sniff::OtherCompression(tool) => {
+                return Err(VmcoreError::Unsupported(format!(
+                    "{tool}-compressed file: decompress it first (e.g. `{tool} -dc FILE > vmcore`); csdump reads gzip'ed dumps itself"
+                )))
+            }
+            Sniff::Other => {
+                return Err(VmcoreError::Unsupported(
+                    "not a vmcore (no ELF, KDUMP, DISKDUMP or makedumpfile header)".into(),
+                ))
+            }
+        };
+        let file_len = file.metadata().map_err(|e| io_err("cannot stat", e))?.len();
+        let mut head = [0u8; 4096];
+        let n = read_at(&file, 0, &mut head).map_err(|e| io_err("cannot read", e))?;
+        let head = &head[..n];
+        let container = if head.starts_with(b"\x7fELF") {
+            Container::Elf
+        } else if head.starts_with(KDUMP_SIGNATURE) {
+            Container::KdumpCompressed
+        } else if head.starts_with(DISKDUMP_SIGNATURE) {
+            Container::Diskdump
+        } else {
+            let mut why = "the rearranged dump has no ELF or KDUMP header at offset 0".to_string();
+            for w in &warnings {
+                why.push_str("; ");
+                why.push_str(w);
+            }
+            return Err(VmcoreError::Unsupported(why));
+        };
+        let mut format = Format {
+            container,
+            flattened,
+            gzip,
+            compression: None,
+            dump_level: None,
+            library_name: String::new(),
+        };
+        // Check the structure before libkdumpfile reads it: clearer errors, and the checks it
+        // does not make (the file's end).
+        let mut parsed = Parsed {
+            warnings,
+            ..Parsed::default()
+        };
+        match container {
+            Container::Elf => parsed.elf(&file, file_len)?,
+            Container::KdumpCompressed | Container::Diskdump => {
+                parsed.kdump(&file, file_len, head, container)?;
+            }
+        }
+        format.compression = parsed.compression;
+        format.dump_level = parsed.dump_level;
+        let lib_file = file
+            .try_clone()
+            .map_err(|e| io_err("cannot duplicate", e))?;
+        let dump = Dump::open(lib_file).map_err(|e| VmcoreError::Open {
+            format: format.to_string(),
+            message: e.message,
+        })?;
+        format.library_name = dump.format().to_string();
+        if parsed
+            .layout
+            .is_some_and(|l| l.block_size != dump.page_size())
+        {
+            parsed.layout = None;
+        }
+        Ok(Self {
+            dump,
+            file,
+            file_len,
+            format,
+            segments: parsed.segments,
+            layout: parsed.layout,
+            notes: parsed.notes,
+            warnings: parsed.warnings,
+            rank_index: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Reads a note's descriptor, at most `max` bytes of it.
+    pub fn note_desc(&self, note: &NoteRef, max: u64) -> Result<Vec<u8>, VmcoreError> {
+        read_exact_at(
+            &self.file,
+            note.desc_offset,
+            usize::try_from(note.desc_size.min(max)).unwrap_or(0),
+            "note descriptor",
+        )
+    }
+
+    /// Reads `len` bytes of the dump file at `offset` (a device dump's data, say).
+    pub fn read_file(&self, offset: u64, len: usize, what: &str) -> Result<Vec<u8>, VmcoreError> {
+        read_exact_at(&self.file, offset, len, what)
+    }
+
+    /// The vmcore device dumps in the notes (`NT_VMCOREDD` notes named "LINUX").
+    pub fn device_dumps(&self) -> Vec<DeviceDump> {
         self.notes
             .iter()
-            .find(|n| n.name == VMCOREINFO_NOTE_NAME)
-            .map(|n| n.desc)
+            .filter(|n| n.name == VMCOREDD_NOTE_NAME && n.kind == NT_VMCOREDD)
+            .filter(|n| n.desc_size >= VMCOREDD_MAX_NAME_BYTES as u64)
+            .filter_map(|n| {
+                let raw = self.note_desc(n, VMCOREDD_MAX_NAME_BYTES as u64).ok()?;
+                let name = raw.split(|&b| b == 0).next().unwrap_or(&[]);
+                Some(DeviceDump {
+                    name: String::from_utf8_lossy(name).into_owned(),
+                    data_offset: n.desc_offset + VMCOREDD_MAX_NAME_BYTES as u64,
+                    data_size: n.desc_size - VMCOREDD_MAX_NAME_BYTES as u64,
+                })
+            })
+            .collect()
     }
 
-    /// Maps a physical address to a file offset, if that byte is stored in the file.
+    /// The VMCOREINFO text, when the dump has one.
+    pub fn vmcoreinfo(&self) -> Option<&[u8]> {
+        self.dump.vmcoreinfo()
+    }
+
+    /// The dump's page size.
+    pub fn page_size(&self) -> u64 {
+        self.dump.page_size()
+    }
+
+    /// The dump's architecture, as libkdumpfile names it.
+    pub fn arch(&self) -> Option<&str> {
+        self.dump.arch()
+    }
+
+    /// Maps a physical address to a file offset, for an ELF vmcore whose file holds that byte.
     pub fn phys_to_offset(&self, paddr: u64) -> Option<u64> {
         self.segments.iter().find_map(|s| {
             let rel = paddr.checked_sub(s.paddr)?;
@@ -327,12 +916,180 @@ impl<'a> ElfCore<'a> {
         })
     }
 
-    /// Reads `len` bytes of physical memory at `paddr`, across as many `PT_LOAD`s as it takes.
+    /// Whether `len` bytes at `paddr` lie in one ELF segment's bytes in the file.
+    pub fn contiguous_in_file(&self, paddr: u64, len: u64) -> bool {
+        self.segments.iter().any(|s| {
+            paddr
+                .checked_sub(s.paddr)
+                .is_some_and(|rel| rel.checked_add(len).is_some_and(|e| e <= s.present))
+        })
+    }
+
+    /// Checks that page `pfn`, which libkdumpfile read, is really in the file: libkdumpfile
+    /// reads past the end of a truncated file as zeros.
+    fn check_page_in_file(
+        &self,
+        pfn: u64,
+        range: std::ops::Range<u64>,
+        rank: &mut RankCache,
+    ) -> Result<(), String> {
+        match self.format.container {
+            Container::Elf => {
+                // Every segment's part of `range` that the file should hold must be there.
+                for s in &self.segments {
+                    let lo = range.start.max(s.paddr);
+                    let hi = range.end.min(s.paddr.saturating_add(s.filesz));
+                    if lo >= hi {
+                        continue;
+                    }
+                    let need = hi - s.paddr;
+                    if need > s.present {
+                        return Err(format!(
+                            "physical {:#x} is past the end of the file: PT_LOAD {} needs file offset {:#x}, the file has {:#x} bytes (truncated vmcore?)",
+                            (s.paddr + s.present).max(lo),
+                            s.index,
+                            s.offset.saturating_add(need),
+                            self.file_len
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Container::KdumpCompressed | Container::Diskdump => {
+                let Some(layout) = self.layout else {
+                    return Ok(());
+                };
+                let Some(r) = rank.rank(&self.dump, self.rank_index(), pfn) else {
+                    return Ok(());
+                };
+                let at = layout
+                    .pd_table
+                    .saturating_add(r.saturating_mul(PAGE_DESC_SIZE));
+                let pd = read_exact_at(&self.file, at, PAGE_DESC_SIZE as usize, "page descriptor")
+                    .map_err(|e| format!("its page descriptor: {e}"))?;
+                let off = le64(&pd, 0);
+                let size = u64::from(le32(&pd, 8));
+                let flags = le32(&pd, 12);
+                let page = self.page_size();
+                // makedumpfile stores a page compressed only when that makes it smaller, else
+                // as is. (libkdumpfile 0.5.1 would copy a larger "compressed" page into a
+                // one-page buffer: checked here, before it reads.)
+                let compressed = flags & (0x1 | 0x2 | 0x4 | 0x20) != 0;
+                if (compressed && (size == 0 || size > page)) || (!compressed && size != page) {
+                    return Err(format!(
+                        "its page descriptor (file offset {at:#x}) is corrupt: {size:#x} bytes, flags {flags:#x}"
+                    ));
+                }
+                if off.saturating_add(size) > self.file_len {
+                    return Err(format!(
+                        "its data ({size:#x} bytes at file offset {off:#x}) is past the end of the file ({:#x} bytes; truncated dump?)",
+                        self.file_len
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Checkpoints `(first pfn of a run of stored pages, rank of that page)`, every
+    /// [`RANK_INDEX_STEP`] runs, built on first use: a page's descriptor is then found in at
+    /// most that many steps, wherever the reads go.
+    fn rank_index(&self) -> &[(u64, u64)] {
+        self.rank_index.get_or_init(|| {
+            let mut index = Vec::new();
+            let (mut pfn, mut rank, mut runs) = (0u64, 0u64, 0usize);
+            while let Some((a, b)) = self.dump.next_file_pages(pfn) {
+                if runs % RANK_INDEX_STEP == 0 {
+                    index.push((a, rank));
+                }
+                runs += 1;
+                rank += b - a;
+                if b == u64::MAX {
+                    break;
+                }
+                pfn = b;
+            }
+            index
+        })
+    }
+
+    /// Reads page `pfn`, of which the caller wants `range`; `Ok(None)` when makedumpfile
+    /// excluded it (a filtered page, zero).
+    fn read_page(
+        &self,
+        pfn: u64,
+        range: std::ops::Range<u64>,
+        buf: &mut [u8],
+        rank: &mut RankCache,
+    ) -> Result<Option<()>, VmcoreError> {
+        let page = self.page_size();
+        let paddr = pfn.saturating_mul(page);
+        let elf = self.format.container == Container::Elf;
+        if !elf {
+            if let Err(why) = self.check_page_in_file(pfn, range.clone(), rank) {
+                buf.fill(0);
+                return Err(VmcoreError::Damaged { pfn, paddr, why });
+            }
+        }
+        match self.dump.read_phys(paddr, buf) {
+            Ok(()) => {
+                if elf {
+                    self.check_page_in_file(pfn, range, rank)
+                        .map_err(|why| VmcoreError::Damaged { pfn, paddr, why })?;
+                }
+                Ok(Some(()))
+            }
+            Err((_, e)) if e.kind == ErrorKind::NoData => {
+                if self.page_in_memory(pfn) && !self.page_in_file(pfn) {
+                    buf.fill(0);
+                    Ok(None)
+                } else {
+                    Err(VmcoreError::NotMapped {
+                        start: paddr,
+                        end: paddr.saturating_add(page),
+                        why: format!("page {pfn:#x} is not memory this dump holds"),
+                    })
+                }
+            }
+            Err((_, e)) => {
+                buf.fill(0);
+                Err(VmcoreError::Damaged {
+                    pfn,
+                    paddr,
+                    why: format!("libkdumpfile: {}", e.message),
+                })
+            }
+        }
+    }
+
+    /// Reads `len` bytes of physical memory at `paddr`, page by page.
     ///
-    /// Borrows from the file when one segment holds the whole range; copies otherwise. Bytes
-    /// past a segment's `filesz` but within its `memsz` read as zero; a range not covered by any
-    /// segment, or cut by the end of the file, is an error.
-    pub fn read_phys(&self, paddr: u64, len: u64) -> Result<Cow<'a, [u8]>, VmcoreError> {
+    /// Pages makedumpfile filtered out (its dump level: zero, cache, user, free pages) read as
+    /// zeros and are listed in [`PhysBytes::excluded`]. A page that is not memory of this dump,
+    /// or that is damaged (truncated file, data that does not decompress), is an error naming
+    /// the page.
+    pub fn read_phys_detailed(&self, paddr: u64, len: u64) -> Result<PhysBytes, VmcoreError> {
+        let r = self.read_phys_lenient(paddr, len)?;
+        if let Some(e) = r.stopped {
+            return Err(e);
+        }
+        if let Some((pfn, why)) = r.damaged.into_iter().next() {
+            return Err(VmcoreError::Damaged {
+                pfn,
+                paddr: pfn.saturating_mul(self.page_size()),
+                why,
+            });
+        }
+        Ok(PhysBytes {
+            bytes: r.bytes,
+            excluded: r.excluded,
+        })
+    }
+
+    /// Reads `len` bytes of physical memory at `paddr` as far as the dump has them: a damaged
+    /// page reads as zeros (but for the bytes before the end of a truncated file) and is listed, the read stops at the first page that is not memory
+    /// of this dump. Fails only when `len` cannot be allocated or wraps.
+    pub fn read_phys_lenient(&self, paddr: u64, len: u64) -> Result<PhysRead, VmcoreError> {
         let end = paddr
             .checked_add(len)
             .ok_or_else(|| VmcoreError::NotMapped {
@@ -340,113 +1097,299 @@ impl<'a> ElfCore<'a> {
                 end: u64::MAX,
                 why: "range wraps the address space".into(),
             })?;
-        // Fast path: one segment holds it all in the file.
-        for s in &self.segments {
-            if let Some(rel) = paddr.checked_sub(s.paddr) {
-                if rel.checked_add(len).is_some_and(|e| e <= s.present) {
-                    let start = s.offset + rel;
-                    if let Some(b) = self.data.get(idx(start)..idx(start + len)) {
-                        return Ok(Cow::Borrowed(b));
-                    }
-                }
-            }
-        }
-        let total = len64(self.data);
-        if len > total.saturating_mul(2).max(1 << 30) {
-            return Err(VmcoreError::NotMapped {
+        let page = self.page_size();
+        let mut out = PhysRead::default();
+        let n = usize::try_from(len).map_err(|_| VmcoreError::NotMapped {
+            start: paddr,
+            end,
+            why: "range too large".into(),
+        })?;
+        out.bytes
+            .try_reserve_exact(n)
+            .map_err(|_| VmcoreError::NotMapped {
                 start: paddr,
                 end,
-                why: format!("{len:#x} bytes is more than the file could hold"),
-            });
-        }
-        let mut out = Vec::with_capacity(idx(len));
+                why: format!("cannot allocate {len:#x} bytes"),
+            })?;
+        let mut buf = vec![0u8; usize::try_from(page).unwrap_or(4096)];
+        let mut rank = RankCache::default();
         let mut cur = paddr;
-        // Each pass consumes at least one byte from a segment, so at most one pass per segment.
-        for _ in 0..=self.segments.len() {
-            if cur >= end {
-                break;
-            }
-            let Some(s) = self.segments.iter().find(|s| s.phys_range().contains(&cur)) else {
-                return Err(VmcoreError::NotMapped {
-                    start: paddr,
-                    end,
-                    why: format!("no PT_LOAD covers physical address {cur:#x}"),
-                });
-            };
-            let rel = cur - s.paddr;
-            let take_end = end.min(s.paddr + s.memsz);
-            let take = take_end - cur;
-            // Part stored in the file.
-            let in_file = s.filesz.saturating_sub(rel).min(take);
-            if in_file > 0 {
-                let avail = s.present.saturating_sub(rel).min(in_file);
-                if avail < in_file {
-                    return Err(VmcoreError::NotMapped {
-                        start: paddr,
-                        end,
-                        why: format!(
-                            "physical address {:#x} is past the end of the file in PT_LOAD {} (truncated vmcore?)",
-                            cur + avail,
-                            s.index
-                        ),
+        while cur < end {
+            let pfn = cur / page;
+            let in_page = cur - pfn * page;
+            let take = (page - in_page).min(end - cur);
+            match self.read_page(pfn, cur..cur + take, &mut buf, &mut rank) {
+                Ok(Some(())) => {}
+                Ok(None) => out.excluded.push(pfn),
+                // The bytes libkdumpfile did read stay (those before the end of a truncated
+                // file); the rest of the page is zeros.
+                Err(VmcoreError::Damaged { why, .. }) => out.damaged.push((pfn, why)),
+                Err(e) => {
+                    out.stopped = Some(match e {
+                        VmcoreError::NotMapped { why, .. } => VmcoreError::NotMapped {
+                            start: paddr,
+                            end,
+                            why,
+                        },
+                        e => e,
                     });
+                    break;
                 }
-                let start = s.offset + rel;
-                let b = self
-                    .data
-                    .get(idx(start)..idx(start + in_file))
-                    .ok_or_else(|| VmcoreError::NotMapped {
-                        start: paddr,
-                        end,
-                        why: "segment outside the file".into(),
-                    })?;
-                out.extend_from_slice(b);
             }
-            out.resize(out.len() + idx(take - in_file), 0);
-            cur = take_end;
+            let s = usize::try_from(in_page).unwrap_or(0);
+            let t = usize::try_from(take).unwrap_or(0);
+            out.bytes.extend_from_slice(&buf[s..s + t]);
+            cur += take;
         }
-        if cur < end {
-            return Err(VmcoreError::NotMapped {
-                start: paddr,
-                end,
-                why: format!("no PT_LOAD covers physical address {cur:#x}"),
-            });
-        }
-        Ok(Cow::Owned(out))
+        Ok(out)
     }
 
-    /// Scans the page starts (every `page` bytes of physical address) of every `PT_LOAD` for
-    /// `magic`; returns the physical addresses where it was found, in segment order, at most
-    /// `limit` of them.
-    ///
-    /// Only the first `magic.len()` bytes of each page are read, so the cost is one touch per
-    /// page, not a read of the whole file.
-    pub fn scan_page_starts(&self, magic: &[u8], page: u64, limit: usize) -> Vec<u64> {
+    /// Reads `len` bytes of physical memory at `paddr`; filtered-out pages read as zeros.
+    pub fn read_phys(&self, paddr: u64, len: u64) -> Result<Vec<u8>, VmcoreError> {
+        self.read_phys_detailed(paddr, len).map(|p| p.bytes)
+    }
+
+    /// The end (exclusive) of the run of memory pages of this dump (stored or filtered out)
+    /// that starts at page `pfn`; `pfn` itself when it is not memory of this dump.
+    pub fn memory_run_end(&self, pfn: u64) -> u64 {
+        if self.format.container != Container::Elf {
+            return self.dump.memory_run_end(pfn);
+        }
+        // From the program headers: libkdumpfile 0.5.1's ELF page maps go wrong when PT_LOADs
+        // overlap, as a kdump vmcore's kernel-image segment overlaps its RAM segment.
+        let page = self.page_size();
+        let mut end = pfn.saturating_mul(page);
+        loop {
+            let next = self
+                .segments
+                .iter()
+                .filter(|s| s.paddr <= end && end < s.paddr.saturating_add(s.memsz))
+                .map(|s| s.paddr.saturating_add(s.memsz))
+                .max();
+            match next {
+                Some(e) if e > end => end = e,
+                _ => break,
+            }
+        }
+        (end / page).max(pfn)
+    }
+
+    /// Whether any byte of page `pfn` is memory this dump describes (stored or left out).
+    fn page_in_memory(&self, pfn: u64) -> bool {
+        if self.format.container != Container::Elf {
+            return self.dump.page_in_memory(pfn);
+        }
+        let a = pfn.saturating_mul(self.page_size());
+        let b = a.saturating_add(self.page_size());
+        self.segments
+            .iter()
+            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.memsz))
+    }
+
+    /// Whether any byte of page `pfn` is stored in the file.
+    fn page_in_file(&self, pfn: u64) -> bool {
+        if self.format.container != Container::Elf {
+            return self.dump.page_in_file(pfn);
+        }
+        let a = pfn.saturating_mul(self.page_size());
+        let b = a.saturating_add(self.page_size());
+        self.segments
+            .iter()
+            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.filesz))
+    }
+
+    /// Scans the start of every page the file stores for `magic`; returns the physical
+    /// addresses where it was found, at most `limit` of them. Shows a progress bar on a
+    /// terminal when it takes more than a second. Memory stays flat: an ELF file is read a
+    /// window at a time with read(2), a kdump-compressed one a page at a time through
+    /// libkdumpfile; only pages the file really holds are visited.
+    pub fn scan_page_starts(&self, magic: &[u8], limit: usize) -> Vec<u64> {
+        if self.format.container == Container::Elf {
+            self.scan_elf(magic, limit)
+        } else {
+            self.scan_pages(magic, limit)
+        }
+    }
+
+    fn scan_elf(&self, magic: &[u8], limit: usize) -> Vec<u64> {
+        /// Bytes of the file mapped (or read) at a time.
+        const WINDOW: u64 = 16 << 20;
+        let page = self.page_size();
+        let total: u64 = self.segments.iter().map(|s| s.present).sum();
+        let progress = Progress::new(total, "scanning the vmcore's pages");
         let mut hits = Vec::new();
-        let page = page.max(1);
+        let mut buf = Vec::new();
+        let mut done = 0u64;
+        let m = magic.len() as u64;
         for s in &self.segments {
-            let first = s.paddr.div_ceil(page).saturating_mul(page);
-            let Some(mut rel) = first.checked_sub(s.paddr) else {
+            // The first page start in the segment, relative to it.
+            let Some(first) = s.paddr.checked_next_multiple_of(page) else {
                 continue;
             };
-            while rel < s.present {
-                let off = idx(s.offset + rel);
-                if self
-                    .data
-                    .get(off..off.saturating_add(magic.len()))
-                    .is_some_and(|b| b == magic)
-                {
-                    hits.push(s.paddr + rel);
+            let mut rel = first - s.paddr;
+            while rel.saturating_add(m) <= s.present {
+                let len = WINDOW.min(s.present - rel);
+                let off = s.offset.saturating_add(rel);
+                // A window of the file mapped (the pages touched are dropped with the
+                // mapping), or read when it cannot be mapped.
+                let delta = off % 4096;
+                // SAFETY: a read-only private mapping of the dump file, which csdump only
+                // reads; a file truncated underneath it would raise SIGBUS, not memory
+                // unsafety in safe code.
+                let map = unsafe {
+                    memmap2::MmapOptions::new()
+                        .offset(off - delta)
+                        .len(usize::try_from(len + delta).unwrap_or(0))
+                        .map(&self.file)
+                };
+                let (window, n): (&[u8], u64) = match &map {
+                    Ok(map) => (map.get(delta as usize..).unwrap_or(&[]), len),
+                    Err(_) => {
+                        buf.resize(len as usize, 0);
+                        let Ok(n) = read_at(&self.file, off, &mut buf) else {
+                            break;
+                        };
+                        (&buf[..], n as u64)
+                    }
+                };
+                let mut at = 0u64;
+                while at + m <= n {
+                    let i = at as usize;
+                    if window.get(i..i + magic.len()) == Some(magic) {
+                        hits.push(s.paddr + rel + at);
+                        if hits.len() >= limit {
+                            progress.finish();
+                            return hits;
+                        }
+                    }
+                    at += page;
+                }
+                if n < len {
+                    break;
+                }
+                // Windows are whole pages, so the next one starts at a page start.
+                rel += len.div_ceil(page) * page;
+                done += len;
+                progress.set(done);
+            }
+        }
+        progress.finish();
+        hits
+    }
+
+    fn scan_pages(&self, magic: &[u8], limit: usize) -> Vec<u64> {
+        let page = self.page_size();
+        // A kdump-compressed file cannot store more pages than descriptors fit in it.
+        let max_pages = match self.layout {
+            Some(l) => self.file_len.saturating_sub(l.pd_table) / PAGE_DESC_SIZE + 1,
+            None => self.file_len / page.max(1) + 1,
+        };
+        // Count the pages first, for the progress bar.
+        let mut total = 0u64;
+        let mut pfn = 0u64;
+        let mut runs = Vec::new();
+        while let Some((a, b)) = self.dump.next_file_pages(pfn) {
+            let b = b.min(a.saturating_add(max_pages - total));
+            total = total.saturating_add(b - a);
+            runs.push((a, b));
+            if b == u64::MAX || total >= max_pages {
+                break;
+            }
+            pfn = b;
+        }
+        let progress = Progress::new(total.saturating_mul(page), "scanning the vmcore's pages");
+        let mut hits = Vec::new();
+        let mut head = vec![0u8; magic.len()];
+        let mut done = 0u64;
+        let mut rank = RankCache::default();
+        for (a, b) in runs {
+            for pfn in a..b {
+                let paddr = pfn.saturating_mul(page);
+                let sane = self
+                    .check_page_in_file(pfn, paddr..paddr + page, &mut rank)
+                    .is_ok();
+                if sane && self.dump.read_phys(paddr, &mut head).is_ok() && head == magic {
+                    hits.push(paddr);
                     if hits.len() >= limit {
+                        progress.finish();
                         return hits;
                     }
                 }
-                rel = match rel.checked_add(page) {
-                    Some(r) => r,
-                    None => break,
-                };
+                done += 1;
+                if done % 1024 == 0 {
+                    progress.set(done.saturating_mul(page));
+                }
             }
         }
+        progress.finish();
         hits
     }
+}
+
+/// Runs of stored pages between two checkpoints of the rank index.
+const RANK_INDEX_STEP: usize = 256;
+
+/// The rank of a page among the pages a kdump-compressed file stores (its index in the page
+/// descriptor table), computed from the file's page map and cached for the next page.
+#[derive(Default)]
+struct RankCache {
+    /// (pfn, rank) of the last answer.
+    last: Option<(u64, u64)>,
+}
+
+impl RankCache {
+    fn rank(&mut self, dump: &Dump, index: &[(u64, u64)], pfn: u64) -> Option<u64> {
+        if !dump.page_in_file(pfn) {
+            return None;
+        }
+        // Start from the last answer, or the nearest checkpoint below `pfn`.
+        let checkpoint = match index.partition_point(|&(p, _)| p <= pfn) {
+            0 => (0, 0),
+            i => index[i - 1],
+        };
+        let (mut at, mut rank) = match self.last {
+            Some((p, r)) if p <= pfn && p >= checkpoint.0 => (p, r),
+            _ => checkpoint,
+        };
+        // Count the stored pages in at..pfn, run by run.
+        while at < pfn {
+            let (a, b) = dump.next_file_pages(at)?;
+            if a >= pfn {
+                break;
+            }
+            let stop = b.min(pfn);
+            rank += stop - a.max(at);
+            at = stop;
+        }
+        self.last = Some((pfn, rank));
+        Some(rank)
+    }
+}
+
+/// Counts the bytes a reader has given, for a progress bar.
+struct ProgressReader<'p, R> {
+    inner: R,
+    progress: &'p Progress,
+    read: u64,
+}
+
+impl<R: Read> Read for ProgressReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        self.progress.set(self.read);
+        Ok(n)
+    }
+}
+
+/// An anonymous memory file (memfd_create).
+fn memfd() -> Result<File, VmcoreError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the name is a NUL-terminated string; the flags are valid.
+    let fd = unsafe { libc::memfd_create(c"csdump-input".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io_err("memfd_create", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }

@@ -16,7 +16,7 @@ use crate::capture::Origin;
 use crate::kmem::KernelMemory;
 use crate::snapshot::kernel_relocation;
 use crate::snapshot::VmlinuxImage;
-use crate::vmcore::ElfCore;
+use crate::vmcore::Vmcore;
 
 const PAGE: u64 = 4096;
 
@@ -141,9 +141,9 @@ struct FileImage {
 /// The memory of a dump or snapshot, at link-time addresses.
 pub struct DumpMemory<'a> {
     reloc: Relocation,
-    core: Option<&'a ElfCore<'a>>,
+    core: Option<&'a Vmcore>,
     kimage_voffset: Option<u64>,
-    kmem: Option<KernelMemory<'a, 'a>>,
+    kmem: Option<KernelMemory<'a>>,
     /// vmlinux's executable sections: link-time address and bytes.
     text: Vec<(u64, &'a [u8])>,
     files: Vec<FileImage>,

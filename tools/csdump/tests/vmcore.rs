@@ -1,0 +1,732 @@
+//! csdump on every vmcore format a kdump set-up saves, and on the vmcore device dump.
+//!
+//! The kdump-compressed, flattened and device-dump files are written here from the formats'
+//! own definitions (makedumpfile's diskdump_mod.h and makedumpfile.h, the kernel's
+//! include/uapi/linux/vmcore.h and fs/proc/vmcore.c), independently of csdump's reader, which
+//! is libkdumpfile. The e2e scenarios add makedumpfile's own output of real panics.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::process::Output;
+
+use common::*;
+use serde_json::Value;
+
+const RAM: u64 = 0x4000_0000;
+const REGION_PADDR: u64 = 0x4800_0000;
+/// Eight pages: the records fill about one, the rest is zero (makedumpfile's -d 1 drops it).
+const REGION_SIZE: usize = 0x8000;
+const PAGE: u64 = 4096;
+
+fn csdump(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_csdump"))
+        .args(args)
+        .output()
+        .expect("run csdump")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    let stderr = text(&o.stderr);
+    assert!(!stderr.contains("panicked"), "csdump panicked: {stderr}");
+    o.status.code().expect("exit code")
+}
+
+fn info_json(input: &Path) -> (i32, Value, String) {
+    let o = csdump(&["info", "--json", input.to_str().unwrap()]);
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (code(&o), v, text(&o.stderr))
+}
+
+/// The physical memory of the test machine: page frame number -> page bytes.
+struct Memory {
+    /// RAM ranges (first pfn, pages).
+    ram: Vec<(u64, u64)>,
+    pages: std::collections::BTreeMap<u64, Vec<u8>>,
+}
+
+impl Memory {
+    fn page(&self, pfn: u64) -> Vec<u8> {
+        self.pages
+            .get(&pfn)
+            .cloned()
+            .unwrap_or_else(|| vec![0; PAGE as usize])
+    }
+
+    fn is_ram(&self, pfn: u64) -> bool {
+        self.ram.iter().any(|&(a, n)| pfn >= a && pfn < a + n)
+    }
+}
+
+fn memory(region: &[u8]) -> Memory {
+    let mut pages = std::collections::BTreeMap::new();
+    let mut text = vec![0u8; PAGE as usize];
+    text[..16].copy_from_slice(b"some kernel text");
+    pages.insert(RAM / PAGE + 1, text);
+    for (i, chunk) in region.chunks(PAGE as usize).enumerate() {
+        let mut p = chunk.to_vec();
+        p.resize(PAGE as usize, 0);
+        pages.insert(REGION_PADDR / PAGE + i as u64, p);
+    }
+    Memory {
+        ram: vec![
+            (RAM / PAGE, 0x100),
+            (
+                (REGION_PADDR - 0x2000) / PAGE,
+                2 + REGION_SIZE as u64 / PAGE + 3,
+            ),
+        ],
+        pages,
+    }
+}
+
+fn elf_of(mem: &Memory, notes: &[NoteSpec]) -> Vec<u8> {
+    let loads: Vec<LoadSpec> = mem
+        .ram
+        .iter()
+        .map(|&(a, n)| LoadSpec {
+            paddr: a * PAGE,
+            size: n * PAGE,
+            chunks: (a..a + n)
+                .filter(|p| mem.pages.contains_key(p))
+                .map(|p| ((p - a) * PAGE, mem.page(p)))
+                .collect(),
+        })
+        .collect();
+    elf_core(notes, &loads)
+}
+
+fn note_bytes(notes: &[NoteSpec]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for n in notes {
+        let mut name = n.name.clone();
+        name.push(0);
+        out.extend((name.len() as u32).to_le_bytes());
+        out.extend((n.desc.len() as u32).to_le_bytes());
+        out.extend(n.kind.to_le_bytes());
+        out.extend(&name);
+        while out.len() % 4 != 0 {
+            out.push(0);
+        }
+        out.extend(&n.desc);
+        while out.len() % 4 != 0 {
+            out.push(0);
+        }
+    }
+    out
+}
+
+/// Page compression of a kdump-compressed file.
+#[derive(Clone, Copy, PartialEq)]
+enum Compress {
+    Zlib,
+    None,
+}
+
+/// Writes makedumpfile's kdump-compressed format (diskdump_mod.h, header version 6) of `mem`:
+/// every RAM page in the first bitmap, all but `dropped` (the pages its filter excludes: cache,
+/// user, free) in the second; with dump level 1 every zero page shares one stored zero page
+/// (makedumpfile's `pd_zero`), the others are compressed when that makes them smaller.
+fn kdump_of(
+    mem: &Memory,
+    notes: &[NoteSpec],
+    compress: Compress,
+    dump_level: i32,
+    dropped: &[u64],
+) -> Vec<u8> {
+    let bs = PAGE as usize;
+    let max_mapnr = mem.ram.iter().map(|&(a, n)| a + n).max().unwrap();
+    let note = note_bytes(notes);
+    let sub_size = 104;
+    let sub_hdr_blocks = (sub_size + note.len()).div_ceil(bs);
+    let half = (max_mapnr as usize).div_ceil(8).next_multiple_of(bs);
+    let bitmap_blocks = 2 * half / bs;
+    let mut h = vec![0u8; bs];
+    h[..8].copy_from_slice(b"KDUMP   ");
+    h[8..12].copy_from_slice(&6i32.to_le_bytes());
+    // utsname: sysname, nodename, release, version, machine, domainname (65 bytes each).
+    let uts = |h: &mut Vec<u8>, i: usize, s: &[u8]| {
+        h[12 + 65 * i..12 + 65 * i + s.len()].copy_from_slice(s)
+    };
+    uts(&mut h, 0, b"Linux");
+    uts(&mut h, 1, b"board");
+    uts(&mut h, 2, b"7.3.0-cspd-test");
+    uts(&mut h, 4, b"aarch64");
+    let status: u32 = if compress == Compress::Zlib { 1 } else { 0 };
+    h[424..428].copy_from_slice(&status.to_le_bytes());
+    h[428..432].copy_from_slice(&(bs as i32).to_le_bytes());
+    h[432..436].copy_from_slice(&(sub_hdr_blocks as i32).to_le_bytes());
+    h[436..440].copy_from_slice(&(bitmap_blocks as u32).to_le_bytes());
+    h[440..444].copy_from_slice(&(max_mapnr as u32).to_le_bytes());
+    h[460..464].copy_from_slice(&2i32.to_le_bytes());
+    let mut out = h;
+    // Sub-header and notes.
+    let mut sub = vec![0u8; sub_hdr_blocks * bs];
+    sub[8..12].copy_from_slice(&dump_level.to_le_bytes());
+    let note_off = (bs + sub_size) as u64;
+    // The vmcoreinfo descriptor inside the notes.
+    let mut pos = 0usize;
+    for n in notes {
+        let name_len = n.name.len() + 1;
+        let desc_at = pos + 12 + name_len.next_multiple_of(4);
+        if n.name == b"VMCOREINFO" {
+            sub[32..40].copy_from_slice(&(note_off + desc_at as u64).to_le_bytes());
+            sub[40..48].copy_from_slice(&(n.desc.len() as u64).to_le_bytes());
+        }
+        pos = desc_at + n.desc.len().next_multiple_of(4);
+    }
+    sub[48..56].copy_from_slice(&note_off.to_le_bytes());
+    sub[56..64].copy_from_slice(&(note.len() as u64).to_le_bytes());
+    sub[96..104].copy_from_slice(&max_mapnr.to_le_bytes());
+    sub[sub_size..sub_size + note.len()].copy_from_slice(&note);
+    out.extend(&sub);
+    // Bitmaps.
+    let mut bm1 = vec![0u8; half];
+    let mut bm2 = vec![0u8; half];
+    let mut dumpable = Vec::new();
+    for pfn in 0..max_mapnr {
+        if !mem.is_ram(pfn) {
+            continue;
+        }
+        bm1[pfn as usize / 8] |= 1 << (pfn % 8);
+        if !dropped.contains(&pfn) {
+            bm2[pfn as usize / 8] |= 1 << (pfn % 8);
+            dumpable.push(pfn);
+        }
+    }
+    out.extend(&bm1);
+    out.extend(&bm2);
+    // Page descriptors, then the data.
+    let pd_at = out.len();
+    let mut data_at = pd_at + 24 * dumpable.len();
+    let mut descs = Vec::new();
+    let mut data = Vec::new();
+    let zero_page = if dump_level & 1 != 0 {
+        let at = data_at as u64;
+        data.extend(vec![0u8; PAGE as usize]);
+        data_at += PAGE as usize;
+        Some(at)
+    } else {
+        None
+    };
+    for &pfn in &dumpable {
+        let page = mem.page(pfn);
+        if let (Some(at), true) = (zero_page, page.iter().all(|&b| b == 0)) {
+            descs.extend(at.to_le_bytes());
+            descs.extend((PAGE as u32).to_le_bytes());
+            descs.extend(0u32.to_le_bytes());
+            descs.extend(0u64.to_le_bytes());
+            continue;
+        }
+        let (bytes, flags) = match compress {
+            Compress::Zlib => {
+                let mut z =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+                z.write_all(&page).unwrap();
+                let c = z.finish().unwrap();
+                if c.len() < page.len() {
+                    (c, 1u32)
+                } else {
+                    (page, 0)
+                }
+            }
+            Compress::None => (page, 0),
+        };
+        descs.extend((data_at as u64).to_le_bytes());
+        descs.extend((bytes.len() as u32).to_le_bytes());
+        descs.extend(flags.to_le_bytes());
+        descs.extend(0u64.to_le_bytes());
+        data_at += bytes.len();
+        data.extend(bytes);
+    }
+    out.extend(descs);
+    out.extend(data);
+    out
+}
+
+/// Writes makedumpfile's flattened format (makedumpfile.h) of `file`: the 4096-byte header,
+/// then (offset, size, data) records, big-endian, here out of order and with the first block
+/// written twice (zeros first, as makedumpfile writes a header it fills in later), then the end
+/// marker.
+fn flatten(file: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 4096];
+    out[..12].copy_from_slice(b"makedumpfile");
+    out[16..24].copy_from_slice(&1i64.to_be_bytes());
+    out[24..32].copy_from_slice(&1i64.to_be_bytes());
+    let rec = |out: &mut Vec<u8>, off: usize, data: &[u8]| {
+        out.extend((off as i64).to_be_bytes());
+        out.extend((data.len() as i64).to_be_bytes());
+        out.extend(data);
+    };
+    rec(&mut out, 0, &vec![0u8; 4096.min(file.len())]);
+    let chunks: Vec<(usize, &[u8])> = file
+        .chunks(3000)
+        .enumerate()
+        .map(|(i, c)| (i * 3000, c))
+        .collect();
+    for (off, c) in chunks.iter().rev() {
+        rec(&mut out, *off, c);
+    }
+    out.extend((-1i64).to_be_bytes());
+    out.extend((-1i64).to_be_bytes());
+    out
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(data).unwrap();
+    z.finish().unwrap()
+}
+
+fn vmcoreinfo_notes(paddr: u64, size: u64) -> Vec<NoteSpec> {
+    vec![core_note(), vmcoreinfo_note(&vmcoreinfo_text(paddr, size))]
+}
+
+/// The files `csdump extract` writes, by name, summary.json's input-dependent fields removed.
+fn extracted(
+    input: &Path,
+    out: &Path,
+) -> (i32, std::collections::BTreeMap<String, Vec<u8>>, String) {
+    let o = csdump(&[
+        "extract",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let c = code(&o);
+    let mut files = std::collections::BTreeMap::new();
+    for e in fs::read_dir(out).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let mut bytes = fs::read(e.path()).unwrap();
+        if name == "summary.json" {
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+            for k in [
+                "input",
+                "input_kind",
+                "input_format",
+                "input_notes",
+                "input_warnings",
+                "region_file_offset",
+            ] {
+                v.as_object_mut().unwrap().remove(k);
+            }
+            for r in v["records"].as_array_mut().into_iter().flatten() {
+                r.as_object_mut().unwrap().remove("file_offset");
+            }
+            bytes = serde_json::to_vec_pretty(&v).unwrap();
+        }
+        files.insert(name, bytes);
+    }
+    (c, files, text(&o.stderr))
+}
+
+#[test]
+fn every_format_gives_the_same_extract() {
+    let b = build_region(REGION_SIZE, 3000);
+    let mem = memory(&b.bytes);
+    let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    let elf = elf_of(&mem, &notes);
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &[]);
+    let raw_kdump = kdump_of(&mem, &notes, Compress::None, 0, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = [
+        ("vmcore.elf", elf.clone()),
+        ("vmcore.kdump", kdump.clone()),
+        ("vmcore.kdump-uncompressed", raw_kdump),
+        ("dump.flat", flatten(&kdump)),
+        ("dump.flat.gz", gzip(&flatten(&kdump))),
+        ("vmcore.elf.flat", flatten(&elf)),
+        ("vmcore.kdump.gz", gzip(&kdump)),
+    ];
+    let mut reference = None;
+    for (name, bytes) in &inputs {
+        let input = tmp.path().join(name);
+        fs::write(&input, bytes).unwrap();
+        let (c, files, stderr) = extracted(&input, &tmp.path().join(format!("out-{name}")));
+        assert_eq!(c, 0, "{name}: {stderr}");
+        assert_eq!(files.len(), 8, "{name}: {:?}", files.keys());
+        assert!(stderr.contains("read as"), "{name}: {stderr}");
+        match &reference {
+            None => reference = Some(files),
+            Some(r) => assert!(r == &files, "{name}: extract differs from the ELF vmcore's"),
+        }
+    }
+    // The format is said; the region's zero pages, stored once, read as zeros.
+    let input = tmp.path().join("dump.flat.gz");
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["input_kind"], "kdump-compressed");
+    assert_eq!(
+        s["input_format"],
+        "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F), gzip'ed"
+    );
+    assert_eq!(s["found_by"]["method"], "vmcoreinfo");
+    assert!(
+        s["input_warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        s["input_warnings"]
+    );
+    assert_eq!(s["clean"], true);
+    // An ELF vmcore says so, and keeps its file offsets.
+    let (_, s, _) = info_json(&tmp.path().join("vmcore.elf"));
+    assert_eq!(s["input_format"], "ELF vmcore");
+    assert!(s["region_file_offset"].is_u64());
+}
+
+#[test]
+fn the_scan_reads_compressed_dumps_too() {
+    let b = build_region(REGION_SIZE, 700);
+    let mem = memory(&b.bytes);
+    let kdump = kdump_of(&mem, &[core_note()], Compress::Zlib, 31, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(&input, &kdump).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "scan-vmcore");
+    assert_eq!(s["found_by"]["paddr"], REGION_PADDR);
+    assert_eq!(s["records"][2]["length"], 700);
+}
+
+#[test]
+fn damaged_compressed_dumps_name_the_page() {
+    let b = build_region(REGION_SIZE, 3000);
+    let mem = memory(&b.bytes);
+    let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    // Truncated inside the page bitmaps: fatal, with the offsets.
+    fs::write(&input, &kdump[..kdump.len() / 2]).unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    let stderr = text(&o.stderr);
+    assert_eq!(code(&o), 1, "{stderr}");
+    assert!(
+        stderr.contains("the file ends inside its page bitmaps"),
+        "{stderr}"
+    );
+
+    // Truncated: the last stored pages (the region's) are cut off.
+    for cut in [kdump.len() - 100, kdump.len() - 600] {
+        fs::write(&input, &kdump[..cut]).unwrap();
+        let o = csdump(&[
+            "extract",
+            input.to_str().unwrap(),
+            "-o",
+            tmp.path().join("o").to_str().unwrap(),
+        ]);
+        let c = code(&o);
+        let stderr = text(&o.stderr);
+        assert!(c == 1 || c == 3, "cut at {cut}: exit {c}: {stderr}");
+        assert!(stderr.contains("page 0x"), "cut at {cut}: {stderr}");
+        assert!(
+            stderr.contains("truncated") || stderr.contains("past the end"),
+            "cut at {cut}: {stderr}"
+        );
+    }
+
+    // Corrupted compressed data of the last stored pages (the region's): named, no panic.
+    let mut bad = kdump.clone();
+    let n = bad.len();
+    for i in (n - 400..n).step_by(7) {
+        bad[i] ^= 0x5a;
+    }
+    fs::write(&input, &bad).unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    let c = code(&o);
+    let stderr = text(&o.stderr);
+    assert!(c == 1 || c == 3, "exit {c}: {stderr}");
+    assert!(stderr.contains("page 0x48"), "{stderr}");
+    assert!(stderr.contains("libkdumpfile"), "{stderr}");
+
+    // A flattened stream cut short, and one with a lying record header.
+    let flat = flatten(&kdump);
+    fs::write(&input, &flat[..flat.len() - 5000]).unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    let stderr = text(&o.stderr);
+    assert_ne!(code(&o), 0, "{stderr}");
+    assert!(stderr.contains("flattened stream ends at byte"), "{stderr}");
+    let mut liar = flat.clone();
+    liar[4096 + 8..4096 + 16].copy_from_slice(&(1i64 << 40).to_be_bytes());
+    fs::write(&input, &liar).unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    let stderr = text(&o.stderr);
+    assert_eq!(code(&o), 1, "{stderr}");
+    assert!(
+        stderr.contains("file offset 0x1000: flattened record"),
+        "{stderr}"
+    );
+
+    // Compressed by a tool csdump does not undo: named.
+    fs::write(&input, b"\xfd7zXZ\0rest of an xz file").unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        text(&o.stderr).contains("xz-compressed file"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// The note `vmcore_add_device_dump()` adds to /proc/vmcore (fs/proc/vmcore.c): a
+/// `struct vmcoredd_header` (n_namesz 8, n_descsz, n_type NT_VMCOREDD, name "LINUX" padded to 8,
+/// dump_name padded to 44) then the data, the whole padded to a page.
+fn vmcoredd_note(dump_name: &str, data: &[u8]) -> NoteSpec {
+    let data_size = (64 + data.len()).next_multiple_of(4096);
+    let mut desc = vec![0u8; 44];
+    desc[..dump_name.len()].copy_from_slice(dump_name.as_bytes());
+    desc.extend(data);
+    desc.resize(data_size - 64 + 44, 0);
+    NoteSpec {
+        // 5 letters and 2 NULs here, the writer adds the third: n_namesz 8.
+        name: b"LINUX\0\0".to_vec(),
+        kind: 0x700,
+        desc,
+    }
+}
+
+#[test]
+fn device_dump_is_found_and_preferred() {
+    let b = build_region(REGION_SIZE, 3000);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    // A no-map region: vmcoreinfo names it, the crash headers leave it out; the capture kernel
+    // added it as a device dump, before the other notes (fs/proc/vmcore.c puts them first).
+    let no_map = 0x7f00_0000;
+    let mut notes = vec![
+        vmcoredd_note("other_device", &[0xab; 5000]),
+        vmcoredd_note("coresight_panic_dump", &b.bytes),
+    ];
+    notes.extend(vmcoreinfo_notes(no_map, REGION_SIZE as u64));
+    let mem = memory(&[]);
+    for bytes in [
+        elf_of(&mem, &notes),
+        kdump_of(&mem, &notes, Compress::Zlib, 31, &[]),
+    ] {
+        fs::write(&input, &bytes).unwrap();
+        let (c, s, stderr) = info_json(&input);
+        assert_eq!(c, 0, "{stderr}");
+        assert_eq!(s["found_by"]["method"], "device-dump");
+        assert_eq!(s["found_by"]["name"], "coresight_panic_dump");
+        assert_eq!(
+            s["found_by"]["size"],
+            (64 + REGION_SIZE).next_multiple_of(4096) - 64
+        );
+        assert_eq!(s["records"][2]["length"], 3000);
+        assert!(
+            s["input_notes"]
+                .to_string()
+                .contains("not in the vmcore's memory"),
+            "{}",
+            s["input_notes"]
+        );
+        let out = tmp.path().join("out");
+        let _ = fs::remove_dir_all(&out);
+        let o = csdump(&[
+            "extract",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&o), 0);
+        assert_eq!(fs::read(out.join("02-sink-tmc_etf0.bin")).unwrap(), b.sink);
+    }
+
+    // Both: the region in memory (an older dump, say) and the device dump: the device dump wins.
+    let old = build_region(REGION_SIZE, 100);
+    let mem = memory(&old.bytes);
+    let mut notes = vec![vmcoredd_note("coresight_panic_dump", &b.bytes)];
+    notes.extend(vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64));
+    fs::write(&input, elf_of(&mem, &notes)).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "device-dump");
+    assert_eq!(s["records"][2]["length"], 3000);
+    assert!(s["input_notes"]
+        .to_string()
+        .contains("also in the vmcore's memory"));
+
+    // A device dump with a damaged header: said, and the region in memory is used.
+    let mut broken = b.bytes.clone();
+    broken[20] ^= 1;
+    let mut notes = vec![vmcoredd_note("coresight_panic_dump", &broken)];
+    notes.extend(vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64));
+    fs::write(&input, elf_of(&mem, &notes)).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "vmcoreinfo");
+    assert_eq!(s["records"][2]["length"], 100);
+    assert!(stderr.contains("has no valid container header"), "{stderr}");
+
+    // A device dump cut shorter than its container says: the parser names the truncation.
+    let mut notes = vec![vmcoredd_note("coresight_panic_dump", &b.bytes[..0x2000])];
+    notes.extend(vmcoreinfo_notes(no_map, REGION_SIZE as u64));
+    let mut short = notes.remove(0);
+    short.desc.truncate(44 + 0x2000);
+    notes.insert(0, short);
+    fs::write(&input, elf_of(&memory(&[]), &notes)).unwrap();
+    let (c, _, stderr) = info_json(&input);
+    assert_eq!(c, 1, "{stderr}");
+    assert!(
+        stderr.contains("holds 0x2000 bytes, its container says the region is 0x8000"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn vmcoreinfo_is_not_trusted_over_the_container() {
+    let b = build_region(REGION_SIZE, 3000);
+    let mem = memory(&b.bytes);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+
+    // A page off: no container there, the scan finds it.
+    fs::write(
+        &input,
+        elf_of(
+            &mem,
+            &vmcoreinfo_notes(REGION_PADDR + PAGE, REGION_SIZE as u64),
+        ),
+    )
+    .unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "scan-vmcore");
+    assert_eq!(s["found_by"]["paddr"], REGION_PADDR);
+    assert!(
+        stderr.contains("CSPD_REGION_PADDR=0x48001000") && stderr.contains("scanning memory"),
+        "{stderr}"
+    );
+
+    // A small vmcore whose vmcoreinfo claims a 1 GiB region: the container's size is used and
+    // the disagreement said (benches/big_vmcore.rs prints csdump's peak memory on big inputs).
+    fs::write(
+        &input,
+        elf_of(&mem, &vmcoreinfo_notes(REGION_PADDR, 1 << 30)),
+    )
+    .unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["container"]["region_size"], REGION_SIZE);
+    assert!(
+        stderr.contains(
+            "vmcoreinfo says the region is 0x40000000 bytes, its container header says 0x8000"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn filtered_pages_read_as_zeros_and_are_listed() {
+    // Pages the dump level drops from the second bitmap (cache, user, free pages): one in the
+    // region (a region never has such pages, but the reader must not care why) and one outside.
+    let b = build_region(REGION_SIZE, 700);
+    let mem = memory(&b.bytes);
+    let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    let dropped = [REGION_PADDR / PAGE + 5, RAM / PAGE + 1];
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &dropped);
+    let core = csdump::vmcore::Vmcore::from_bytes(&kdump).unwrap();
+    let r = core.read_phys_detailed(RAM + PAGE, 2 * PAGE).unwrap();
+    assert_eq!(r.excluded, vec![RAM / PAGE + 1]);
+    assert!(r.bytes[..PAGE as usize].iter().all(|&x| x == 0));
+    // Not RAM at all: an error naming the page, not zeros.
+    let e = core
+        .read_phys_detailed(0x9000_0000, 8)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("page 0x90000 is not memory this dump holds"),
+        "{e}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(&input, &kdump).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    let notes = s["input_notes"].to_string();
+    assert!(
+        notes.contains("1 of the region's 8 pages are not stored in the dump: makedumpfile's filter (dump level 31) excluded them"),
+        "{notes}"
+    );
+    assert!(notes.contains("region offsets 0x5000"), "{notes}");
+}
+
+#[test]
+fn mutated_compressed_and_flattened_dumps_never_crash() {
+    // libkdumpfile runs in this process: a memory error in it on a lying file would abort the
+    // test, not just fail it.
+    let b = build_region(REGION_SIZE, 900);
+    let mem = memory(&b.bytes);
+    let notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    let kdump = kdump_of(&mem, &notes, Compress::Zlib, 31, &[]);
+    let mut dd_notes = vec![vmcoredd_note("coresight_panic_dump", &b.bytes)];
+    dd_notes.extend(vmcoreinfo_notes(0x7f00_0000, REGION_SIZE as u64));
+    let seeds = [
+        kdump.clone(),
+        kdump_of(&memory(&[]), &dd_notes, Compress::None, 0, &[]),
+        flatten(&kdump),
+    ];
+    let mut rng = Rng(0x5eed_0018);
+    for i in 0..1500 {
+        let seed = &seeds[i % seeds.len()];
+        let mut data = seed.clone();
+        for _ in 0..1 + rng.below(8) {
+            // Headers, sub-header and notes, bitmaps and descriptors, data: everywhere.
+            let at = match rng.below(3) {
+                0 => rng.below(data.len().min(4096)),
+                1 => 4096 + rng.below(data.len().saturating_sub(4096).max(1)),
+                _ => data.len() - 1 - rng.below(data.len().min(3000)),
+            };
+            data[at] = match rng.below(3) {
+                0 => rng.next() as u8,
+                1 => data[at] ^ (1 << rng.below(8)),
+                _ => [0u8, 0xff, 0x7f, 0x80][rng.below(4)],
+            };
+        }
+        if rng.below(6) == 0 {
+            let keep = rng.below(data.len());
+            data.truncate(keep);
+        }
+        // Selector 0: a dump (see `fuzz_entry`).
+        csdump::fuzz_entry(&[&[0u8][..], &data].concat());
+    }
+}
+
+#[test]
+fn overlapping_pt_loads_as_kdump_writes_them() {
+    // arm64 kdump's vmcore: a PT_LOAD for the kernel image inside the one for all of RAM.
+    let b = build_region(REGION_SIZE, 1200);
+    let ram = REGION_PADDR - RAM + 0x10_0000;
+    let loads = vec![
+        LoadSpec {
+            paddr: RAM + 0x20_0000,
+            size: 0x10_0000,
+            chunks: vec![],
+        },
+        LoadSpec {
+            paddr: RAM,
+            size: ram,
+            chunks: vec![(REGION_PADDR - RAM, b.bytes.clone())],
+        },
+    ];
+    let elf = elf_core(&vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64), &loads);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(&input, &elf).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "vmcoreinfo");
+    assert_eq!(s["records"][2]["length"], 1200);
+    assert!(
+        s["input_warnings"].as_array().unwrap().is_empty(),
+        "{stderr}"
+    );
+}
