@@ -461,9 +461,20 @@ fn read_region(
 fn header_at(core: &Vmcore, paddr: u64) -> Result<ContainerHeader, String> {
     let head = core
         .read_phys(paddr, CONTAINER_HEADER_SIZE as u64)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            VmcoreError::NotMapped { .. } => format!("{e}. {OUTSIDE_THE_DUMP}"),
+            e => e.to_string(),
+        })?;
     ContainerHeader::decode(&head).map_err(|e| format!("no valid container header there ({e})"))
 }
+
+/// What to do when vmcoreinfo names a region the vmcore's memory does not hold and no device
+/// dump was found: the usual cause is a `no-map` device-tree region with a capture kernel that
+/// could not hand it over.
+const OUTSIDE_THE_DUMP: &str = "A region outside the crashed kernel's System RAM (a no-map \
+device-tree region) reaches the vmcore only as a device dump that the capture kernel adds: the \
+capture kernel needs CONFIG_CORESIGHT_PANIC_DUMP, CONFIG_PROC_VMCORE_DEVICE_DUMP and the region's \
+device-tree node (see \"kdump with a device-tree region\" in the user guide)";
 
 fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
     let info = core.vmcoreinfo().map(<[u8]>::to_vec);

@@ -623,6 +623,41 @@ fn vmcoreinfo_is_not_trusted_over_the_container() {
     );
 }
 
+/// A no-map device-tree region is outside the crash ELF headers: when the capture kernel did not
+/// hand it over as a device dump, csdump fails and says what the capture kernel needs.
+#[test]
+fn a_region_outside_the_dump_without_a_device_dump_says_what_is_needed() {
+    let b = build_region(REGION_SIZE, 3000);
+    let mut mem = memory(&b.bytes);
+    // The region's pages are not System RAM: not in any PT_LOAD, as for a no-map region.
+    mem.ram.truncate(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("vmcore");
+    fs::write(
+        &input,
+        elf_of(&mem, &vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64)),
+    )
+    .unwrap();
+    let o = csdump(&["info", input.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(
+        err.contains("no coresight-panic-dump region found")
+            && err.contains("is not in the dump")
+            && err.contains("CONFIG_PROC_VMCORE_DEVICE_DUMP")
+            && err.contains("device-tree node"),
+        "{err}"
+    );
+
+    // With the device dump the capture kernel adds, the same vmcore gives the dump.
+    let mut notes = vmcoreinfo_notes(REGION_PADDR, REGION_SIZE as u64);
+    notes.push(vmcoredd_note("coresight_panic_dump", &b.bytes));
+    fs::write(&input, elf_of(&mem, &notes)).unwrap();
+    let (c, s, stderr) = info_json(&input);
+    assert_eq!(c, 0, "{stderr}");
+    assert_eq!(s["found_by"]["method"], "device-dump", "{s}");
+}
+
 #[test]
 fn filtered_pages_read_as_zeros_and_are_listed() {
     // Pages the dump level drops from the second bitmap (cache, user, free pages): one in the
