@@ -44,6 +44,8 @@ use core::{
     ptr::NonNull, //
 };
 
+pub mod access;
+pub mod component;
 pub mod panic_dump;
 
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`

@@ -13,21 +13,25 @@ use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Edprsr;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::EDCIDSR;
-use cspd_hw::cpu_debug::EDOSLAR;
-use cspd_hw::cpu_debug::EDPCSR;
-use cspd_hw::cpu_debug::EDPCSR_HI;
-use cspd_hw::cpu_debug::EDPRCR;
-use cspd_hw::cpu_debug::EDPRCR_CORENPDRQ;
-use cspd_hw::cpu_debug::EDPRSR;
-use cspd_hw::cpu_debug::EDVIDSR;
+use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::FLAG_WAS_POWERED_DOWN;
-use cspd_hw::cpu_debug::LAR;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
 use cspd_hw::cpu_debug::POWER_UP_DELAY_US;
 use cspd_hw::cpu_debug::POWER_UP_POLLS;
 use cspd_hw::cpu_debug::RECORD_LEN;
+
+/// The external debug registers the tests look at in the model (Arm DDI 0487 part H), written
+/// independently of the driver's `register!` declarations.
+const EDPCSR: u32 = 0x0A0;
+const EDCIDSR: u32 = 0x0A4;
+const EDVIDSR: u32 = 0x0A8;
+const EDPCSR_HI: u32 = 0x0AC;
+const EDOSLAR: u32 = 0x300;
+const EDPRCR: u32 = 0x310;
+const EDPRSR: u32 = 0x314;
+const LAR: u32 = 0xFB0;
+const EDPRCR_CORENPDRQ: u32 = 1 << 0;
 use cspd_model::cpu_debug::CpuDebugConfig;
 use cspd_model::cpu_debug::CpuDebugModel;
 use cspd_model::cpu_debug::CpuState;
@@ -43,7 +47,7 @@ fn kernel_state() -> CpuState {
 }
 
 fn arch_of(m: &mut CpuDebugModel, pc64: bool) -> ArchData {
-    ArchData::read(m, pc64).expect("model implements PC sampling")
+    read_arch(m, pc64).expect("model implements PC sampling")
 }
 
 /// Samples and checks what every sample must satisfy, whatever the outcome.
@@ -346,7 +350,7 @@ fn v8_aarch32_sample_has_no_offset_and_no_state() {
 fn probe_fails_cleanly_without_pc_sampling() {
     let mut m = CpuDebugModel::new(CpuDebugConfig::not_implemented());
     assert_eq!(
-        ArchData::read(&mut m, true),
+        read_arch(&mut m, true),
         Err(ArchError::NoPcSampling { pcsample: 0 })
     );
     assert!(m.sw_locked());
@@ -354,7 +358,7 @@ fn probe_fails_cleanly_without_pc_sampling() {
     // A 32-bit kernel cannot use an Armv8 frame.
     let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
     assert_eq!(
-        ArchData::read(&mut m, false),
+        read_arch(&mut m, false),
         Err(ArchError::AArch32NotSampled)
     );
     // The record for such a CPU still says why.

@@ -134,6 +134,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     let add = |r: &mut Vec<u8>, kind, name: &[u8], cpu: u32, data: &[u8]| {
         let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
         h.cpu = cpu;
+        h.payload = payload_of(kind);
         let off = append_record(r, &h).unwrap();
         h.status = RecordStatus::Ok;
         write_record(&mut r[off..], &h, data).unwrap();
@@ -587,6 +588,16 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
 }
 
 /// A dump with the given sink trace and sources, no identity.
+/// The payload type the kernel's drivers give records of `kind`.
+fn payload_of(kind: RecordKind) -> PayloadType {
+    match kind {
+        RecordKind::Sink => PayloadType::Tmc,
+        RecordKind::Source => PayloadType::Etm4x,
+        RecordKind::CpuDebug => PayloadType::CpuDebug,
+        _ => PayloadType::Opaque,
+    }
+}
+
 fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
     let size = 64 * 1024;
     let mut r = vec![0u8; size];
@@ -594,9 +605,9 @@ fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
     init_region(&mut r, &ch).unwrap();
     let st = ch.stamp;
     let add = |r: &mut Vec<u8>, kind, name: &[u8], data: &[u8]| {
-        let h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
+        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
+        h.payload = payload_of(kind);
         let off = append_record(r, &h).unwrap();
-        let mut h = h;
         h.status = RecordStatus::Ok;
         write_record(&mut r[off..], &h, data).unwrap();
     };

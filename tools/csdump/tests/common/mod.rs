@@ -73,17 +73,17 @@ pub fn build_region(size: usize, sink_len: usize) -> Built {
     )
     .unwrap();
     let cap = sink_len.next_multiple_of(8) as u32;
-    let sink_off = append_record(
-        &mut r,
-        &RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, st),
-    )
-    .unwrap();
+    let mut sink = RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, st);
+    sink.payload = PayloadType::Tmc;
+    let sink_off = append_record(&mut r, &sink).unwrap();
     let mut etm = RecordHeader::new(RecordKind::Source, b"etm1", 64, st);
     etm.cpu = 1;
+    etm.payload = PayloadType::Etm4x;
     let etm_off = append_record(&mut r, &etm).unwrap();
     append_record(&mut r, &RecordHeader::new(RecordKind::Free, b"old", 16, st)).unwrap();
     let mut cpu = RecordHeader::new(RecordKind::CpuDebug, b"cpu_debug/0", 32, st);
     cpu.cpu = 0;
+    cpu.payload = PayloadType::CpuDebug;
     let cpu_off = append_record(&mut r, &cpu).unwrap();
 
     let identity = identity_payload();

@@ -233,7 +233,7 @@ impl amba::Driver for CpuDebug {
         let iomem = adev.io_request().iomap_sized::<FRAME>()?;
         // SAFETY: Probe is the only user of the frame until the registration below exists.
         let arch =
-            unsafe { iomem.with_io(|io| ArchData::read(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
+            unsafe { iomem.with_io(|io| read_arch(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
                 dev_err!(dev, "CPU{}: {}\n", cpu, Shown(e));
                 ENODEV
             })?;

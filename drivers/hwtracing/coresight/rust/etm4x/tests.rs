@@ -2,7 +2,7 @@
 
 //! The ETMv4 enable and panic save (`etm4x/hw.rs`) against the register-level model.
 
-use crate::model_etm4x::{
+use crate::model::{
     Etm4xModel,
     ModelIds,
     ModelInterface, //
@@ -20,24 +20,29 @@ fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
 #[kunit_tests(coresight_etm4x_hw)]
 mod tests {
     use super::new_model;
-    use crate::etm4x_hw::{
+    use crate::hw::{
         Etm4x,
         Interface,
+        Timeout,
+        TraceConfig, //
+    };
+    use kernel::coresight::panic_dump::format::etm4x::{
         PayloadError,
         SaveOutcome,
         SavedState,
-        Timeout,
-        TraceConfig,
         SAVED_OS_LOCK_FOUND,
         SAVED_OS_LOCK_RESTORED,
-        SAVED_STATE_SIZE,
-        TRCCONFIGR,
-        TRCPRGCTLR_EN,
-        TRCSTATR_IDLE,
-        TRCSTATR_PMSTABLE,
-        TRCTRACEIDR, //
+        SAVED_STATE_SIZE, //
     };
-    use crate::model_etm4x::{
+
+    // The registers and bits the tests look at in the model (IHI 0064), written independently
+    // of the driver's `register!` declarations.
+    const TRCCONFIGR: u32 = 0x010;
+    const TRCTRACEIDR: u32 = 0x040;
+    const TRCPRGCTLR_EN: u32 = 1 << 0;
+    const TRCSTATR_IDLE: u32 = 1 << 0;
+    const TRCSTATR_PMSTABLE: u32 = 1 << 1;
+    use crate::model::{
         Etm4xFaults,
         Etm4xModel,
         ModelIds,

@@ -6,7 +6,7 @@ use kernel::prelude::*;
 
 #[kunit_tests(coresight_tmc_hw)]
 mod tests {
-    use crate::format::{
+    use kernel::coresight::panic_dump::format::{
         self,
         ContainerHeader,
         RecordHeader,
@@ -15,26 +15,30 @@ mod tests {
         RECORD_ALIGN,
         RECORD_HEADER_SIZE, //
     };
-    use crate::model_tmc::{
+    use crate::model::{
         TmcModel,
         TmcModelConfig, //
     };
-    use crate::tmc_hw::{
+    use crate::hw::{
         enable_circular,
         panic_drain,
         DrainSummary,
+        TMC_POLL_TRIES, //
+    };
+    use kernel::coresight::panic_dump::format::tmc::{
         TmcOutcome,
         TmcRecord,
         TmcRecordHeader,
         CS_BARRIER_LEN,
         CS_BARRIER_WORD,
-        TMC_POLL_TRIES,
         TMC_REC_BARRIER,
         TMC_REC_READY_TIMEOUT,
         TMC_REC_TRUNCATED,
-        TMC_REC_WRAPPED,
-        TMC_RRD, //
+        TMC_REC_WRAPPED, //
     };
+
+    /// Offset of `RRD` (DDI 0461), written independently of the driver's registers.
+    const TMC_RRD: u32 = 0x010;
     use kernel::prelude::*;
 
     /// Words of trace RAM of the modelled ETB.

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the kernel drivers share: register access (MMIO frames and the [`Backend`] trait behind
-//! which a driver keeps a memory-mapped frame or, for an ETMv4, the CPU's system registers) and
-//! [`Component`], the pair of registrations a trace component has.
+//! What the CoreSight drivers with a panic dump share: register access through a mapped frame
+//! ([`Mmio`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
+//! ETMv4, the CPU's system registers), [`Component`], the pair of registrations a trace component
+//! has, and [`InUse`], the claim on a component's registers.
 
-use kernel::{
+use crate::{
     coresight::{
         self,
+        access::{
+            CsAccess,
+            FRAME, //
+        },
         panic_dump::{
             self,
             DumpCallback,
@@ -38,10 +43,6 @@ use kernel::{
     },
 };
 
-use crate::access::CsAccess;
-
-/// Size of a CoreSight component's register frame.
-pub const FRAME: usize = 0x1000;
 
 /// Register access through a mapped frame.
 pub struct Mmio<'a, 'b>(pub &'b IoMem<'a, FRAME>);

@@ -18,9 +18,15 @@
 //! - Counters of every kind of access, so tests can bound what the driver did.
 //!
 //! It is plain `core` Rust with no allocation, usable on the host and in the KUnit test module.
+//!
+//! A test fixture: compiled into this driver's KUnit tests only (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`),
+//! and shared with the host (`crates/cspd-model`, and through it the QEMU plugin): uses only
+//! `core` and `kernel::coresight::access`.
 
-use crate::access::CsAccess;
-use crate::access::CS_UNLOCK_KEY;
+use kernel::coresight::access::{
+    CsAccess,
+    CS_UNLOCK_KEY, //
+};
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 

@@ -29,8 +29,12 @@
 //! The offsets and bits here are written from the Arm documents independently of the driver
 //! code, so that a wrong constant there shows up as a failing test. Plain `core`, no
 //! allocation: usable in the QEMU plugin and the KUnit test module too.
+//!
+//! A test fixture: compiled into this driver's KUnit tests only (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`),
+//! and shared with the host (`crates/cspd-model`, and through it the QEMU plugin): uses only
+//! `core` and `kernel::coresight::access`.
 
-use crate::access::CsAccess;
+use kernel::coresight::access::CsAccess;
 
 const EDPCSR: u32 = 0x0A0;
 const EDCIDSR: u32 = 0x0A4;

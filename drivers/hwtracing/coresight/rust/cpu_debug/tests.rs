@@ -40,24 +40,30 @@ impl core::fmt::Write for TextBuf {
 #[kunit_tests(coresight_cpu_debug_hw)]
 mod tests {
     use super::TextBuf;
-    use crate::cpu_debug_hw::{
+    use crate::hw::{
+        read_arch,
         sample_cpu,
+        MAX_ACCESSES_PER_SAMPLE,
+        MAX_DELAYS_PER_SAMPLE,
+        POWER_UP_POLLS, //
+    };
+    use kernel::coresight::panic_dump::format::cpu_debug::{
         ArchData,
         CpuSample,
         Outcome,
         PcKind,
-        EDOSLAR,
-        EDPCSR,
-        EDPRCR,
-        EDPRSR,
         FLAG_WAS_POWERED_DOWN,
-        LAR,
-        MAX_ACCESSES_PER_SAMPLE,
-        MAX_DELAYS_PER_SAMPLE,
-        POWER_UP_POLLS,
         RECORD_LEN, //
     };
-    use crate::model_cpu_debug::{
+
+    // The registers the tests look at in the model (Arm DDI 0487 part H), written independently
+    // of the driver's `register!` declarations.
+    const EDPCSR: u32 = 0x0A0;
+    const EDOSLAR: u32 = 0x300;
+    const EDPRCR: u32 = 0x310;
+    const EDPRSR: u32 = 0x314;
+    const LAR: u32 = 0xFB0;
+    use crate::model::{
         CpuDebugConfig,
         CpuDebugModel,
         CpuState,
@@ -78,7 +84,7 @@ mod tests {
     /// access would have faulted, the bounds hold, `EDPRCR` and the locks are back as found,
     /// and the record survives its encoding.
     fn sample_checked(m: &mut CpuDebugModel, cpu: u32) -> Option<CpuSample> {
-        let arch = ArchData::read(m, true).ok()?;
+        let arch = read_arch(m, true).ok()?;
         let os_before = m.os_locked();
         let prcr_before = m.edprcr();
         let powered_before = m.powered();
