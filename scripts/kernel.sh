@@ -15,6 +15,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Directories of this repo whose files are laid over the kernel tree.
 OVERLAY_DIRS=(rust drivers samples include Documentation)
+# Single files of this repo laid over the kernel tree under another name: repo path|kernel path.
+OVERLAY_FILES=("Kconfig|drivers/hwtracing/coresight/Kconfig.panic_dump")
+# Hook lines of earlier layouts, taken out of the kernel files again: file|line.
+RETIRED_HOOKS=(
+	'drivers/hwtracing/coresight/Kconfig|source "drivers/hwtracing/coresight/rust/Kconfig"'
+	'samples/rust/Kconfig|source "samples/rust/coresight_panic_dump/Kconfig"'
+)
 MANIFEST_NAME=.cspd-overlay-manifest
 HOOKS_FILE=$REPO/scripts/kernel-hooks.txt
 
@@ -97,6 +104,19 @@ cmd_overlay() {
 			echo "$f" >>"$new"
 		done < <(find "$REPO/$d" -type f -print0)
 	done
+	local entry src dst
+	for entry in "${OVERLAY_FILES[@]}"; do
+		src=${entry%%|*}
+		dst=${entry#*|}
+		if [ -e "$KSRC/$dst" ] && [ ! -L "$KSRC/$dst" ]; then
+			die "overlay file $dst would replace a file of the pristine tree"
+		fi
+		if [ "$(readlink "$KSRC/$dst" 2>/dev/null || true)" != "$REPO/$src" ]; then
+			ln -sfn "$REPO/$src" "$KSRC/$dst"
+			touch "$REPO/$src"
+		fi
+		echo "$dst" >>"$new"
+	done
 	# Remove links to files this repo no longer has.
 	if [ -f "$manifest" ]; then
 		while IFS= read -r f; do
@@ -107,6 +127,14 @@ cmd_overlay() {
 	say "overlay: $(wc -l <"$manifest") files linked into $KSRC"
 
 	local file where anchor line
+	for entry in "${RETIRED_HOOKS[@]}"; do
+		file=${entry%%|*}
+		line=${entry#*|}
+		if [ -f "$KSRC/$file" ] && grep -qxF -- "$line" "$KSRC/$file"; then
+			grep -vxF -- "$line" "$KSRC/$file" >"$KSRC/$file.cspd-tmp" && mv "$KSRC/$file.cspd-tmp" "$KSRC/$file"
+			say "unhooked $file: $line"
+		fi
+	done
 	while IFS='|' read -r file where anchor line; do
 		case $file in '' | '#'*) continue ;; esac
 		add_hook "$file" "$where" "$anchor" "$line"

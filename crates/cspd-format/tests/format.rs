@@ -445,7 +445,10 @@ fn unsupported_version() {
             version: 3
         }
     );
-    assert!(e.to_string().contains("unsupported format version 3"), "{e}");
+    assert!(
+        e.to_string().contains("unsupported format version 3"),
+        "{e}"
+    );
     // A region of the first layout, whose records do not say their payload type, is refused
     // with a message that says why.
     region[8] = 1;
@@ -495,7 +498,10 @@ fn record_header_carries_its_payload_type() {
         }
     );
     assert_eq!(e.name(), "unknown-payload");
-    assert!(e.to_string().contains("unknown record payload type 9"), "{e}");
+    assert!(
+        e.to_string().contains("unknown record payload type 9"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -505,8 +511,14 @@ fn slot_allocator_keeps_room_for_the_commit() {
     assert_eq!(SlotAllocator::capacity_for(usize::MAX), None);
     assert_eq!(a.reserve(64), Ok(0x100));
     assert_eq!(a.used(), 0x100 + RECORD_HEADER_SIZE + 64);
-    assert!(matches!(a.reserve(8), Err(FormatError::BufferTooSmall { .. })));
-    assert!(matches!(a.reserve(12), Err(FormatError::BadCapacity { .. })));
+    assert!(matches!(
+        a.reserve(8),
+        Err(FormatError::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        a.reserve(12),
+        Err(FormatError::BadCapacity { .. })
+    ));
 }
 
 #[test]
@@ -525,7 +537,10 @@ fn init_with_core_records_writes_what_the_kernel_writes() {
     let recs: Vec<_> = region.records().collect();
     let first = recs[0].as_ref().unwrap();
     assert_eq!(first.header.kind, RecordKind::Identity);
-    assert_eq!(Identity::decode(first.data).unwrap().release_bytes(), b"7.3.0");
+    assert_eq!(
+        Identity::decode(first.data).unwrap().release_bytes(),
+        b"7.3.0"
+    );
     let panic = recs[1].as_ref().unwrap();
     assert_eq!(panic.header.kind, RecordKind::PanicInfo);
     assert_eq!(panic.header.status, RecordStatus::NotRun);

@@ -3,8 +3,8 @@
 //!
 //! Run with `cargo bench -p cspd-hw --bench cpu_debug`.
 
-use cspd_hw::cpu_debug::sample_cpu;
 use cspd_hw::cpu_debug::read_arch;
+use cspd_hw::cpu_debug::sample_cpu;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;

@@ -6,6 +6,7 @@
 //! would have faulted, and that the OS lock and `EDPRCR` are back as found.
 
 use cspd_hw::access::CsAccess;
+use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::sample_cpu;
 use cspd_hw::cpu_debug::ArchData;
 use cspd_hw::cpu_debug::ArchError;
@@ -13,7 +14,6 @@ use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Edprsr;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::FLAG_WAS_POWERED_DOWN;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
@@ -357,10 +357,7 @@ fn probe_fails_cleanly_without_pc_sampling() {
     assert_eq!(m.faults(), 0);
     // A 32-bit kernel cannot use an Armv8 frame.
     let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
-    assert_eq!(
-        read_arch(&mut m, false),
-        Err(ArchError::AArch32NotSampled)
-    );
+    assert_eq!(read_arch(&mut m, false), Err(ArchError::AArch32NotSampled));
     // The record for such a CPU still says why.
     let n = CpuSample::not_implemented(9, 0, 2);
     assert_eq!(n.outcome, Outcome::NotImplemented);

@@ -16,6 +16,7 @@ use crate::{
             self,
             DumpCallback,
             DumpInfo,
+            DumpPayload,
             DumpType, //
         },
         Desc,
@@ -42,7 +43,6 @@ use crate::{
         Delta, //
     },
 };
-
 
 /// Register access through a mapped frame.
 pub struct Mmio<'a, 'b>(pub &'b IoMem<'a, FRAME>);
@@ -107,6 +107,8 @@ pub struct ComponentInfo {
     pub dump: DumpType,
     /// Bytes to reserve for its record.
     pub max_bytes: usize,
+    /// What layout its record's data has.
+    pub payload: DumpPayload,
 }
 
 /// A bound trace component: registered with the CoreSight core (sysfs, paths, operations `O`)
@@ -139,6 +141,7 @@ impl<O: Operations, D: DumpCallback> Component<O, D> {
                     kind: info.dump,
                     cpu: info.cpu,
                     max_bytes: info.max_bytes,
+                    payload: info.payload,
                 },
                 Ok::<_, Error>(callback),
             ),

@@ -20,6 +20,7 @@ use kernel::{
     coresight::panic_dump::{
         DumpCallback,
         DumpInfo,
+        DumpPayload,
         DumpType,
         Registration, //
     },

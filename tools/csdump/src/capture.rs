@@ -12,18 +12,18 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use crate::vmcore::ElfCore;
-use cspd_format::Identity;
-use cspd_format::PanicInfo;
-use cspd_format::RecordKind;
-use cspd_format::RecordStatus;
-use cspd_format::CPU_NONE;
 use cspd_format::cpu_debug::CpuSample;
 use cspd_format::etm4x::SaveOutcome;
 use cspd_format::etm4x::SavedState;
 use cspd_format::tmc::TmcRecord;
 use cspd_format::tmc::TmcRecordHeader;
 use cspd_format::tmc::CS_FRAME_LEN;
+use cspd_format::Identity;
+use cspd_format::PanicInfo;
 use cspd_format::PayloadType;
+use cspd_format::RecordKind;
+use cspd_format::RecordStatus;
+use cspd_format::CPU_NONE;
 use cspd_hw::etm4x;
 use thiserror::Error;
 

@@ -23,12 +23,12 @@
 //! and shared with the host (`crates/cspd-model`, and through it the QEMU plugin): uses only
 //! `core` and `kernel::coresight::access`.
 
+use core::mem::MaybeUninit;
+use core::ptr::addr_of_mut;
 use kernel::coresight::access::{
     CsAccess,
     CS_UNLOCK_KEY, //
 };
-use core::mem::MaybeUninit;
-use core::ptr::addr_of_mut;
 
 /// Number of 32-bit registers in the frame.
 const FRAME_WORDS: usize = 1024;

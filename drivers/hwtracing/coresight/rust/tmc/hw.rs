@@ -27,8 +27,8 @@ use kernel::coresight::{
         poll,
         unlock,
         CsAccess,
-        TypedAccess,
         Polled,
+        TypedAccess,
         AUTHSTATUS,
         LSR, //
     },
@@ -103,7 +103,10 @@ impl fmt::Display for TmcError {
         match self {
             Self::NotReady => write!(f, "STS.TMCReady did not rise within {TMC_POLL_TRIES} polls"),
             Self::FlushTimeout => {
-                write!(f, "FFCR.FlushMan did not clear within {TMC_POLL_TRIES} polls")
+                write!(
+                    f,
+                    "FFCR.FlushMan did not clear within {TMC_POLL_TRIES} polls"
+                )
             }
         }
     }

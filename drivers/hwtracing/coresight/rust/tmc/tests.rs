@@ -6,24 +6,15 @@ use kernel::prelude::*;
 
 #[kunit_tests(coresight_tmc_hw)]
 mod tests {
-    use kernel::coresight::panic_dump::format::{
-        self,
-        ContainerHeader,
-        RecordHeader,
-        RecordKind,
-        RecordStatus,
-        RECORD_ALIGN,
-        RECORD_HEADER_SIZE, //
-    };
-    use crate::model::{
-        TmcModel,
-        TmcModelConfig, //
-    };
     use crate::hw::{
         enable_circular,
         panic_drain,
         DrainSummary,
         TMC_POLL_TRIES, //
+    };
+    use crate::model::{
+        TmcModel,
+        TmcModelConfig, //
     };
     use kernel::coresight::panic_dump::format::tmc::{
         TmcOutcome,
@@ -35,6 +26,15 @@ mod tests {
         TMC_REC_READY_TIMEOUT,
         TMC_REC_TRUNCATED,
         TMC_REC_WRAPPED, //
+    };
+    use kernel::coresight::panic_dump::format::{
+        self,
+        ContainerHeader,
+        RecordHeader,
+        RecordKind,
+        RecordStatus,
+        RECORD_ALIGN,
+        RECORD_HEADER_SIZE, //
     };
 
     /// Offset of `RRD` (DDI 0461), written independently of the driver's registers.

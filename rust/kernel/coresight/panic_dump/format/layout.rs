@@ -80,7 +80,6 @@ pub(super) const RH_NAME: usize = 40;
 pub(super) const RH_CRC: usize = 72;
 pub(super) const RH_PAYLOAD: usize = 76;
 
-
 /// Returns the record stamp a boot uses: the first 8 bytes of its boot id, little-endian.
 pub fn stamp_from_boot_id(boot_id: &[u8; BOOT_ID_SIZE]) -> u64 {
     get_u64(boot_id, 0)

@@ -12,6 +12,7 @@ use super::{
         put, //
     },
     chain_end,
+    crc::crc32,
     layout::{
         align_up,
         ContainerHeader,
@@ -22,7 +23,6 @@ use super::{
         RECORD_ALIGN,
         RECORD_HEADER_SIZE, //
     },
-    crc::crc32,
     Commit,
     FormatError,
     Identity,
@@ -215,23 +215,37 @@ pub fn init_with_core_records(
     let mut data = [0u8; IDENTITY_SIZE];
     let n = identity.encode(&mut data)?;
     // CAST: a small constant.
-    let mut h = RecordHeader::new(RecordKind::Identity, b"identity", IDENTITY_SIZE as u32, header.stamp);
+    let mut h = RecordHeader::new(
+        RecordKind::Identity,
+        b"identity",
+        IDENTITY_SIZE as u32,
+        header.stamp,
+    );
     h.status = RecordStatus::Ok;
     let first = usize::try_from(header.first_record).unwrap_or(usize::MAX);
     let available = region.len();
-    let slot = region
-        .get_mut(first..)
-        .ok_or(FormatError::BufferTooSmall { needed: first, available })?;
+    let slot = region.get_mut(first..).ok_or(FormatError::BufferTooSmall {
+        needed: first,
+        available,
+    })?;
     write_record(slot, &h, data.get(..n).unwrap_or(&[]))?;
 
     // The panic info slot waits, not run, for the panic.
     // CAST: a small constant.
-    let h = RecordHeader::new(RecordKind::PanicInfo, b"panic", PANIC_INFO_MAX_SIZE as u32, header.stamp);
+    let h = RecordHeader::new(
+        RecordKind::PanicInfo,
+        b"panic",
+        PANIC_INFO_MAX_SIZE as u32,
+        header.stamp,
+    );
     let panic_info = first.saturating_add(RECORD_HEADER_SIZE + IDENTITY_SIZE);
     let end = panic_info.saturating_add(RECORD_HEADER_SIZE);
     let slot = region
         .get_mut(panic_info..end)
-        .ok_or(FormatError::BufferTooSmall { needed: end, available })?;
+        .ok_or(FormatError::BufferTooSmall {
+            needed: end,
+            available,
+        })?;
     put(slot, 0, &h.encode());
     Ok(CoreSlots {
         panic_info,
