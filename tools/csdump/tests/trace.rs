@@ -14,6 +14,9 @@ use std::process::Output;
 
 use csdump::capture::Capture;
 use cspd_format::*;
+
+mod common;
+use common::DumpWriter;
 use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcCalibration;
@@ -127,40 +130,16 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     let cap = Capture::from_snapshot_dir(snap).unwrap();
     let trace = cap.sinks[0].trace.to_vec();
     let size = trace.len() + 64 * 1024;
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [7; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let st = ch.stamp;
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], cpu: u32, data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
-        h.cpu = cpu;
-        h.payload = payload_of(kind);
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
-    };
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
     id.text_addr = cap.text_addr();
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
-    let mut buf = vec![0u8; IDENTITY_SIZE];
-    id.encode(&mut buf).unwrap();
-    add(&mut r, RecordKind::Identity, b"identity", CPU_NONE, &buf);
-    let mut pbuf = [0u8; PANIC_INFO_MAX_SIZE];
-    let n = PanicInfo {
+    let panic = PanicInfo {
         cpu: panic_cpu,
         message: b"Kernel panic - not syncing: test",
         truncated: false,
-    }
-    .encode(&mut pbuf)
-    .unwrap();
-    add(
-        &mut r,
-        RecordKind::PanicInfo,
-        b"panic",
-        CPU_NONE,
-        &pbuf[..n],
-    );
+    };
+    let mut w = DumpWriter::new(size, [7; 16], &id, &panic);
     let tmc = TmcRecordHeader {
         version: TMC_RECORD_VERSION,
         rsz: (trace.len() / 4) as u32,
@@ -171,12 +150,24 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
     tmc.encode(&mut sink).unwrap();
     sink.extend_from_slice(&trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", CPU_NONE, &sink);
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &sink,
+    );
     for e in &cap.etms {
         let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
         e.state.encode(&mut b).unwrap();
         let name = format!("etm{}", e.state.cpu);
-        add(&mut r, RecordKind::Source, name.as_bytes(), e.state.cpu, &b);
+        w.add(
+            RecordKind::Source,
+            PayloadType::Etm4x,
+            name.as_bytes(),
+            e.state.cpu,
+            &b,
+        );
         let pc = cap.text_addr() + 0x40;
         let s = CpuSample {
             cpu: e.state.cpu,
@@ -200,16 +191,15 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
         let mut b = vec![0u8; cspd_hw::cpu_debug::RECORD_LEN];
         s.encode(&mut b).unwrap();
         let name = format!("cpu_debug{}", e.state.cpu);
-        add(
-            &mut r,
+        w.add(
             RecordKind::CpuDebug,
+            PayloadType::CpuDebug,
             name.as_bytes(),
             e.state.cpu,
             &b,
         );
     }
-    write_commit(&mut r).unwrap();
-    r
+    w.finish()
 }
 
 /// Writes a minimal ELF64 (aarch64) vmlinux around `image` at `addr`: `.text`, and a symbol
@@ -588,29 +578,18 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
 }
 
 /// A dump with the given sink trace and sources, no identity.
-/// The payload type the kernel's drivers give records of `kind`.
-fn payload_of(kind: RecordKind) -> PayloadType {
-    match kind {
-        RecordKind::Sink => PayloadType::Tmc,
-        RecordKind::Source => PayloadType::Etm4x,
-        RecordKind::CpuDebug => PayloadType::CpuDebug,
-        _ => PayloadType::Opaque,
-    }
+fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
+    small_dump_with(trace, sources, PayloadType::Tmc)
 }
 
-fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
-    let size = 64 * 1024;
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [9; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let st = ch.stamp;
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
-        h.payload = payload_of(kind);
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
+/// A dump whose sink record says its data is `sink_payload`.
+fn small_dump_with(trace: &[u8], sources: &[SavedState], sink_payload: PayloadType) -> Vec<u8> {
+    let panic = PanicInfo {
+        cpu: 0,
+        message: b"Kernel panic - not syncing: test",
+        truncated: false,
     };
+    let mut w = DumpWriter::new(64 * 1024, [9; 16], &Identity::default(), &panic);
     let tmc = TmcRecordHeader {
         version: TMC_RECORD_VERSION,
         trace_len: trace.len() as u32,
@@ -619,14 +598,13 @@ fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
     let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
     tmc.encode(&mut sink).unwrap();
     sink.extend_from_slice(trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", &sink);
+    w.add(RecordKind::Sink, sink_payload, b"tmc_etf0", CPU_NONE, &sink);
     for s in sources {
         let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
         s.encode(&mut b).unwrap();
-        add(&mut r, RecordKind::Source, b"etm", &b);
+        w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", CPU_NONE, &b);
     }
-    write_commit(&mut r).unwrap();
-    r
+    w.finish()
 }
 
 fn good_etm(cpu: u32) -> SavedState {
@@ -726,4 +704,42 @@ fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let o = run(&[&"report", &empty]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("snapshot.ini"));
+}
+
+#[test]
+fn a_sink_record_that_is_not_a_tmc_drain_is_not_read_as_one() {
+    // A C driver's sink record (opaque payload) holding bytes that would parse as a TMC drain:
+    // csdump names it and takes no trace from it.
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let d = tmp.path().join("csink.cspd");
+    fs::write(
+        &d,
+        small_dump_with(&trace, &[good_etm(0)], PayloadType::Opaque),
+    )
+    .unwrap();
+    let out = tmp.path().join("o");
+    let o = run(&[&"perf", &d, &"-o", &out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("sink tmc_etf0: opaque payload, not a TMC drain; no trace"),
+        "{err}"
+    );
+    assert!(!out.join("cstrace.bin").exists());
+    // The same bytes said to be a TMC drain are read as one.
+    let d = tmp.path().join("tmc.cspd");
+    fs::write(
+        &d,
+        small_dump_with(&trace, &[good_etm(0)], PayloadType::Tmc),
+    )
+    .unwrap();
+    let out = tmp.path().join("o2");
+    let o = run(&[&"perf", &d, &"-o", &out]);
+    assert_eq!(
+        fs::read(out.join("cstrace.bin")).unwrap(),
+        trace,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
