@@ -6,42 +6,20 @@ use cspd_model::etm4x::Etm4xModel;
 use cspd_model::etm4x::ModelIds;
 use cspd_model::etm4x::ModelInterface;
 
-/// The registers and bits the tests look at in the model, written from the ETMv4 architecture
-/// (IHI 0064) independently of the driver's `register!` declarations.
+/// The register map of the model (the test-support register map, written from IHI 0064
+/// independently of the driver's `register!` declarations), under the names the tests use.
 mod arch {
-    pub const TRCPRGCTLR: u32 = 0x004;
-    pub const TRCSTATR: u32 = 0x00C;
-    pub const TRCCONFIGR: u32 = 0x010;
-    pub const TRCEVENTCTL0R: u32 = 0x020;
-    pub const TRCEVENTCTL1R: u32 = 0x024;
-    pub const TRCSTALLCTLR: u32 = 0x02C;
-    pub const TRCTSCTLR: u32 = 0x030;
-    pub const TRCSYNCPR: u32 = 0x034;
-    pub const TRCCCCTLR: u32 = 0x038;
-    pub const TRCBBCTLR: u32 = 0x03C;
-    pub const TRCTRACEIDR: u32 = 0x040;
-    pub const TRCVICTLR: u32 = 0x080;
-    pub const TRCVIIECTLR: u32 = 0x084;
-    pub const TRCVISSCTLR: u32 = 0x088;
-    pub const TRCIDR8: u32 = 0x180;
-    pub const TRCIDR0: u32 = 0x1E0;
-    pub const TRCOSLAR: u32 = 0x300;
-    pub const TRCOSLSR: u32 = 0x304;
-    pub const TRCPDCR: u32 = 0x310;
-    pub const TRCAUTHSTATUS: u32 = 0xFB8;
-    pub const TRCDEVARCH: u32 = 0xFBC;
-    pub const TRCPRGCTLR_EN: u32 = 1 << 0;
-    pub const TRCSTATR_IDLE: u32 = 1 << 0;
-    pub const TRCSTATR_PMSTABLE: u32 = 1 << 1;
-    pub const TRCCONFIGR_CID: u32 = 1 << 6;
-    pub const TRCCONFIGR_TS: u32 = 1 << 11;
-    pub const TRCVICTLR_EVENT_MASK: u32 = 0xFF;
-    pub const TRCVICTLR_EVENT_ALWAYS: u32 = 0x01;
-    pub const TRCVICTLR_SSSTATUS: u32 = 1 << 9;
-    pub const TRCVICTLR_EXLEVEL_S_MASK: u32 = 0xF << 16;
-    pub const TRCVICTLR_EXLEVEL_NS_MASK: u32 = 0x7 << 20;
-    pub const TRCPDCR_PU: u32 = 1 << 3;
-    pub const TRCPDSR_POWER: u32 = 1 << 0;
+    pub use cspd_model::etm4x::{
+        CONFIGR_CID as TRCCONFIGR_CID, CONFIGR_TS as TRCCONFIGR_TS, PDCR_PU as TRCPDCR_PU,
+        PDSR_POWER as TRCPDSR_POWER, PRGCTLR_EN as TRCPRGCTLR_EN, STATR_IDLE as TRCSTATR_IDLE,
+        STATR_PMSTABLE as TRCSTATR_PMSTABLE, TRCAUTHSTATUS, TRCBBCTLR, TRCCCCTLR, TRCCONFIGR,
+        TRCDEVARCH, TRCEVENTCTL0R, TRCEVENTCTL1R, TRCIDR0, TRCIDR8, TRCOSLAR, TRCOSLSR, TRCPDCR,
+        TRCPRGCTLR, TRCSTALLCTLR, TRCSTATR, TRCSYNCPR, TRCTRACEIDR, TRCTSCTLR, TRCVICTLR,
+        TRCVIIECTLR, TRCVISSCTLR, VICTLR_EVENT_ALWAYS as TRCVICTLR_EVENT_ALWAYS,
+        VICTLR_EVENT_MASK as TRCVICTLR_EVENT_MASK,
+        VICTLR_EXLEVEL_NS_MASK as TRCVICTLR_EXLEVEL_NS_MASK,
+        VICTLR_EXLEVEL_S_MASK as TRCVICTLR_EXLEVEL_S_MASK, VICTLR_SSSTATUS as TRCVICTLR_SSSTATUS,
+    };
 }
 use arch::*;
 use cspd_hw::etm4x::regs::TRCIDR0_TSSIZE_MASK;

@@ -21,22 +21,15 @@ use cspd_hw::cpu_debug::POWER_UP_DELAY_US;
 use cspd_hw::cpu_debug::POWER_UP_POLLS;
 use cspd_hw::cpu_debug::RECORD_LEN;
 
-/// The external debug registers the tests look at in the model (Arm DDI 0487 part H), written
-/// independently of the driver's `register!` declarations.
-const EDPCSR: u32 = 0x0A0;
-const EDCIDSR: u32 = 0x0A4;
-const EDVIDSR: u32 = 0x0A8;
-const EDPCSR_HI: u32 = 0x0AC;
-const EDOSLAR: u32 = 0x300;
-const EDPRCR: u32 = 0x310;
-const EDPRSR: u32 = 0x314;
-const LAR: u32 = 0xFB0;
-const EDPRCR_CORENPDRQ: u32 = 1 << 0;
 use cspd_model::cpu_debug::CpuDebugConfig;
 use cspd_model::cpu_debug::CpuDebugModel;
 use cspd_model::cpu_debug::CpuState;
 use cspd_model::cpu_debug::PowerMode;
 use cspd_model::cpu_debug::UNKNOWN;
+use cspd_model::cpu_debug::{
+    EDCIDSR, EDOSLAR, EDPCSR, EDPCSR_HI, EDPRCR, EDPRSR, EDVIDSR, LAR,
+    PRCR_CORENPDRQ as EDPRCR_CORENPDRQ,
+};
 
 const KERNEL_PC: u64 = 0xFFFF_8000_0812_3454;
 

@@ -36,7 +36,7 @@ pub const FRAME: usize = 0x1000;
 /// The I/O region register locations of a CoreSight frame are valid in.
 pub type Frame = Region<FRAME>;
 
-/// The key that unlocks the CoreSight software lock when written to [`LAR`].
+/// The key that unlocks the CoreSight software lock when written to [`LAR`](struct@LAR).
 pub const CS_UNLOCK_KEY: u32 = 0xC5AC_CE55;
 
 register! {
@@ -158,12 +158,12 @@ fn offset_of(offset: usize) -> u32 {
     u32::try_from(offset).unwrap_or(u32::MAX)
 }
 
-/// Unlocks the software lock of the frame (writes the key to [`LAR`]).
+/// Unlocks the software lock of the frame (writes the key to [`LAR`](struct@LAR)).
 pub fn unlock<A: TypedAccess + ?Sized>(io: &mut A) {
     io.write_reg(LAR::from_raw(CS_UNLOCK_KEY));
 }
 
-/// Sets the software lock of the frame again (writes anything but the key to [`LAR`]).
+/// Sets the software lock of the frame again (writes anything but the key to [`LAR`](struct@LAR)).
 pub fn lock<A: TypedAccess + ?Sized>(io: &mut A) {
     io.write_reg(LAR::from_raw(0));
 }

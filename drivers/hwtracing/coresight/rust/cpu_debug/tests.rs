@@ -56,18 +56,16 @@ mod tests {
         RECORD_LEN, //
     };
 
-    // The registers the tests look at in the model (Arm DDI 0487 part H), written independently
-    // of the driver's `register!` declarations.
-    const EDPCSR: u32 = 0x0A0;
-    const EDOSLAR: u32 = 0x300;
-    const EDPRCR: u32 = 0x310;
-    const EDPRSR: u32 = 0x314;
-    const LAR: u32 = 0xFB0;
     use crate::model::{
         CpuDebugConfig,
         CpuDebugModel,
         CpuState,
         PowerMode, //
+        EDOSLAR,
+        EDPCSR,
+        EDPRCR,
+        EDPRSR,
+        LAR,
     };
     use core::fmt::Write;
     use kernel::prelude::*;

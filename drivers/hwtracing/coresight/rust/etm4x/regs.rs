@@ -2,7 +2,8 @@
 
 //! The registers of an ETMv4 trace unit that the driver touches (Arm ETMv4 architecture, IHI
 //! 0064). Their offsets are those of the memory-mapped interface; a unit reached through system
-//! registers maps each offset to its `MRS`/`MSR` encoding ([`sysreg_of_offset`](super::hw::sysreg_of_offset)).
+//! registers maps each offset to its `MRS`/`MSR` encoding
+//! ([`sysreg_of_offset`](super::hw::sysreg_of_offset)).
 //! The software lock (`LAR`, `LSR`), `AUTHSTATUS`, `DEVARCH` and `DEVTYPE` are the CoreSight
 //! ones of [`kernel::coresight::access`].
 //!

@@ -35,18 +35,16 @@ mod tests {
         SAVED_STATE_SIZE, //
     };
 
-    // The registers and bits the tests look at in the model (IHI 0064), written independently
-    // of the driver's `register!` declarations.
-    const TRCCONFIGR: u32 = 0x010;
-    const TRCTRACEIDR: u32 = 0x040;
-    const TRCPRGCTLR_EN: u32 = 1 << 0;
-    const TRCSTATR_IDLE: u32 = 1 << 0;
-    const TRCSTATR_PMSTABLE: u32 = 1 << 1;
     use crate::model::{
         Etm4xFaults,
         Etm4xModel,
         ModelIds,
         ModelInterface, //
+        PRGCTLR_EN as TRCPRGCTLR_EN,
+        STATR_IDLE as TRCSTATR_IDLE,
+        STATR_PMSTABLE as TRCSTATR_PMSTABLE,
+        TRCCONFIGR,
+        TRCTRACEIDR,
     };
     use kernel::prelude::*;
 

@@ -31,12 +31,9 @@
 //! `tmc_etb_dump_hw()` never writes `RRP`: it reads `RRD` until `0xFFFFFFFF`. In Disabled state
 //! `RRD` returns the RAM word at `RRP` and advances `RRP`, wrapping, without an end marker.
 //!
-//! This file is plain `core` Rust with no allocation: it is compiled into the host model crate
-//! (and through it the QEMU plugin) and into the KUnit test module.
-//!
-//! A test fixture: compiled into this driver's KUnit tests only (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`),
-//! and shared with the host (`crates/cspd-model`, and through it the QEMU plugin): uses only
-//! `core` and `kernel::coresight::access`.
+//! A test fixture: compiled into this driver's KUnit tests only
+//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
+//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
 
 use kernel::coresight::access::CsAccess;
 

@@ -15,6 +15,7 @@ mod tests {
     use crate::model::{
         TmcModel,
         TmcModelConfig, //
+        RRD as TMC_RRD,
     };
     use kernel::coresight::panic_dump::format::tmc::{
         TmcOutcome,
@@ -37,8 +38,6 @@ mod tests {
         RECORD_HEADER_SIZE, //
     };
 
-    /// Offset of `RRD` (DDI 0461), written independently of the driver's registers.
-    const TMC_RRD: u32 = 0x010;
     use kernel::prelude::*;
 
     /// Words of trace RAM of the modelled ETB.

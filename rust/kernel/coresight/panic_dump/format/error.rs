@@ -19,7 +19,7 @@ use super::{
 /// of the header or record at fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatError {
-    /// The container magic is not [`CONTAINER_MAGIC`].
+    /// The container magic is not [`CONTAINER_MAGIC`](super::CONTAINER_MAGIC).
     BadMagic {
         /// Offset of the container header.
         offset: usize,

@@ -154,7 +154,7 @@ impl ContainerHeader {
 
     /// Decodes and checks a header: magic, version, sizes, then CRC.
     ///
-    /// Does not check `region_size` or `first_record` against a region; [`parse_region`] does.
+    /// Does not check `region_size` or `first_record` against a region; [`parse_region`](super::parse_region) does.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let offset = 0;
         let magic = get_array::<8>(bytes, CH_MAGIC);
@@ -202,9 +202,9 @@ impl ContainerHeader {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u16)]
 pub enum RecordKind {
-    /// The kernel's identity: release, build id, address layout ([`Identity`]).
+    /// The kernel's identity: release, build id, address layout ([`Identity`](super::Identity)).
     Identity = 1,
-    /// The panic message and CPU ([`PanicInfo`]).
+    /// The panic message and CPU ([`PanicInfo`](super::PanicInfo)).
     PanicInfo = 2,
     /// A trace sink's buffer (TMC ETB/ETF RAM).
     Sink = 3,
@@ -216,7 +216,7 @@ pub enum RecordKind {
     Other = 6,
     /// A slot released by `dump_del`; readers skip it.
     Free = 7,
-    /// The commit record written last at panic ([`Commit`]).
+    /// The commit record written last at panic ([`Commit`](super::Commit)).
     Commit = 8,
 }
 
@@ -442,7 +442,8 @@ impl RecordHeader {
     /// Decodes and checks a record header; `offset` is its region offset, used in errors.
     ///
     /// Checks magic, CRC, capacity alignment, length against capacity, kind, status and payload
-    /// type, in that order. The stamp and data CRC need the container and the data: [`Records`] checks them.
+    /// type, in that order. The stamp and data CRC need the container and the data:
+    /// [`Records`](super::Records) checks them.
     pub fn decode_at(bytes: &[u8], offset: usize) -> Result<Self, FormatError> {
         need(bytes, offset, RECORD_HEADER_SIZE)?;
         let raw = bytes.get(..RECORD_HEADER_SIZE).unwrap_or(&[]);

@@ -29,7 +29,7 @@ const PI_LENGTH: usize = 8;
 /// Payload of the panic info record: who panicked and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PanicInfo<'a> {
-    /// The CPU that panicked, or [`CPU_NONE`].
+    /// The CPU that panicked, or [`CPU_NONE`](super::CPU_NONE).
     pub cpu: u32,
     /// The panic message (not NUL-terminated).
     pub message: &'a [u8],

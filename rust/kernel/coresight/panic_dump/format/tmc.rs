@@ -109,7 +109,8 @@ pub const TMC_REC_READY_TIMEOUT: u16 = 1 << 5;
 /// Record flag: `RRD` did not return the empty marker within the `RSZ` bound.
 pub const TMC_REC_RAM_STUCK: u16 = 1 << 6;
 
-/// Record flag: `RSZ` exceeded [`TMC_MAX_RAM_WORDS`] and the drain was bounded by the latter.
+/// Record flag: `RSZ` was larger than the drain's bound on the words it reads (16 MiB of RAM), and
+/// the drain read only that many.
 pub const TMC_REC_RSZ_CLAMPED: u16 = 1 << 7;
 
 /// Magic at the start of a TMC record payload: `"TMCD"` in little-endian byte order.
@@ -187,7 +188,7 @@ pub struct TmcRecordHeader {
     pub ready_delays: u32,
 }
 
-/// Errors of [`TmcRecord::parse`] and of [`panic_drain`].
+/// Errors of [`TmcRecord::parse`] and of the TMC driver's panic drain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmcRecordError {
     /// The buffer is shorter than the header (or the slot cannot hold one).

@@ -180,17 +180,23 @@ pub fn write_commit(region: &mut [u8]) -> Result<usize, FormatError> {
         })?;
     let data = slot.get_mut(RECORD_HEADER_SIZE..).unwrap_or(&mut []);
     commit.encode(data)?;
-    let mut h = RecordHeader::new(
+    // CAST: COMMIT_SIZE is a small constant.
+    let mut h = core_header(
         RecordKind::Commit,
         b"commit",
         COMMIT_SIZE as u32,
         header.stamp,
     );
-    h.status = RecordStatus::Ok;
-    // CAST: COMMIT_SIZE is a small constant.
     h.length = COMMIT_SIZE as u32;
     seal_record(slot, &h)?;
     Ok(used)
+}
+
+/// The header of a record the core writes itself (identity, commit): status ok.
+fn core_header(kind: RecordKind, name: &[u8], capacity: u32, stamp: u64) -> RecordHeader {
+    let mut h = RecordHeader::new(kind, name, capacity, stamp);
+    h.status = RecordStatus::Ok;
+    h
 }
 
 /// Where the core's records of a fresh region are, from [`init_with_core_records`].
@@ -215,13 +221,12 @@ pub fn init_with_core_records(
     let mut data = [0u8; IDENTITY_SIZE];
     let n = identity.encode(&mut data)?;
     // CAST: a small constant.
-    let mut h = RecordHeader::new(
+    let h = core_header(
         RecordKind::Identity,
         b"identity",
         IDENTITY_SIZE as u32,
         header.stamp,
     );
-    h.status = RecordStatus::Ok;
     let first = usize::try_from(header.first_record).unwrap_or(usize::MAX);
     let available = region.len();
     let slot = region.get_mut(first..).ok_or(FormatError::BufferTooSmall {
