@@ -25,6 +25,35 @@ use crate::{
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
 pub mod format;
 
+/// The format's types print in kernel logs the way they print on the host (their
+/// [`core::fmt::Display`]).
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+macro_rules! kernel_display {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl crate::fmt::Display for $ty {
+                fn fmt(&self, f: &mut crate::fmt::Formatter<'_>) -> crate::fmt::Result {
+                    core::fmt::Display::fmt(self, f)
+                }
+            }
+        )*
+    };
+}
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+kernel_display!(
+    format::FormatError,
+    format::tmc::TmcOutcome,
+    format::tmc::TmcRecordError,
+    format::cpu_debug::ArchError,
+    format::cpu_debug::Edcidsr,
+    format::cpu_debug::Edprsr,
+    format::cpu_debug::EdprsrBits,
+    format::cpu_debug::Edvidsr,
+    format::cpu_debug::RecordError,
+    format::cpu_debug::SampleReport<'_>,
+);
+
 /// What layout a registration's data has (`enum coresight_dump_payload`), recorded with it.
 ///
 /// The values are the format's `PayloadType`.

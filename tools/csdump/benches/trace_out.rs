@@ -7,13 +7,11 @@ use std::time::Instant;
 
 use csdump::capture::Capture;
 use cspd_format::etm4x::SavedState;
-use cspd_format::tmc::TmcRecordHeader;
-use cspd_format::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_format::tmc::TMC_RECORD_VERSION;
 use cspd_format::*;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+use common::tmc_payload;
 use common::DumpWriter;
 
 const TRACE: usize = 256 << 20;
@@ -26,16 +24,10 @@ fn build() -> Vec<u8> {
         truncated: false,
     };
     let mut w = DumpWriter::new(size, [3; 16], &Identity::default(), &panic);
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        trace_len: TRACE as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN + TRACE];
-    tmc.encode(&mut sink).unwrap();
-    for (i, b) in sink[TMC_RECORD_HEADER_LEN..].iter_mut().enumerate() {
-        *b = (i as u32).wrapping_mul(2654435761).to_le_bytes()[3];
-    }
+    let trace: Vec<u8> = (0..TRACE)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[3])
+        .collect();
+    let sink = tmc_payload(&trace);
     w.add(
         RecordKind::Sink,
         PayloadType::Tmc,

@@ -16,18 +16,16 @@ use csdump::capture::Capture;
 use cspd_format::*;
 
 mod common;
+use common::tmc_payload;
 use common::DumpWriter;
-use cspd_hw::cpu_debug::CpuSample;
-use cspd_hw::cpu_debug::Outcome;
-use cspd_hw::cpu_debug::PcCalibration;
-use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::FLAG_EDCIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_EDVIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_PC64;
-use cspd_hw::etm4x::SavedState;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_hw::tmc::TMC_RECORD_VERSION;
+use cspd_format::cpu_debug::CpuSample;
+use cspd_format::cpu_debug::Outcome;
+use cspd_format::cpu_debug::PcCalibration;
+use cspd_format::cpu_debug::PcKind;
+use cspd_format::cpu_debug::FLAG_EDCIDSR_PRESENT;
+use cspd_format::cpu_debug::FLAG_EDVIDSR_PRESENT;
+use cspd_format::cpu_debug::FLAG_PC64;
+use cspd_format::etm4x::SavedState;
 
 const RET_STCK: &str = "juno-ret-stck";
 const UNAME: &str = "juno-uname-001";
@@ -140,16 +138,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
         truncated: false,
     };
     let mut w = DumpWriter::new(size, [7; 16], &id, &panic);
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        rsz: (trace.len() / 4) as u32,
-        trace_len: trace.len() as u32,
-        words_read: (trace.len() / 4) as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(&trace);
+    let sink = tmc_payload(&trace);
     w.add(
         RecordKind::Sink,
         PayloadType::Tmc,
@@ -158,7 +147,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
         &sink,
     );
     for e in &cap.etms {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; cspd_format::etm4x::SAVED_STATE_SIZE];
         e.state.encode(&mut b).unwrap();
         let name = format!("etm{}", e.state.cpu);
         w.add(
@@ -188,7 +177,7 @@ fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
                 kind: PcKind::AArch64,
             },
         };
-        let mut b = vec![0u8; cspd_hw::cpu_debug::RECORD_LEN];
+        let mut b = vec![0u8; cspd_format::cpu_debug::RECORD_LEN];
         s.encode(&mut b).unwrap();
         let name = format!("cpu_debug{}", e.state.cpu);
         w.add(
@@ -590,17 +579,10 @@ fn small_dump_with(trace: &[u8], sources: &[SavedState], sink_payload: PayloadTy
         truncated: false,
     };
     let mut w = DumpWriter::new(64 * 1024, [9; 16], &Identity::default(), &panic);
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        trace_len: trace.len() as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(trace);
+    let sink = tmc_payload(trace);
     w.add(RecordKind::Sink, sink_payload, b"tmc_etf0", CPU_NONE, &sink);
     for s in sources {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; cspd_format::etm4x::SAVED_STATE_SIZE];
         s.encode(&mut b).unwrap();
         w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", CPU_NONE, &b);
     }
@@ -610,7 +592,7 @@ fn small_dump_with(trace: &[u8], sources: &[SavedState], sink_payload: PayloadTy
 fn good_etm(cpu: u32) -> SavedState {
     let mut s = SavedState {
         cpu,
-        flags: cspd_hw::etm4x::SAVED_REGS_VALID,
+        flags: cspd_format::etm4x::SAVED_REGS_VALID,
         trcconfigr: 0x10C1,
         trctraceidr: 0x10 + 2 * cpu,
         authstatus: 0xCC,

@@ -54,6 +54,23 @@ fn fill(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, err
     write_record(&mut region[offset..], &h, data).unwrap();
 }
 
+/// The payload of a TMC sink record that drained `trace` completely.
+pub fn tmc_payload(trace: &[u8]) -> Vec<u8> {
+    use cspd_format::tmc::*;
+    let words = (trace.len() / 4) as u32;
+    let tmc = TmcRecordHeader {
+        version: TMC_RECORD_VERSION,
+        rsz: words,
+        trace_len: trace.len() as u32,
+        words_read: words,
+        ..TmcRecordHeader::default()
+    };
+    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
+    tmc.encode(&mut sink).unwrap();
+    sink.extend_from_slice(trace);
+    sink
+}
+
 /// Writes a region the way the kernel writes one, with the format's writer: the core's records
 /// (identity, panic info), a slot per registration reserved with [`SlotAllocator`], each
 /// filled as its callback would fill it at panic, then the commit.

@@ -75,15 +75,6 @@ struct Sampler<B: Backend> {
     dev: ARef<Device>,
 }
 
-/// Shows a `core::fmt::Display` value through the kernel's formatting.
-struct Shown<T>(T);
-
-impl<T: core::fmt::Display> fmt::Display for Shown<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        core::fmt::Display::fmt(&self.0, f)
-    }
-}
-
 /// Prints one line of the report with `dev_emerg!` on `$s.dev`.
 macro_rules! report_line {
     ($s:expr, $($arg:tt)*) => {
@@ -99,7 +90,7 @@ impl<B: Backend> Sampler<B> {
             report_line!(self, " not sampled: {}", s.outcome.reason());
             return;
         }
-        report_line!(self, " {}", Shown(Edprsr(s.edprsr)));
+        report_line!(self, " {}", Edprsr(s.edprsr));
         match s.outcome {
             Outcome::Sampled => {}
             Outcome::PoweredDown | Outcome::DoubleLocked => {
@@ -124,10 +115,10 @@ impl<B: Backend> Sampler<B> {
         }
         report_line!(self, " EDPCSR:  {}", Symbol(s.pc.pc));
         if s.cidsr().is_some() {
-            report_line!(self, " {}", Shown(Edcidsr(s.edcidsr)));
+            report_line!(self, " {}", Edcidsr(s.edcidsr));
         }
         if s.vidsr().is_some() {
-            report_line!(self, " {}", Shown(Edvidsr(s.edvidsr)));
+            report_line!(self, " {}", Edvidsr(s.edvidsr));
         }
     }
 }
@@ -208,7 +199,7 @@ impl amba::Driver for CpuDebug {
         // SAFETY: Probe is the only user of the frame until the registration below exists.
         let arch =
             unsafe { iomem.with_io(|io| read_arch(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
-                dev_err!(dev, "CPU{}: {}\n", cpu, Shown(e));
+                dev_err!(dev, "CPU{}: {}\n", cpu, e);
                 ENODEV
             })?;
         let name = CString::try_from_fmt(fmt!("{}", dev.name()))?;

@@ -41,7 +41,7 @@ use kernel::{
         Core,
         Device, //
     },
-    driver,
+    driver, fmt,
     io::mem::IoMem,
     prelude::*,
     smp,
@@ -141,6 +141,12 @@ impl<B: Backend> Etm<B> {
     }
 }
 
+impl fmt::Display for Etm4xError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
 impl From<Etm4xError> for Error {
     fn from(e: Etm4xError) -> Self {
         match e {
@@ -169,13 +175,16 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             return Err(EBUSY);
         }
         let ts = module_parameters::timestamps.value();
-        let found = TraceConfig::default_for(&etm.ids, path.trace_id(), ts)
-            .map_err(Error::from)
-            .and_then(|cfg| etm.with(|u| u.enable(&cfg))?.map_err(Error::from))
-            .inspect_err(|e| {
-                csdev.set_mode(Mode::Disabled);
-                dev_err!(csdev.as_device(), "ETM not enabled: {}\n", e.to_errno());
-            })?;
+        let enabled = match TraceConfig::default_for(&etm.ids, path.trace_id(), ts) {
+            Ok(cfg) => etm.with(|u| u.enable(&cfg)),
+            Err(e) => Ok(Err(e)),
+        };
+        let found = enabled
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "ETM not enabled: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
         etm.found.store(bits, Relaxed);
         dev_dbg!(

@@ -356,7 +356,7 @@ impl Core {
         match format::write_commit(all) {
             Ok(_) => true,
             Err(e) => {
-                pr_emerg!("could not commit the dump: {}\n", Shown(e));
+                pr_emerg!("could not commit the dump: {}\n", e);
                 false
             }
         }
@@ -437,15 +437,6 @@ impl Core {
             self.map.phys_addr(),
             self.header.sequence
         );
-    }
-}
-
-/// Shows a format error in the kernel log.
-struct Shown(format::FormatError);
-
-impl kernel::fmt::Display for Shown {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        core::fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -543,7 +534,7 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
         }
         Ok(s) => {
             match s.first_error {
-                Some(e) => pr_warn!("previous dump rejected: {}; region reset\n", Shown(e)),
+                Some(e) => pr_warn!("previous dump rejected: {}; region reset\n", e),
                 None => {
                     pr_info!("region holds no committed dump (no panic last boot); region reset\n")
                 }
@@ -551,7 +542,7 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
             Ok((None, next_seq))
         }
         Err(e) => {
-            pr_warn!("previous dump rejected: {}; region reset\n", Shown(e));
+            pr_warn!("previous dump rejected: {}; region reset\n", e);
             Ok((None, 0))
         }
     }
@@ -579,7 +570,7 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<format::CoreSlots> {
     // CAST: `usize` fits in `u64`.
     ident.region_size = map.len() as u64;
     format::init_with_core_records(region, header, &ident)
-        .inspect_err(|e| pr_err!("could not write the region: {}\n", Shown(*e)))
+        .inspect_err(|e| pr_err!("could not write the region: {}\n", e))
         .map_err(|_| EINVAL)
 }
 

@@ -39,7 +39,7 @@ use kernel::{
         Core,
         Device, //
     },
-    driver,
+    driver, fmt,
     io::mem::IoMem,
     prelude::*,
     str::CString,
@@ -184,6 +184,12 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
             let _ = tmc.io(|io| hw::disable(io));
             csdev.set_mode(Mode::Disabled);
         }
+    }
+}
+
+impl fmt::Display for TmcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        core::fmt::Display::fmt(self, f)
     }
 }
 
