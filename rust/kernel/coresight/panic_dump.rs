@@ -54,6 +54,17 @@ kernel_display!(
     format::cpu_debug::SampleReport<'_>,
 );
 
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+impl From<format::FormatError> for Error {
+    fn from(e: format::FormatError) -> Self {
+        match e {
+            format::FormatError::BufferTooSmall { .. } => ENOSPC,
+            format::FormatError::FieldTooLong { .. } => E2BIG,
+            _ => EINVAL,
+        }
+    }
+}
+
 /// What layout a registration's data has (`enum coresight_dump_payload`), recorded with it.
 ///
 /// The values are the format's `PayloadType`.

@@ -557,10 +557,8 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<format::CoreSlots> {
     let region = unsafe { map.slice_mut(0, map.len())? };
     let id = KernelIdentity::current();
     let mut ident = format::Identity::default();
-    ident
-        .set_release(id.release.to_bytes())
-        .map_err(|_| EINVAL)?;
-    ident.set_build_id(id.build_id).map_err(|_| EINVAL)?;
+    ident.set_release(id.release.to_bytes())?;
+    ident.set_build_id(id.build_id)?;
     ident.kaslr_offset = id.kaslr_offset;
     ident.text_addr = id.text_start;
     ident.page_offset = id.page_offset;
@@ -570,14 +568,14 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<format::CoreSlots> {
     // CAST: `usize` fits in `u64`.
     ident.region_size = map.len() as u64;
     format::init_with_core_records(region, header, &ident)
-        .inspect_err(|e| pr_err!("could not write the region: {}\n", e))
-        .map_err(|_| EINVAL)
+        .inspect_err(|e| pr_err!("could not write the region: {e}\n"))
+        .map_err(Error::from)
 }
 
 /// Publishes the region's address and size in vmcoreinfo, with the format's keys.
 fn publish(phys: u64, size: u64) -> Result {
     let mut text = [0u8; VMCOREINFO_TEXT_MAX + 1];
-    let n = format::format_vmcoreinfo(phys, size, &mut text).map_err(|_| EINVAL)?;
+    let n = format::format_vmcoreinfo(phys, size, &mut text)?;
     let line = CStr::from_bytes_with_nul(&text[..=n]).map_err(|_| EINVAL)?;
     vmcore_info::append(line)
 }
