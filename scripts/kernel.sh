@@ -17,11 +17,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OVERLAY_DIRS=(rust drivers samples include Documentation)
 # Single files of this repo laid over the kernel tree under another name: repo path|kernel path.
 OVERLAY_FILES=("Kconfig|drivers/hwtracing/coresight/Kconfig.panic_dump")
-# Hook lines of earlier layouts, taken out of the kernel files again: file|line.
-RETIRED_HOOKS=(
-	'drivers/hwtracing/coresight/Kconfig|source "drivers/hwtracing/coresight/rust/Kconfig"'
-	'samples/rust/Kconfig|source "samples/rust/coresight_panic_dump/Kconfig"'
-)
 MANIFEST_NAME=.cspd-overlay-manifest
 HOOKS_FILE=$REPO/scripts/kernel-hooks.txt
 
@@ -49,10 +44,9 @@ cmd_source() {
 	say "kernel source: Linux $v.$p.$(sed -n 's/^SUBLEVEL = //p' "$KSRC/Makefile") in $KSRC"
 }
 
-# Adds one hook line to a kernel file if it is not there yet; checks it afterwards.
+# Adds one hook line to the file at $path (a copy of kernel file $file) unless it is there.
 add_hook() {
-	local file=$1 where=$2 anchor=$3 line=$4 path="$KSRC/$1"
-	[ -f "$path" ] || die "hook target $file does not exist in $KSRC"
+	local file=$1 where=$2 anchor=$3 line=$4 path=$5
 	if grep -qxF -- "$line" "$path"; then
 		return 0
 	fi
@@ -74,7 +68,64 @@ add_hook() {
 	*) die "unknown hook position '$where' for $file" ;;
 	esac
 	grep -qxF -- "$line" "$path" || die "hook '$line' could not be added to $file"
-	say "hooked $file: $line"
+}
+
+# Pristine copies of the kernel files that hooks change, from the source package, kept in
+# $KSRC/.cspd-pristine: every overlay writes each hooked file as its pristine copy plus this
+# repo's hooks, so hooks of another clone or of an earlier layout never stay behind.
+PRISTINE_DIR=.cspd-pristine
+# Kernel files that earlier layouts hooked and this one does not.
+FORMERLY_HOOKED=(samples/rust/Kconfig)
+ensure_pristine() {
+	local f missing=()
+	for f in "$@"; do
+		[ -f "$KSRC/$PRISTINE_DIR/$f" ] || missing+=("linux-source-7.3/$f")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	local deb tmp="$CSPD_CACHE/pristine-extract.$$"
+	deb=$(ls "$DEBS"/linux-source-7.3_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || die "no linux-source-7.3 .deb in $DEBS: run scripts/setup.sh first"
+	say "taking pristine copies of ${#missing[@]} hooked kernel files from $(basename "$deb")"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/src/linux-source-7.3.tar.xz |
+		tar -xJ -C "$tmp" "${missing[@]}" || die "could not extract ${missing[*]} from $deb"
+	for f in "${missing[@]}"; do
+		mkdir -p "$(dirname "$KSRC/$PRISTINE_DIR/${f#linux-source-7.3/}")"
+		mv "$tmp/$f" "$KSRC/$PRISTINE_DIR/${f#linux-source-7.3/}"
+	done
+	rm -rf "$tmp"
+}
+
+# Writes every hooked kernel file as its pristine copy plus the hooks of $HOOKS_FILE; a file
+# whose content does not change keeps its time, so nothing rebuilds for nothing.
+apply_hooks() {
+	local -a files
+	# The files this repo hooks, those hooked before (restored pristine too), and any file a
+	# pristine copy was kept of.
+	mapfile -t files < <({
+		grep -vE '^(#|$)' "$HOOKS_FILE" | cut -d'|' -f1
+		printf '%s\n' "${FORMERLY_HOOKED[@]}"
+		[ -d "$KSRC/$PRISTINE_DIR" ] && (cd "$KSRC/$PRISTINE_DIR" && find . -type f | sed 's|^\./||')
+	} | sort -u)
+	ensure_pristine "${files[@]}"
+	local f file where anchor line tmp
+	for f in "${files[@]}"; do
+		[ -f "$KSRC/$f" ] || die "hook target $f does not exist in $KSRC"
+		tmp="$KSRC/$f.cspd-new"
+		cp "$KSRC/$PRISTINE_DIR/$f" "$tmp"
+		while IFS='|' read -r file where anchor line; do
+			[ "$file" = "$f" ] || continue
+			add_hook "$file" "$where" "$anchor" "$line" "$tmp"
+		done < <(grep -vE '^(#|$)' "$HOOKS_FILE")
+		if cmp -s "$tmp" "$KSRC/$f"; then
+			rm -f "$tmp"
+		else
+			mv "$tmp" "$KSRC/$f"
+			say "hooked $f"
+		fi
+	done
+	say "hooks: $(grep -cvE '^(#|$)' "$HOOKS_FILE") in ${#files[@]} files"
 }
 
 cmd_overlay() {
@@ -126,20 +177,7 @@ cmd_overlay() {
 	mv "$new" "$manifest"
 	say "overlay: $(wc -l <"$manifest") files linked into $KSRC"
 
-	local file where anchor line
-	for entry in "${RETIRED_HOOKS[@]}"; do
-		file=${entry%%|*}
-		line=${entry#*|}
-		if [ -f "$KSRC/$file" ] && grep -qxF -- "$line" "$KSRC/$file"; then
-			grep -vxF -- "$line" "$KSRC/$file" >"$KSRC/$file.cspd-tmp" && mv "$KSRC/$file.cspd-tmp" "$KSRC/$file"
-			say "unhooked $file: $line"
-		fi
-	done
-	while IFS='|' read -r file where anchor line; do
-		case $file in '' | '#'*) continue ;; esac
-		add_hook "$file" "$where" "$anchor" "$line"
-	done <"$HOOKS_FILE"
-	say "hooks: $(grep -cvE '^(#|$)' "$HOOKS_FILE") checked"
+	apply_hooks
 }
 
 variant_fragments() {

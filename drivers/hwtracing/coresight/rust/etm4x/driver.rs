@@ -57,7 +57,6 @@ use kernel::{
 
 use crate::{
     hw::{
-        self,
         Etm4x,
         Etm4xError,
         Etm4xIds,
@@ -73,7 +72,7 @@ use crate::{
 const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
 
 /// One trace unit, shared by its CoreSight operations and its panic callback.
-struct Etm<B: Backend> {
+pub(crate) struct Etm<B: Backend> {
     backend: B,
     cpu: u32,
     iface: Interface,
@@ -158,7 +157,7 @@ impl From<Etm4xError> for Error {
 }
 
 /// The trace unit as a CoreSight source.
-struct SourceOps<B: Backend>(Arc<Etm<B>>);
+pub(crate) struct SourceOps<B: Backend>(Arc<Etm<B>>);
 
 #[vtable]
 impl<B: Backend> coresight::Operations for SourceOps<B> {
@@ -221,7 +220,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
 }
 
 /// The trace unit's panic callback.
-struct Save<B: Backend>(Arc<Etm<B>>);
+pub(crate) struct Save<B: Backend>(Arc<Etm<B>>);
 
 impl<B: Backend> DumpCallback for Save<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {

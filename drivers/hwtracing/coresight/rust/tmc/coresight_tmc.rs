@@ -18,6 +18,9 @@ mod driver;
 pub mod hw;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 mod model;
+// `register!` documents each register and field, not the mask, shift and range constants it
+// generates for them.
+#[expect(missing_docs)]
 pub mod regs;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 mod tests;
