@@ -38,7 +38,7 @@ impl core::fmt::Write for TextBuf {
 }
 
 #[kunit_tests(coresight_cpu_debug_hw)]
-mod tests {
+mod kunit {
     use super::TextBuf;
     use crate::hw::{
         read_arch,
@@ -48,7 +48,6 @@ mod tests {
         POWER_UP_POLLS, //
     };
     use kernel::coresight::panic_dump::format::cpu_debug::{
-        ArchData,
         CpuSample,
         Outcome,
         PcKind,

@@ -5,7 +5,7 @@
 use kernel::prelude::*;
 
 #[kunit_tests(coresight_tmc_hw)]
-mod tests {
+mod kunit {
     use crate::hw::{
         enable_circular,
         panic_drain,

@@ -7,7 +7,7 @@
 use kernel::prelude::*;
 
 #[kunit_tests(coresight_panic_dump_format)]
-mod tests {
+mod kunit {
     use kernel::coresight::panic_dump::format::{
         self,
         ContainerHeader,
