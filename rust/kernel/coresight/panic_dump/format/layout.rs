@@ -154,7 +154,8 @@ impl ContainerHeader {
 
     /// Decodes and checks a header: magic, version, sizes, then CRC.
     ///
-    /// Does not check `region_size` or `first_record` against a region; [`parse_region`](super::parse_region) does.
+    /// Does not check `region_size` or `first_record` against a region;
+    /// [`parse_region`](super::parse_region) does.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let offset = 0;
         let magic = get_array::<8>(bytes, CH_MAGIC);
