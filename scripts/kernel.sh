@@ -15,6 +15,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Directories of this repo whose files are laid over the kernel tree.
 OVERLAY_DIRS=(rust drivers samples include Documentation)
+# Single files of this repo laid over the kernel tree under another name: repo path|kernel path.
+OVERLAY_FILES=("Kconfig|drivers/hwtracing/coresight/Kconfig.panic_dump")
+# Kernel files that earlier layouts of this repo hooked and this one does not: rewritten as their
+# originals, so a cache that an older clone hooked loses those lines.
+FORMERLY_HOOKED=(samples/rust/Kconfig)
 MANIFEST_NAME=.cspd-overlay-manifest
 HOOKS_FILE=$REPO/scripts/kernel-hooks.txt
 
@@ -103,6 +108,7 @@ apply_hooks() {
 	local files=() f file where anchor line count=0
 	mapfile -t files < <({
 		grep -vE '^(#|$)' "$HOOKS_FILE" | cut -d'|' -f1
+		printf '%s\n' "${FORMERLY_HOOKED[@]}"
 		[ -d "$PRISTINE" ] && (cd "$PRISTINE" && find . -type f | sed 's|^\./||')
 	} | sort -u)
 	for f in "${files[@]}"; do
@@ -128,6 +134,21 @@ apply_hooks() {
 	say "hooks: $count in ${#files[@]} kernel files"
 }
 
+# Links this repo's file $1 into the kernel tree as $2.
+link_into_tree() {
+	local src=$REPO/$1 dst=$KSRC/$2 old
+	mkdir -p "$(dirname "$dst")"
+	old=$(readlink "$dst" 2>/dev/null || true)
+	[ "$old" != "$src" ] || return 0
+	# Kbuild decides by modification time: a link re-pointed from another clone at a file with
+	# other content but an older time would keep the old object. Touch the new target unless its
+	# content is the same.
+	if [ -n "$old" ] && ! cmp -s "$old" "$src"; then
+		touch "$src"
+	fi
+	ln -sfn "$src" "$dst"
+}
+
 cmd_overlay() {
 	[ -f "$KSRC/Makefile" ] || die "no kernel source in $KSRC: run '$0 source' first"
 	local manifest="$KSRC/$MANIFEST_NAME" new="$KSRC/$MANIFEST_NAME.new"
@@ -140,20 +161,18 @@ cmd_overlay() {
 			if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ]; then
 				die "overlay file $f would replace a file of the pristine tree; add a hook instead"
 			fi
-			mkdir -p "$(dirname "$KSRC/$f")"
-			local old
-			old=$(readlink "$KSRC/$f" 2>/dev/null || true)
-			if [ "$old" != "$REPO/$f" ]; then
-				# Kbuild decides by modification time: a link re-pointed from another
-				# clone at a file with other content but an older time would keep the old
-				# object. Touch the new target unless its content is the same.
-				if [ -n "$old" ] && ! cmp -s "$old" "$REPO/$f"; then
-					touch "$REPO/$f"
-				fi
-				ln -sfn "$REPO/$f" "$KSRC/$f"
-			fi
+			link_into_tree "$f" "$f"
 			echo "$f" >>"$new"
 		done < <(find "$REPO/$d" -type f -print0)
+	done
+	local entry
+	for entry in "${OVERLAY_FILES[@]}"; do
+		f=${entry#*|}
+		if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ]; then
+			die "overlay file $f would replace a file of the pristine tree"
+		fi
+		link_into_tree "${entry%%|*}" "$f"
+		echo "$f" >>"$new"
 	done
 	# Remove links to files this repo no longer has.
 	if [ -f "$manifest" ]; then

@@ -25,6 +25,17 @@ enum coresight_dump_type {
 	CORESIGHT_DUMP_OTHER = 4,	/* phase 4: anything else */
 };
 
+/*
+ * What layout a registration's data has, recorded with it so that a reader decodes each record
+ * as what it is. A client whose data is its own leaves it at CORESIGHT_DUMP_PAYLOAD_OPAQUE.
+ */
+enum coresight_dump_payload {
+	CORESIGHT_DUMP_PAYLOAD_OPAQUE = 0,	/* bytes only the client knows */
+	CORESIGHT_DUMP_PAYLOAD_TMC = 1,		/* a TMC ETB/ETF drain */
+	CORESIGHT_DUMP_PAYLOAD_ETM4X = 2,	/* an ETMv4's saved registers */
+	CORESIGHT_DUMP_PAYLOAD_CPU_DEBUG = 3,	/* a CPU debug PC sample */
+};
+
 /* No CPU: the registration is not tied to one. */
 #define CORESIGHT_DUMP_NO_CPU (-1)
 
@@ -35,6 +46,7 @@ struct coresight_dump_desc {
 	enum coresight_dump_type type;
 	int cpu;			/* CPU number or CORESIGHT_DUMP_NO_CPU */
 	size_t max_bytes;		/* slot size reserved in the region */
+	enum coresight_dump_payload payload;	/* layout of the data (0: opaque) */
 	coresight_dump_fn dump;
 	void *data;			/* passed to @dump */
 };

@@ -44,6 +44,11 @@ use core::{
     ptr::NonNull, //
 };
 
+// `register!` documents each register and field, not the mask, shift and range constants it
+// generates for them.
+#[expect(missing_docs)]
+pub mod access;
+pub mod component;
 pub mod panic_dump;
 
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`

@@ -1,8 +1,11 @@
-//! The dump container format, compiled from the same file as the kernel core.
+//! The coresight-panic-dump format (the dump ABI), for the host tools.
+//!
+//! This is the kernel crate's `kernel::coresight::panic_dump::format`
+//! (`rust/kernel/coresight/panic_dump/format.rs` and `format/`), the same files the kernel
+//! compiles, built here through the host's `kernel` crate (`crates/kernel-host`): the format
+//! computes its CRC with `kernel::crc`, which the host crate provides, and the shared hardware
+//! sequences reach the format at its kernel path, so the files are compiled once, there, and
+//! re-exported under this name for `csdump` and the tests.
 #![no_std]
-#![warn(missing_docs)]
 
-#[path = "../../../drivers/hwtracing/coresight/rust/panic_dump/format.rs"]
-mod format;
-
-pub use format::*;
+pub use kernel::coresight::panic_dump::format::*;

@@ -224,7 +224,7 @@ fn container_header_round_trip_and_layout() {
     );
     let b = h.encode();
     assert_eq!(&b[..8], b"CSPDUMP\0");
-    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 1);
+    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 2);
     assert_eq!(u16::from_le_bytes([b[10], b[11]]), 64);
     assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 0x10_0000);
     assert_eq!(&b[24..40], &BOOT_ID);
@@ -436,14 +436,119 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     let (mut region, _) = sample_region();
-    region[8] = 2;
+    region[8] = 3;
+    let e = parse_region(&region).unwrap_err();
     assert_eq!(
-        parse_region(&region).unwrap_err(),
+        e,
         FormatError::UnsupportedVersion {
             offset: 0,
-            version: 2
+            version: 3
         }
     );
+    assert!(
+        e.to_string().contains("unsupported format version 3"),
+        "{e}"
+    );
+    // A region of the first layout, whose records do not say their payload type, is refused
+    // with a message that says why.
+    region[8] = 1;
+    let e = parse_region(&region).unwrap_err();
+    assert_eq!(
+        e,
+        FormatError::UnsupportedVersion {
+            offset: 0,
+            version: 1
+        }
+    );
+    assert!(e.to_string().contains("older than this reader's 2"), "{e}");
+    assert!(e.to_string().contains("payload type"), "{e}");
+}
+
+#[test]
+fn record_header_carries_its_payload_type() {
+    let mut h = RecordHeader::new(RecordKind::Sink, b"c_sink", 64, 7);
+    assert_eq!(h.payload, PayloadType::Opaque);
+    h.payload = PayloadType::Tmc;
+    let b = h.encode();
+    assert_eq!(u16::from_le_bytes([b[76], b[77]]), 1);
+    assert_eq!(RecordHeader::decode(&b).unwrap().payload, PayloadType::Tmc);
+    for (p, v) in [
+        (PayloadType::Opaque, 0u16),
+        (PayloadType::Tmc, 1),
+        (PayloadType::Etm4x, 2),
+        (PayloadType::CpuDebug, 3),
+    ] {
+        assert_eq!(PayloadType::try_from(v), Ok(p));
+    }
+    // A payload type this version does not know is an error that names the record.
+    let mut b = h.encode();
+    b[76] = 9;
+    let crc = {
+        let mut z = b;
+        z[72..76].fill(0);
+        crc32(&z)
+    };
+    b[72..76].copy_from_slice(&crc.to_le_bytes());
+    let e = RecordHeader::decode_at(&b, 0x40).unwrap_err();
+    assert_eq!(
+        e,
+        FormatError::UnknownPayload {
+            offset: 0x40,
+            payload: 9
+        }
+    );
+    assert_eq!(e.name(), "unknown-payload");
+    assert!(
+        e.to_string().contains("unknown record payload type 9"),
+        "{e}"
+    );
+}
+
+#[test]
+fn slot_allocator_keeps_room_for_the_commit() {
+    let mut a = SlotAllocator::new(0x100, 0x100 + RECORD_HEADER_SIZE + 64 + COMMIT_RECORD_SIZE);
+    assert_eq!(SlotAllocator::capacity_for(60), Some(64));
+    assert_eq!(SlotAllocator::capacity_for(usize::MAX), None);
+    assert_eq!(a.reserve(64), Ok(0x100));
+    assert_eq!(a.used(), 0x100 + RECORD_HEADER_SIZE + 64);
+    assert!(matches!(
+        a.reserve(8),
+        Err(FormatError::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        a.reserve(12),
+        Err(FormatError::BadCapacity { .. })
+    ));
+}
+
+#[test]
+fn init_with_core_records_writes_what_the_kernel_writes() {
+    let mut r = vec![0xEEu8; 8192];
+    let ch = ContainerHeader::new(8192, BOOT_ID, 5);
+    let mut id = Identity::default();
+    id.set_release(b"7.3.0").unwrap();
+    let slots = init_with_core_records(&mut r, &ch, &id).unwrap();
+    assert_eq!(slots.panic_info, 64 + RECORD_HEADER_SIZE + IDENTITY_SIZE);
+    assert_eq!(
+        slots.first_free,
+        slots.panic_info + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE
+    );
+    let region = parse_region(&r).unwrap();
+    let recs: Vec<_> = region.records().collect();
+    let first = recs[0].as_ref().unwrap();
+    assert_eq!(first.header.kind, RecordKind::Identity);
+    assert_eq!(
+        Identity::decode(first.data).unwrap().release_bytes(),
+        b"7.3.0"
+    );
+    let panic = recs[1].as_ref().unwrap();
+    assert_eq!(panic.header.kind, RecordKind::PanicInfo);
+    assert_eq!(panic.header.status, RecordStatus::NotRun);
+    assert_eq!(panic.offset, slots.panic_info);
+    // Not committed yet: the chain ends without a commit.
+    assert!(matches!(recs[2], Err(FormatError::MissingCommit { .. })));
+    write_commit(&mut r).unwrap();
+    assert!(validate(&r).unwrap().is_clean());
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //!
 //! Run with `cargo bench -p cspd-hw --bench cpu_debug`.
 
+use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::sample_cpu;
-use cspd_hw::cpu_debug::ArchData;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
@@ -19,7 +19,7 @@ use std::time::Instant;
 fn case(name: &str, cfg: CpuDebugConfig, pc64: bool, state: CpuState) {
     let mut m = CpuDebugModel::new(cfg);
     m.set_cpu_state(state);
-    let arch = match ArchData::read(&mut m, pc64) {
+    let arch = match read_arch(&mut m, pc64) {
         Ok(a) => a,
         Err(e) => {
             println!("{name:<28} probe fails: {e}");

@@ -5,9 +5,9 @@
 
 use cspd_hw::tmc::panic_drain;
 use cspd_hw::tmc::TmcRecord;
-use cspd_hw::tmc::TMC_RRD;
 use cspd_model::tmc::TmcModel;
 use cspd_model::tmc::TmcModelConfig;
+use cspd_model::tmc::RRD as TMC_RRD;
 use std::time::Instant;
 
 fn main() {

@@ -1,21 +1,45 @@
 //! CoreSight hardware sequences, compiled from the same files as the kernel drivers.
 //!
-//! Each module is a file in the kernel overlay (`drivers/hwtracing/coresight/rust/`), written in
-//! plain `core` Rust over [`access::CsAccess`]. The host builds them here so that tests and
-//! benchmarks drive the exact code the kernel runs against the register-level models in
-//! `cspd-model`.
+//! Each device's `regs.rs` (its registers, declared with `register!`) and `hw.rs` (its hardware
+//! sequences, generic over [`access::CsAccess`]) are files of its kernel driver folder
+//! (`drivers/hwtracing/coresight/rust/<device>/`), included here with one path per device. They
+//! use only what the host's `kernel` crate (`crates/kernel-host`) provides, and refer to each
+//! other as `super::regs`. The tests and benchmarks drive the exact code the kernel runs against
+//! the register-level models of `cspd-model`. Each module also re-exports the format's payload of
+//! its device (`kernel::coresight::panic_dump::format::<device>`), which the sequence writes.
 #![no_std]
 
 pub mod a64;
 
-#[path = "../../../drivers/hwtracing/coresight/rust/common/access.rs"]
-pub mod access;
+pub use kernel::coresight::access;
+pub use kernel::io::register::Register;
 
-#[path = "../../../drivers/hwtracing/coresight/rust/tmc/hw.rs"]
-pub mod tmc;
+/// The TMC (ETB/ETF) driver's registers and sequences.
+#[path = "../../../drivers/hwtracing/coresight/rust/tmc"]
+pub mod tmc {
+    pub mod hw;
+    pub mod regs;
 
-#[path = "../../../drivers/hwtracing/coresight/rust/etm4x/hw.rs"]
-pub mod etm4x;
+    pub use self::hw::*;
+    pub use kernel::coresight::panic_dump::format::tmc::*;
+}
 
-#[path = "../../../drivers/hwtracing/coresight/rust/cpu_debug/hw.rs"]
-pub mod cpu_debug;
+/// The ETMv4 driver's registers and sequences.
+#[path = "../../../drivers/hwtracing/coresight/rust/etm4x"]
+pub mod etm4x {
+    pub mod hw;
+    pub mod regs;
+
+    pub use self::hw::*;
+    pub use kernel::coresight::panic_dump::format::etm4x::*;
+}
+
+/// The CPU debug driver's registers and sequences.
+#[path = "../../../drivers/hwtracing/coresight/rust/cpu_debug"]
+pub mod cpu_debug {
+    pub mod hw;
+    pub mod regs;
+
+    pub use self::hw::*;
+    pub use kernel::coresight::panic_dump::format::cpu_debug::*;
+}

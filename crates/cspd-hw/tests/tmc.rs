@@ -1,7 +1,31 @@
 //! The TMC hardware logic (`cspd_hw::tmc`) driven against the register-level model.
 
+use cspd_hw::access::lock;
+use cspd_hw::access::unlock;
 use cspd_hw::access::CsAccess;
+use cspd_hw::tmc::regs::TmcConfigType;
+use cspd_hw::tmc::regs::DEVID;
 use cspd_hw::tmc::*;
+
+/// The registers and bits the tests look at in the model, from the TMC TRM (DDI 0461), written
+/// independently of the driver's `register!` declarations.
+mod arch {
+    pub use cspd_model::tmc::{
+        CTL as TMC_CTL, DEVID as CS_DEVID, FFCR as TMC_FFCR, MODE as TMC_MODE, RRD as TMC_RRD,
+        RRP as TMC_RRP, STS as TMC_STS, TRG as TMC_TRG,
+    };
+    pub const TMC_STS_FULL: u32 = 1 << 0;
+    pub const TMC_STS_TMCREADY: u32 = 1 << 2;
+    pub const TMC_CTL_CAPTEN: u32 = 1 << 0;
+    pub const TMC_MODE_CIRCULAR_BUFFER: u32 = 0;
+    pub const TMC_MODE_HARDWARE_FIFO: u32 = 2;
+    pub const TMC_FFSR_FTSTOPPED: u32 = 1 << 1;
+    pub const TMC_FFCR_ENFT: u32 = 1 << 0;
+    pub const TMC_FFCR_ENTI: u32 = 1 << 1;
+    /// `EnFt | EnTI | FOnFlIn | FOnTrigEvt | TrigOnTrigIn`, what the C driver programs for a sink.
+    pub const TMC_FFCR_SINK: u32 = 0x133;
+}
+use arch::*;
 use cspd_model::tmc::RamStuck;
 use cspd_model::tmc::TmcModel;
 use cspd_model::tmc::TmcModelConfig;
@@ -69,11 +93,9 @@ fn enable_programs_a_circular_buffer_sink_and_locks() {
     assert_eq!(m.read32(TMC_FFCR), TMC_FFCR_SINK);
     assert_eq!(m.read32(TMC_TRG), 0x40);
     assert_eq!(m.read32(TMC_CTL), TMC_CTL_CAPTEN);
-    assert_eq!(
-        TmcConfigType::from_devid(m.read32(cspd_hw::access::CS_DEVID)),
-        TmcConfigType::Etf
-    );
-    assert_eq!(memwidth_words(m.read32(cspd_hw::access::CS_DEVID)), 1);
+    let devid = DEVID::from_raw(m.read32(CS_DEVID));
+    assert_eq!(devid.configtype(), TmcConfigType::Etf);
+    assert_eq!(devid.memwidth_words(), 1);
 
     disable(&mut m).unwrap();
     assert!(m.is_locked());

@@ -1,20 +1,30 @@
 //! Register-level models of CoreSight components, written from the Arm documents.
 //!
-//! The model files are the KUnit tests' fixtures and live next to them
-//! (`drivers/hwtracing/coresight/rust/kunit/model_*.rs`), so the kernel and the host run the
-//! same models; they are plain `core` Rust and refer to the register-access trait as
-//! `crate::access`. The trace generator (`etm4x_gen`) is host-only.
+//! Each model is the KUnit fixture of its driver (`drivers/hwtracing/coresight/rust/<device>/
+//! model.rs`), included here with one path per device, so the kernel and the host run the same
+//! models. They are plain `core` Rust over `kernel::coresight::access` (from the host's `kernel`
+//! crate, `crates/kernel-host`). The trace generator (`etm4x_gen`) is host-only.
 #![no_std]
 
-pub use cspd_hw::access;
+pub use kernel::coresight::access;
 
-#[path = "../../../drivers/hwtracing/coresight/rust/kunit/model_tmc.rs"]
-pub mod tmc;
+#[path = "../../../drivers/hwtracing/coresight/rust/tmc"]
+mod tmc_files {
+    pub mod model;
+}
 
-#[path = "../../../drivers/hwtracing/coresight/rust/kunit/model_etm4x.rs"]
-pub mod etm4x;
+#[path = "../../../drivers/hwtracing/coresight/rust/etm4x"]
+mod etm4x_files {
+    pub mod model;
+}
 
-#[path = "../../../drivers/hwtracing/coresight/rust/kunit/model_cpu_debug.rs"]
-pub mod cpu_debug;
+#[path = "../../../drivers/hwtracing/coresight/rust/cpu_debug"]
+mod cpu_debug_files {
+    pub mod model;
+}
+
+pub use cpu_debug_files::model as cpu_debug;
+pub use etm4x_files::model as etm4x;
+pub use tmc_files::model as tmc;
 
 pub mod etm4x_gen;

@@ -6,6 +6,7 @@
 //! would have faulted, and that the OS lock and `EDPRCR` are back as found.
 
 use cspd_hw::access::CsAccess;
+use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::sample_cpu;
 use cspd_hw::cpu_debug::ArchData;
 use cspd_hw::cpu_debug::ArchError;
@@ -13,26 +14,22 @@ use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Edprsr;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::EDCIDSR;
-use cspd_hw::cpu_debug::EDOSLAR;
-use cspd_hw::cpu_debug::EDPCSR;
-use cspd_hw::cpu_debug::EDPCSR_HI;
-use cspd_hw::cpu_debug::EDPRCR;
-use cspd_hw::cpu_debug::EDPRCR_CORENPDRQ;
-use cspd_hw::cpu_debug::EDPRSR;
-use cspd_hw::cpu_debug::EDVIDSR;
 use cspd_hw::cpu_debug::FLAG_WAS_POWERED_DOWN;
-use cspd_hw::cpu_debug::LAR;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
 use cspd_hw::cpu_debug::POWER_UP_DELAY_US;
 use cspd_hw::cpu_debug::POWER_UP_POLLS;
 use cspd_hw::cpu_debug::RECORD_LEN;
+
 use cspd_model::cpu_debug::CpuDebugConfig;
 use cspd_model::cpu_debug::CpuDebugModel;
 use cspd_model::cpu_debug::CpuState;
 use cspd_model::cpu_debug::PowerMode;
 use cspd_model::cpu_debug::UNKNOWN;
+use cspd_model::cpu_debug::{
+    EDCIDSR, EDOSLAR, EDPCSR, EDPCSR_HI, EDPRCR, EDPRSR, EDVIDSR, LAR,
+    PRCR_CORENPDRQ as EDPRCR_CORENPDRQ,
+};
 
 const KERNEL_PC: u64 = 0xFFFF_8000_0812_3454;
 
@@ -43,7 +40,7 @@ fn kernel_state() -> CpuState {
 }
 
 fn arch_of(m: &mut CpuDebugModel, pc64: bool) -> ArchData {
-    ArchData::read(m, pc64).expect("model implements PC sampling")
+    read_arch(m, pc64).expect("model implements PC sampling")
 }
 
 /// Samples and checks what every sample must satisfy, whatever the outcome.
@@ -346,17 +343,14 @@ fn v8_aarch32_sample_has_no_offset_and_no_state() {
 fn probe_fails_cleanly_without_pc_sampling() {
     let mut m = CpuDebugModel::new(CpuDebugConfig::not_implemented());
     assert_eq!(
-        ArchData::read(&mut m, true),
+        read_arch(&mut m, true),
         Err(ArchError::NoPcSampling { pcsample: 0 })
     );
     assert!(m.sw_locked());
     assert_eq!(m.faults(), 0);
     // A 32-bit kernel cannot use an Armv8 frame.
     let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
-    assert_eq!(
-        ArchData::read(&mut m, false),
-        Err(ArchError::AArch32NotSampled)
-    );
+    assert_eq!(read_arch(&mut m, false), Err(ArchError::AArch32NotSampled));
     // The record for such a CPU still says why.
     let n = CpuSample::not_implemented(9, 0, 2);
     assert_eq!(n.outcome, Outcome::NotImplemented);

@@ -6,6 +6,9 @@
 //! dump region when the kernel panics. The slot is reserved when the [`Registration`] is created,
 //! so nothing is allocated at panic time; dropping the registration releases it.
 //!
+//! The layout of the dump region, its records and their payloads is [`format`], compiled here
+//! so that the core, every driver and the host tool reach the one definition.
+//!
 //! C header: [`include/linux/coresight-panic-dump.h`](srctree/include/linux/coresight-panic-dump.h)
 
 use core::marker::PhantomPinned;
@@ -17,6 +20,95 @@ use crate::{
         CString, //
     },
     types::Opaque, //
+};
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+pub mod format;
+
+/// The format's types print in kernel logs the way they print on the host (their
+/// [`core::fmt::Display`]).
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+macro_rules! kernel_display {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl crate::fmt::Display for $ty {
+                fn fmt(&self, f: &mut crate::fmt::Formatter<'_>) -> crate::fmt::Result {
+                    core::fmt::Display::fmt(self, f)
+                }
+            }
+        )*
+    };
+}
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+kernel_display!(
+    format::FormatError,
+    format::tmc::TmcOutcome,
+    format::tmc::TmcRecordError,
+    format::cpu_debug::ArchError,
+    format::cpu_debug::Edcidsr,
+    format::cpu_debug::Edprsr,
+    format::cpu_debug::EdprsrBits,
+    format::cpu_debug::Edvidsr,
+    format::cpu_debug::RecordError,
+    format::cpu_debug::SampleReport<'_>,
+);
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+impl From<format::FormatError> for Error {
+    fn from(e: format::FormatError) -> Self {
+        match e {
+            format::FormatError::BufferTooSmall { .. } => ENOSPC,
+            format::FormatError::FieldTooLong { .. } => E2BIG,
+            _ => EINVAL,
+        }
+    }
+}
+
+/// What layout a registration's data has (`enum coresight_dump_payload`), recorded with it.
+///
+/// The values are the format's `PayloadType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum DumpPayload {
+    /// Bytes only the client knows.
+    Opaque = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_OPAQUE,
+    /// A TMC (ETB/ETF) drain.
+    Tmc = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_TMC,
+    /// An ETMv4's saved registers.
+    Etm4x = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_ETM4X,
+    /// A CPU's PC sample.
+    CpuDebug = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_CPU_DEBUG,
+}
+
+impl DumpPayload {
+    /// Converts the C value; `None` for values the header does not define.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        [Self::Opaque, Self::Tmc, Self::Etm4x, Self::CpuDebug]
+            .into_iter()
+            .find(|t| *t as u32 == raw)
+    }
+}
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+impl From<DumpPayload> for format::PayloadType {
+    fn from(p: DumpPayload) -> Self {
+        match p {
+            DumpPayload::Opaque => Self::Opaque,
+            DumpPayload::Tmc => Self::Tmc,
+            DumpPayload::Etm4x => Self::Etm4x,
+            DumpPayload::CpuDebug => Self::CpuDebug,
+        }
+    }
+}
+
+// The C values are the format's.
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+const _: () = {
+    assert!(DumpPayload::Opaque as u32 == format::PayloadType::Opaque as u32);
+    assert!(DumpPayload::Tmc as u32 == format::PayloadType::Tmc as u32);
+    assert!(DumpPayload::Etm4x as u32 == format::PayloadType::Etm4x as u32);
+    assert!(DumpPayload::CpuDebug as u32 == format::PayloadType::CpuDebug as u32);
 };
 
 /// What a registration dumps; decides the phase in which its callback runs at panic.
@@ -59,6 +151,8 @@ pub struct DescView {
     pub cpu: Option<u32>,
     /// Slot size requested.
     pub max_bytes: usize,
+    /// What layout the data has.
+    pub payload: DumpPayload,
     /// The callback.
     pub dump: RawDumpFn,
     /// The callback's argument.
@@ -83,6 +177,7 @@ impl DescView {
             return Err(EINVAL);
         }
         let kind = DumpType::from_raw(d.type_).ok_or(EINVAL)?;
+        let payload = DumpPayload::from_raw(d.payload).ok_or(EINVAL)?;
         let cpu = match d.cpu {
             c if c < 0 => None,
             // CAST: non-negative `c_int` fits in `u32`.
@@ -94,6 +189,7 @@ impl DescView {
             kind,
             cpu,
             max_bytes: d.max_bytes,
+            payload,
             dump,
             data: d.data,
         })
@@ -120,6 +216,8 @@ pub struct DumpInfo<'a> {
     pub cpu: Option<u32>,
     /// Bytes to reserve in the region.
     pub max_bytes: usize,
+    /// What layout the data has.
+    pub payload: DumpPayload,
 }
 
 /// A registration with the panic-dump core; unregisters on drop.
@@ -179,6 +277,7 @@ impl<T: DumpCallback> Registration<T> {
                         type_: info.kind as u32,
                         cpu: info.cpu.map_or(-1, |c| c as c_int),
                         max_bytes: info.max_bytes,
+                        payload: info.payload as u32,
                         dump: Some(Self::trampoline),
                         data: me.cast(),
                     })

@@ -6,51 +6,49 @@ use std::fs;
 use std::time::Instant;
 
 use csdump::capture::Capture;
+use cspd_format::etm4x::SavedState;
 use cspd_format::*;
-use cspd_hw::etm4x::SavedState;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_hw::tmc::TMC_RECORD_VERSION;
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::tmc_payload;
+use common::DumpWriter;
 
 const TRACE: usize = 256 << 20;
 
 fn build() -> Vec<u8> {
     let size = TRACE + (1 << 20);
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [3; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, ch.stamp);
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
+    let panic = PanicInfo {
+        cpu: 0,
+        message: b"Kernel panic - not syncing: bench",
+        truncated: false,
     };
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        trace_len: TRACE as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN + TRACE];
-    tmc.encode(&mut sink).unwrap();
-    for (i, b) in sink[TMC_RECORD_HEADER_LEN..].iter_mut().enumerate() {
-        *b = (i as u32).wrapping_mul(2654435761).to_le_bytes()[3];
-    }
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", &sink);
+    let mut w = DumpWriter::new(size, [3; 16], &Identity::default(), &panic);
+    let trace: Vec<u8> = (0..TRACE)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[3])
+        .collect();
+    let sink = tmc_payload(&trace);
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &sink,
+    );
     for cpu in 0..4u32 {
         let s = SavedState {
             cpu,
-            flags: cspd_hw::etm4x::SAVED_REGS_VALID,
+            flags: cspd_format::etm4x::SAVED_REGS_VALID,
             trcconfigr: 0x10C1,
             trctraceidr: 0x10 + 2 * cpu,
             devarch: cspd_hw::etm4x::DEVARCH_ETMV4,
             ..SavedState::default()
         };
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; cspd_format::etm4x::SAVED_STATE_SIZE];
         s.encode(&mut b).unwrap();
-        add(&mut r, RecordKind::Source, b"etm", &b);
+        w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", cpu, &b);
     }
-    write_commit(&mut r).unwrap();
-    r
+    w.finish()
 }
 
 fn main() {

@@ -13,18 +13,19 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use crate::vmcore::Vmcore;
+use cspd_format::cpu_debug::CpuSample;
+use cspd_format::etm4x::SaveOutcome;
+use cspd_format::etm4x::SavedState;
+use cspd_format::tmc::TmcRecord;
+use cspd_format::tmc::TmcRecordHeader;
+use cspd_format::tmc::CS_FRAME_LEN;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
+use cspd_format::PayloadType;
 use cspd_format::RecordKind;
 use cspd_format::RecordStatus;
 use cspd_format::CPU_NONE;
-use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::etm4x;
-use cspd_hw::etm4x::SaveOutcome;
-use cspd_hw::etm4x::SavedState;
-use cspd_hw::tmc::TmcRecord;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::CS_FRAME_LEN;
 use thiserror::Error;
 
 use crate::ini::parse_number;
@@ -241,6 +242,13 @@ impl<'a> Capture<'a> {
                             .push(format!("sink {name}: status {}, no trace", h.status.name()));
                         continue;
                     }
+                    if h.payload != PayloadType::Tmc {
+                        c.warnings.push(format!(
+                            "sink {name}: {} payload, not a TMC drain; no trace",
+                            h.payload.name()
+                        ));
+                        continue;
+                    }
                     match TmcRecord::parse(rec.data) {
                         Ok((tmc, trace)) => {
                             if let Some(w) = drain_warning(&name, h, &tmc) {
@@ -264,6 +272,13 @@ impl<'a> Capture<'a> {
                         ));
                         continue;
                     }
+                    if h.payload != PayloadType::Etm4x {
+                        c.warnings.push(format!(
+                            "source {name}: {} payload, not an ETMv4 saved state; skipped",
+                            h.payload.name()
+                        ));
+                        continue;
+                    }
                     match SavedState::decode(rec.data) {
                         Ok(s) => sources.push(Etm {
                             name,
@@ -279,6 +294,12 @@ impl<'a> Capture<'a> {
                     c.warnings.push(format!(
                         "cpu debug {name}: {}; no sample",
                         failure(h.status.name(), h.error)
+                    ));
+                }
+                RecordKind::CpuDebug if h.payload != PayloadType::CpuDebug => {
+                    c.warnings.push(format!(
+                        "cpu debug {name}: {} payload, not a PC sample; no sample",
+                        h.payload.name()
                     ));
                 }
                 RecordKind::CpuDebug => match CpuSample::decode(rec.data) {
@@ -669,7 +690,7 @@ fn drain_warning(
     h: &cspd_format::RecordHeader,
     tmc: &TmcRecordHeader,
 ) -> Option<String> {
-    use cspd_hw::tmc::TmcOutcome;
+    use cspd_format::tmc::TmcOutcome;
     let outcome = tmc.outcome();
     if h.status == RecordStatus::Ok
         && matches!(
@@ -745,7 +766,7 @@ fn source_state(
     let mut s = SavedState {
         cpu,
         outcome: SaveOutcome::Ok,
-        flags: etm4x::SAVED_REGS_VALID,
+        flags: cspd_format::etm4x::SAVED_REGS_VALID,
         trcconfigr: need("TRCCONFIGR")?,
         trctraceidr: need("TRCTRACEIDR")?,
         authstatus: reg("TRCAUTHSTATUS").unwrap_or(0),
@@ -755,7 +776,7 @@ fn source_state(
         },
         ..SavedState::default()
     };
-    for n in 0..etm4x::NR_IDR {
+    for n in 0..cspd_format::etm4x::NR_IDR {
         let v = match n {
             0 => need("TRCIDR0")?,
             2 => need("TRCIDR2")?,

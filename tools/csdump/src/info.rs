@@ -56,6 +56,8 @@ pub struct RecordInfo {
     pub kind: String,
     /// Callback status (`ok`, `not-run`, …).
     pub status: String,
+    /// Layout of the data (`tmc`, `etm4x`, `cpu-debug`, `opaque`).
+    pub payload: String,
     /// Device name.
     pub name: String,
     /// CPU, if the record belongs to one.
@@ -295,6 +297,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         file_offset: located.file_offset_of(r.offset),
         kind: r.header.kind.name().into(),
         status: r.header.status.name().into(),
+        payload: r.header.payload.name().into(),
         name: String::from_utf8_lossy(r.header.name_bytes()).into_owned(),
         cpu: (r.header.cpu != CPU_NONE).then_some(r.header.cpu),
         error: r.header.error,

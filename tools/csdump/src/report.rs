@@ -266,7 +266,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
     for cpu in capture.cpus() {
         let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
         let sample = capture.samples.iter().find(|s| s.cpu == cpu).map(|s| {
-            let pc = (s.outcome == cspd_hw::cpu_debug::Outcome::Sampled)
+            let pc = (s.outcome == cspd_format::cpu_debug::Outcome::Sampled)
                 .then(|| addr(sym.as_ref(), s.pc.pc));
             let mut text = format!("{}", s.report());
             if let Some(Addr {

@@ -16,7 +16,9 @@ use std::io::SeekFrom;
 use std::path::Path;
 use std::path::PathBuf;
 
+use cspd_hw::access::AUTHSTATUS;
 use cspd_hw::etm4x;
+use cspd_hw::Register;
 
 use crate::capture::Capture;
 use crate::capture::Etm;
@@ -50,23 +52,28 @@ fn io_err(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// The register number (byte offset / 4) of register `R`, as OpenCSD names registers.
+fn regno<R: Register>() -> u32 {
+    u32::try_from(R::OFFSET >> 2).unwrap_or(u32::MAX)
+}
+
 /// ETMv4 register names and their register numbers (byte offset / 4), as OpenCSD reads them.
 fn etm_regs(e: &Etm) -> Vec<(String, u32, u32)> {
     let s = &e.state;
     let mut v = vec![
         (
             "TRCCONFIGR".to_string(),
-            etm4x::TRCCONFIGR >> 2,
+            regno::<etm4x::regs::TRCCONFIGR>(),
             s.trcconfigr,
         ),
         (
             "TRCTRACEIDR".to_string(),
-            etm4x::TRCTRACEIDR >> 2,
+            regno::<etm4x::regs::TRCTRACEIDR>(),
             s.trctraceidr,
         ),
         (
             "TRCAUTHSTATUS".to_string(),
-            etm4x::TRCAUTHSTATUS >> 2,
+            regno::<AUTHSTATUS>(),
             s.authstatus,
         ),
     ];

@@ -24,8 +24,8 @@ use csdump::gdb::rsp;
 use cspd_testdata::snapshot;
 use cspd_testdata::tool;
 
-#[path = "common/snapshots.rs"]
-mod snapshots;
+mod common;
+use common::snapshots;
 
 fn csdump() -> &'static str {
     env!("CARGO_BIN_EXE_csdump")

@@ -22,6 +22,7 @@ use csdump::gdb::session::Thread;
 
 mod common;
 
+use common::snapshots;
 use common::Rng;
 
 /// Memory holding `bytes` at `base`.
@@ -572,9 +573,6 @@ fn fuzz_malformed_and_truncated_packets() {
     assert_eq!(n, 4001);
 }
 
-#[path = "common/snapshots.rs"]
-mod snapshots;
-
 /// Runs the csdump binary with `args`, stdin empty; returns its exit code and stderr.
 fn csdump(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, Vec<u8>) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_csdump"))
@@ -594,7 +592,13 @@ fn a_dump_without_vmlinux_or_trace_is_a_clear_error() {
     let region = tmp.path().join("region.bin");
     std::fs::write(&region, common::build_region(0x2000, 512).bytes).unwrap();
     let vmlinux = tmp.path().join("vmlinux");
-    snapshots::write_elf(&[0u8; 0x2000], BASE, &vmlinux);
+    // The vmlinux of the region's kernel (its identity's build ID), with no code of interest.
+    snapshots::write_elf_id(
+        &[0u8; 0x2000],
+        BASE,
+        &vmlinux,
+        &[0x5a, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07],
+    );
     let (code, err, out) = csdump(&["gdb".as_ref(), region.as_os_str()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("a dump needs --vmlinux"), "{err}");

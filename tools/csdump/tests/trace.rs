@@ -15,27 +15,19 @@ use std::process::Command;
 use std::process::Output;
 
 use csdump::capture::Capture;
+use cspd_format::etm4x::SavedState;
 use cspd_format::*;
-use cspd_hw::cpu_debug::CpuSample;
-use cspd_hw::cpu_debug::Outcome;
-use cspd_hw::cpu_debug::PcCalibration;
-use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::FLAG_EDCIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_EDVIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_PC64;
-use cspd_hw::etm4x::SavedState;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_hw::tmc::TMC_RECORD_VERSION;
+
+mod common;
+use common::snapshots::dump_from_snapshot;
+use common::snapshots::write_elf;
+use common::snapshots::write_elf_id;
+use common::snapshots::KASLR;
+use common::tmc_payload;
+use common::DumpWriter;
 
 const RET_STCK: &str = "juno-ret-stck";
 const UNAME: &str = "juno-uname-001";
-/// GNU build ID of the kernel of the dumps built here, and of the vmlinux files written for
-/// them.
-const BUILD_ID: [u8; 20] = [0xB1; 20];
-/// KASLR offset of the dumps built here: the kernel image of juno-ret-stck is linked this
-/// much lower than where the trace says it ran.
-const KASLR: u64 = 0x20_0000;
 
 fn csdump() -> &'static str {
     env!("CARGO_BIN_EXE_csdump")
@@ -208,192 +200,6 @@ fn ranges(els: &[String]) -> Vec<(u64, u64)> {
             ))
         })
         .collect()
-}
-
-/// Builds a committed dump from a snapshot: its trace as a TMC record, each ETM's registers as
-/// a saved state, a CPU debug sample per CPU, identity (with `_text` and a KASLR offset) and
-/// panic info.
-fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
-    let cap = Capture::from_snapshot_dir(snap).unwrap();
-    let trace = cap.sinks[0].trace.to_vec();
-    let size = trace.len() + 64 * 1024;
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [7; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let st = ch.stamp;
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], cpu: u32, data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
-        h.cpu = cpu;
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
-    };
-    let mut id = Identity::default();
-    id.set_release(b"4.9.0-juno").unwrap();
-    id.set_build_id(&BUILD_ID).unwrap();
-    id.text_addr = cap.text_addr();
-    id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
-    let mut buf = vec![0u8; IDENTITY_SIZE];
-    id.encode(&mut buf).unwrap();
-    add(&mut r, RecordKind::Identity, b"identity", CPU_NONE, &buf);
-    let mut pbuf = [0u8; PANIC_INFO_MAX_SIZE];
-    let n = PanicInfo {
-        cpu: panic_cpu,
-        message: b"Kernel panic - not syncing: test",
-        truncated: false,
-    }
-    .encode(&mut pbuf)
-    .unwrap();
-    add(
-        &mut r,
-        RecordKind::PanicInfo,
-        b"panic",
-        CPU_NONE,
-        &pbuf[..n],
-    );
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        rsz: (trace.len() / 4) as u32,
-        trace_len: trace.len() as u32,
-        words_read: (trace.len() / 4) as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(&trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", CPU_NONE, &sink);
-    for e in &cap.etms {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
-        e.state.encode(&mut b).unwrap();
-        let name = format!("etm{}", e.state.cpu);
-        add(&mut r, RecordKind::Source, name.as_bytes(), e.state.cpu, &b);
-        let pc = cap.text_addr() + 0x40;
-        let s = CpuSample {
-            cpu: e.state.cpu,
-            outcome: Outcome::Sampled,
-            flags: FLAG_PC64 | FLAG_EDCIDSR_PRESENT | FLAG_EDVIDSR_PRESENT,
-            pcsample: 3,
-            pcsr_offset: 0,
-            edprsr_first: 0x1,
-            edprsr: 0x1,
-            edprcr_saved: 0,
-            power_polls: 1,
-            edpcsr: (pc & 0xFFFF_FFFF) as u32,
-            edpcsr_hi: (pc >> 32) as u32,
-            edcidsr: 0,
-            edvidsr: 0x9000_0000,
-            pc: PcCalibration {
-                pc,
-                kind: PcKind::AArch64,
-            },
-        };
-        let mut b = vec![0u8; cspd_hw::cpu_debug::RECORD_LEN];
-        s.encode(&mut b).unwrap();
-        let name = format!("cpu_debug{}", e.state.cpu);
-        add(
-            &mut r,
-            RecordKind::CpuDebug,
-            name.as_bytes(),
-            e.state.cpu,
-            &b,
-        );
-    }
-    write_commit(&mut r).unwrap();
-    r
-}
-
-/// Writes a minimal ELF64 (aarch64) vmlinux around `image` at `addr`: `.text`, and a symbol
-/// table with `_text` and one function per 4 KiB (`f_<n>`).
-fn write_elf(image: &[u8], addr: u64, path: &Path) {
-    write_elf_id(image, addr, path, &BUILD_ID);
-}
-
-/// [`write_elf`] with the given GNU build ID in a `.note.gnu.build-id` section.
-fn write_elf_id(image: &[u8], addr: u64, path: &Path, build_id: &[u8]) {
-    let text_off = 0x1000usize;
-    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.note.gnu.build-id\0";
-    let mut strtab = b"\0_text\0".to_vec();
-    let mut syms = vec![0u8; 24];
-    let sym = |syms: &mut Vec<u8>, name: u32, info: u8, value: u64, size: u64| {
-        syms.extend_from_slice(&name.to_le_bytes());
-        syms.push(info);
-        syms.push(0);
-        syms.extend_from_slice(&1u16.to_le_bytes());
-        syms.extend_from_slice(&value.to_le_bytes());
-        syms.extend_from_slice(&size.to_le_bytes());
-    };
-    sym(&mut syms, 1, 0x10, addr, 0);
-    for (i, a) in (0..image.len() as u64).step_by(0x1000).enumerate() {
-        let n = strtab.len() as u32;
-        strtab.extend_from_slice(format!("f_{i}\0").as_bytes());
-        sym(&mut syms, n, 0x12, addr + a, 0x1000);
-    }
-    let mut body = vec![0u8; text_off];
-    body.extend_from_slice(image);
-    let str_off = body.len();
-    body.extend_from_slice(&strtab);
-    while body.len() % 8 != 0 {
-        body.push(0);
-    }
-    let sym_off = body.len();
-    body.extend_from_slice(&syms);
-    let shs_off = body.len();
-    body.extend_from_slice(shstr);
-    while body.len() % 8 != 0 {
-        body.push(0);
-    }
-    let note_off = body.len();
-    body.extend_from_slice(&4u32.to_le_bytes());
-    body.extend_from_slice(&(build_id.len() as u32).to_le_bytes());
-    body.extend_from_slice(&3u32.to_le_bytes()); // NT_GNU_BUILD_ID
-    body.extend_from_slice(b"GNU\0");
-    body.extend_from_slice(build_id);
-    let note_len = body.len() - note_off;
-    while body.len() % 8 != 0 {
-        body.push(0);
-    }
-    let sh_off = body.len();
-    let sh = |body: &mut Vec<u8>,
-              name: u32,
-              ty: u32,
-              flags: u64,
-              a: u64,
-              off: usize,
-              size: usize,
-              link: u32,
-              info: u32,
-              ent: u64| {
-        body.extend_from_slice(&name.to_le_bytes());
-        body.extend_from_slice(&ty.to_le_bytes());
-        body.extend_from_slice(&flags.to_le_bytes());
-        body.extend_from_slice(&a.to_le_bytes());
-        body.extend_from_slice(&(off as u64).to_le_bytes());
-        body.extend_from_slice(&(size as u64).to_le_bytes());
-        body.extend_from_slice(&link.to_le_bytes());
-        body.extend_from_slice(&info.to_le_bytes());
-        body.extend_from_slice(&8u64.to_le_bytes());
-        body.extend_from_slice(&ent.to_le_bytes());
-    };
-    sh(&mut body, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    sh(&mut body, 1, 1, 6, addr, text_off, image.len(), 0, 0, 0);
-    sh(&mut body, 7, 2, 0, 0, sym_off, syms.len(), 3, 1, 24);
-    sh(&mut body, 15, 3, 0, 0, str_off, strtab.len(), 0, 0, 0);
-    sh(&mut body, 23, 3, 0, 0, shs_off, shstr.len(), 0, 0, 0);
-    sh(&mut body, 33, 7, 2, 0, note_off, note_len, 0, 0, 0);
-    let mut eh = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
-    eh.resize(16, 0);
-    eh.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
-    eh.extend_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
-    eh.extend_from_slice(&1u32.to_le_bytes());
-    eh.extend_from_slice(&addr.to_le_bytes());
-    eh.extend_from_slice(&0u64.to_le_bytes());
-    eh.extend_from_slice(&(sh_off as u64).to_le_bytes());
-    eh.extend_from_slice(&0u32.to_le_bytes());
-    for v in [64u16, 56, 0, 64, 6, 4] {
-        eh.extend_from_slice(&v.to_le_bytes());
-    }
-    body[..64].copy_from_slice(&eh);
-    fs::write(path, body).unwrap();
 }
 
 /// The inputs of a data set: its snapshot directory and a dump built from it.
@@ -776,40 +582,37 @@ fn report_names_functions_per_cpu_panic_cpu_first() {
 
 /// A dump with the given sink trace and sources, no identity.
 fn small_dump(trace: &[u8], sources: &[SavedState]) -> Vec<u8> {
+    small_dump_with(trace, sources, PayloadType::Tmc)
+}
+
+/// A dump whose sink record says its data is `sink_payload`.
+fn small_dump_with(trace: &[u8], sources: &[SavedState], sink_payload: PayloadType) -> Vec<u8> {
+    let panic = PanicInfo {
+        cpu: 0,
+        message: b"Kernel panic - not syncing: test",
+        truncated: false,
+    };
     let size = trace.len().next_multiple_of(4096) + 64 * 1024;
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [9; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let st = ch.stamp;
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], data: &[u8]| {
-        let h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
-        let off = append_record(r, &h).unwrap();
-        let mut h = h;
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
-    };
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        trace_len: trace.len() as u32,
-        ..TmcRecordHeader::default()
-    };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", &sink);
+    let mut w = DumpWriter::new(size, [9; 16], &Identity::default(), &panic);
+    w.add(
+        RecordKind::Sink,
+        sink_payload,
+        b"tmc_etf0",
+        CPU_NONE,
+        &tmc_payload(trace),
+    );
     for s in sources {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
         s.encode(&mut b).unwrap();
-        add(&mut r, RecordKind::Source, b"etm", &b);
+        w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", CPU_NONE, &b);
     }
-    write_commit(&mut r).unwrap();
-    r
+    w.finish()
 }
 
 fn good_etm(cpu: u32) -> SavedState {
     let mut s = SavedState {
         cpu,
-        flags: cspd_hw::etm4x::SAVED_REGS_VALID,
+        flags: etm4x::SAVED_REGS_VALID,
         trcconfigr: 0x10C1,
         trctraceidr: 0x10 + 2 * cpu,
         authstatus: 0xCC,
@@ -1272,4 +1075,42 @@ fn snapshots_as_opencsd_reads_them() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("more than the 1048576 csdump reads"), "{err}");
     assert_ne!(o.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn a_sink_record_that_is_not_a_tmc_drain_is_not_read_as_one() {
+    // A C driver's sink record (opaque payload) holding bytes that would parse as a TMC drain:
+    // csdump names it and takes no trace from it.
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let d = tmp.path().join("csink.cspd");
+    fs::write(
+        &d,
+        small_dump_with(&trace, &[good_etm(0)], PayloadType::Opaque),
+    )
+    .unwrap();
+    let out = tmp.path().join("o");
+    let o = run(&[&"perf", &d, &"-o", &out]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("sink tmc_etf0: opaque payload, not a TMC drain; no trace"),
+        "{err}"
+    );
+    assert!(!out.join("cstrace.bin").exists());
+    // The same bytes said to be a TMC drain are read as one.
+    let d = tmp.path().join("tmc.cspd");
+    fs::write(
+        &d,
+        small_dump_with(&trace, &[good_etm(0)], PayloadType::Tmc),
+    )
+    .unwrap();
+    let out = tmp.path().join("o2");
+    let o = run(&[&"perf", &d, &"-o", &out]);
+    assert_eq!(
+        fs::read(out.join("cstrace.bin")).unwrap(),
+        trace,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

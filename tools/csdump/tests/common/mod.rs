@@ -12,6 +12,8 @@ use std::path::Path;
 
 use cspd_format::*;
 
+pub mod snapshots;
+
 pub const BOOT_ID: [u8; 16] = *b"\x10\x32\x54\x76\x98\xba\xdc\xfe\x01\x23\x45\x67\x89\xab\xcd\xef";
 pub const PANIC_MSG: &[u8] = b"Kernel panic - not syncing: sysrq triggered crash";
 
@@ -25,7 +27,7 @@ pub struct Built {
     pub offsets: [usize; 6],
 }
 
-pub fn identity_payload() -> Vec<u8> {
+pub fn identity() -> Identity {
     let mut id = Identity::default();
     id.set_release(b"7.3.0-cspd-test").unwrap();
     id.set_build_id(&[0x5a, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07])
@@ -37,6 +39,11 @@ pub fn identity_payload() -> Vec<u8> {
     id.kimage_voffset = 0xffff_7fff_c03b_0000;
     id.region_paddr = 0x4800_0000;
     id.region_size = 0x4000;
+    id
+}
+
+pub fn identity_payload() -> Vec<u8> {
+    let id = identity();
     let mut buf = vec![0u8; IDENTITY_SIZE];
     id.encode(&mut buf).unwrap();
     buf
@@ -49,45 +56,111 @@ fn fill(region: &mut [u8], offset: usize, data: &[u8], status: RecordStatus, err
     write_record(&mut region[offset..], &h, data).unwrap();
 }
 
-/// Builds a committed region of `size` bytes: identity, panic info, a TMC sink with
-/// `sink_len` bytes of trace, an ETM source on CPU 1, a free slot, and a CPU debug record whose
-/// callback timed out.
+/// The payload of a TMC sink record that drained `trace` completely.
+pub fn tmc_payload(trace: &[u8]) -> Vec<u8> {
+    use cspd_format::tmc::*;
+    let words = (trace.len() / 4) as u32;
+    let tmc = TmcRecordHeader {
+        version: TMC_RECORD_VERSION,
+        rsz: words,
+        trace_len: trace.len() as u32,
+        words_read: words,
+        ..TmcRecordHeader::default()
+    };
+    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
+    tmc.encode(&mut sink).unwrap();
+    sink.extend_from_slice(trace);
+    sink
+}
+
+/// Writes a region the way the kernel writes one, with the format's writer: the core's records
+/// (identity, panic info), a slot per registration reserved with [`SlotAllocator`], each
+/// filled as its callback would fill it at panic, then the commit.
+pub struct DumpWriter {
+    r: Vec<u8>,
+    slots: SlotAllocator,
+    stamp: u64,
+}
+
+impl DumpWriter {
+    /// A fresh region of `size` bytes with the identity record and the panic info written.
+    pub fn new(size: usize, boot_id: [u8; 16], id: &Identity, panic: &PanicInfo<'_>) -> Self {
+        let mut r = vec![0u8; size];
+        let ch = ContainerHeader::new(size as u64, boot_id, 1);
+        let core = init_with_core_records(&mut r, &ch, id).unwrap();
+        let mut buf = [0u8; PANIC_INFO_MAX_SIZE];
+        let n = panic.encode(&mut buf).unwrap();
+        let mut h = RecordHeader::decode(&r[core.panic_info..]).unwrap();
+        h.status = RecordStatus::Ok;
+        h.cpu = panic.cpu;
+        write_record(&mut r[core.panic_info..], &h, &buf[..n]).unwrap();
+        Self {
+            r,
+            slots: SlotAllocator::new(core.first_free, size),
+            stamp: ch.stamp,
+        }
+    }
+
+    /// Registers a record of `kind` and fills it with `data`, status ok.
+    pub fn add(
+        &mut self,
+        kind: RecordKind,
+        payload: PayloadType,
+        name: &[u8],
+        cpu: u32,
+        data: &[u8],
+    ) {
+        let cap = SlotAllocator::capacity_for(data.len()).unwrap();
+        let mut h = RecordHeader::new(kind, name, cap, self.stamp);
+        h.cpu = cpu;
+        h.payload = payload;
+        let off = register(&mut self.r, &mut self.slots, h);
+        h.status = RecordStatus::Ok;
+        write_record(&mut self.r[off..], &h, data).unwrap();
+    }
+
+    /// Writes the commit and returns the region.
+    pub fn finish(mut self) -> Vec<u8> {
+        write_commit(&mut self.r).unwrap();
+        self.r
+    }
+}
+
+/// Reserves a slot and writes its not-run record header, as the kernel core does when a driver
+/// registers.
+fn register(r: &mut [u8], slots: &mut SlotAllocator, header: RecordHeader) -> usize {
+    let off = slots.reserve(header.capacity).unwrap();
+    r[off..off + RECORD_HEADER_SIZE].copy_from_slice(&header.encode());
+    off
+}
+
+/// Builds a committed region of `size` bytes with the writer the kernel uses: identity, panic
+/// info, a TMC sink with `sink_len` bytes of trace, an ETM source on CPU 1, a free slot, and a
+/// CPU debug record whose callback timed out.
 pub fn build_region(size: usize, sink_len: usize) -> Built {
     let mut r = vec![0u8; size];
     let ch = ContainerHeader::new(size as u64, BOOT_ID, 3);
-    init_region(&mut r, &ch).unwrap();
     let st = ch.stamp;
-    let id_off = append_record(
-        &mut r,
-        &RecordHeader::new(RecordKind::Identity, b"identity", IDENTITY_SIZE as u32, st),
-    )
-    .unwrap();
-    let pi_off = append_record(
-        &mut r,
-        &RecordHeader::new(
-            RecordKind::PanicInfo,
-            b"panic",
-            PANIC_INFO_MAX_SIZE as u32,
-            st,
-        ),
-    )
-    .unwrap();
-    let cap = sink_len.next_multiple_of(8) as u32;
-    let sink_off = append_record(
-        &mut r,
-        &RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, st),
-    )
-    .unwrap();
+    let core = init_with_core_records(&mut r, &ch, &identity()).unwrap();
+    let id_off = ch.first_record as usize;
+    let pi_off = core.panic_info;
+    let mut slots = SlotAllocator::new(core.first_free, size);
+    let cap = SlotAllocator::capacity_for(sink_len).unwrap();
+    let mut sink = RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, st);
+    sink.payload = PayloadType::Tmc;
+    let sink_off = register(&mut r, &mut slots, sink);
     let mut etm = RecordHeader::new(RecordKind::Source, b"etm1", 64, st);
     etm.cpu = 1;
-    let etm_off = append_record(&mut r, &etm).unwrap();
-    append_record(&mut r, &RecordHeader::new(RecordKind::Free, b"old", 16, st)).unwrap();
+    etm.payload = PayloadType::Etm4x;
+    let etm_off = register(&mut r, &mut slots, etm);
+    let free = RecordHeader::new(RecordKind::Free, b"", 16, st);
+    register(&mut r, &mut slots, free);
     let mut cpu = RecordHeader::new(RecordKind::CpuDebug, b"cpu_debug/0", 32, st);
     cpu.cpu = 0;
-    let cpu_off = append_record(&mut r, &cpu).unwrap();
+    cpu.payload = PayloadType::CpuDebug;
+    let cpu_off = register(&mut r, &mut slots, cpu);
 
     let identity = identity_payload();
-    fill(&mut r, id_off, &identity, RecordStatus::Ok, 0);
     let mut buf = [0u8; PANIC_INFO_MAX_SIZE];
     let n = PanicInfo {
         cpu: 2,

@@ -1,5 +1,5 @@
 //! Dumps built from OpenCSD snapshots (their real ETMv4 trace packed into a coresight-panic-dump
-//! region with the format's and cspd-hw's encoders) and a vmlinux around a snapshot's kernel
+//! region with the writer the kernel uses) and a vmlinux around a snapshot's kernel
 //! image, for the tests that need a dump input with real trace.
 
 #![allow(dead_code)]
@@ -8,17 +8,21 @@ use std::fs;
 use std::path::Path;
 
 use csdump::capture::Capture;
+use cspd_format::cpu_debug::CpuSample;
+use cspd_format::cpu_debug::Outcome;
+use cspd_format::cpu_debug::PcCalibration;
+use cspd_format::cpu_debug::PcKind;
+use cspd_format::cpu_debug::FLAG_EDCIDSR_PRESENT;
+use cspd_format::cpu_debug::FLAG_EDVIDSR_PRESENT;
+use cspd_format::cpu_debug::FLAG_PC64;
 use cspd_format::*;
-use cspd_hw::cpu_debug::CpuSample;
-use cspd_hw::cpu_debug::Outcome;
-use cspd_hw::cpu_debug::PcCalibration;
-use cspd_hw::cpu_debug::PcKind;
-use cspd_hw::cpu_debug::FLAG_EDCIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_EDVIDSR_PRESENT;
-use cspd_hw::cpu_debug::FLAG_PC64;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_hw::tmc::TMC_RECORD_VERSION;
+
+use super::tmc_payload;
+use super::DumpWriter;
+
+/// GNU build ID of the kernel of the dumps built here, and of the vmlinux files written for
+/// them.
+pub const BUILD_ID: [u8; 20] = [0xB1; 20];
 
 /// KASLR offset of the dumps built here: the kernel image of a snapshot is linked this much
 /// lower than where the trace says it ran.
@@ -30,56 +34,35 @@ pub const KASLR: u64 = 0x20_0000;
 pub fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     let cap = Capture::from_snapshot_dir(snap).unwrap();
     let trace = cap.sinks[0].trace.to_vec();
-    let size = trace.len() + 64 * 1024;
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [7; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let st = ch.stamp;
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], cpu: u32, data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, st);
-        h.cpu = cpu;
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
-    };
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
+    id.set_build_id(&BUILD_ID).unwrap();
     id.text_addr = cap.text_addr();
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
-    let mut buf = vec![0u8; IDENTITY_SIZE];
-    id.encode(&mut buf).unwrap();
-    add(&mut r, RecordKind::Identity, b"identity", CPU_NONE, &buf);
-    let mut pbuf = [0u8; PANIC_INFO_MAX_SIZE];
-    let n = PanicInfo {
+    let panic = PanicInfo {
         cpu: panic_cpu,
         message: b"Kernel panic - not syncing: test",
         truncated: false,
-    }
-    .encode(&mut pbuf)
-    .unwrap();
-    add(
-        &mut r,
-        RecordKind::PanicInfo,
-        b"panic",
-        CPU_NONE,
-        &pbuf[..n],
-    );
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        rsz: (trace.len() / 4) as u32,
-        trace_len: trace.len() as u32,
-        words_read: (trace.len() / 4) as u32,
-        ..TmcRecordHeader::default()
     };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(&trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", CPU_NONE, &sink);
+    let mut w = DumpWriter::new(trace.len() + 64 * 1024, [7; 16], &id, &panic);
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &tmc_payload(&trace),
+    );
     for e in &cap.etms {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
         e.state.encode(&mut b).unwrap();
         let name = format!("etm{}", e.state.cpu);
-        add(&mut r, RecordKind::Source, name.as_bytes(), e.state.cpu, &b);
+        w.add(
+            RecordKind::Source,
+            PayloadType::Etm4x,
+            name.as_bytes(),
+            e.state.cpu,
+            &b,
+        );
         let pc = cap.text_addr() + 0x40;
         let s = CpuSample {
             cpu: e.state.cpu,
@@ -100,26 +83,30 @@ pub fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
                 kind: PcKind::AArch64,
             },
         };
-        let mut b = vec![0u8; cspd_hw::cpu_debug::RECORD_LEN];
+        let mut b = vec![0u8; cpu_debug::RECORD_LEN];
         s.encode(&mut b).unwrap();
         let name = format!("cpu_debug{}", e.state.cpu);
-        add(
-            &mut r,
+        w.add(
             RecordKind::CpuDebug,
+            PayloadType::CpuDebug,
             name.as_bytes(),
             e.state.cpu,
             &b,
         );
     }
-    write_commit(&mut r).unwrap();
-    r
+    w.finish()
 }
 
 /// Writes a minimal ELF64 (aarch64) vmlinux around `image` at `addr`: `.text`, and a symbol
 /// table with `_text` and one function per 4 KiB (`f_<n>`).
 pub fn write_elf(image: &[u8], addr: u64, path: &Path) {
+    write_elf_id(image, addr, path, &BUILD_ID);
+}
+
+/// [`write_elf`] with the given GNU build ID in a `.note.gnu.build-id` section.
+pub fn write_elf_id(image: &[u8], addr: u64, path: &Path, build_id: &[u8]) {
     let text_off = 0x1000usize;
-    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.note.gnu.build-id\0";
     let mut strtab = b"\0_text\0".to_vec();
     let mut syms = vec![0u8; 24];
     let sym = |syms: &mut Vec<u8>, name: u32, info: u8, value: u64, size: u64| {
@@ -150,6 +137,16 @@ pub fn write_elf(image: &[u8], addr: u64, path: &Path) {
     while body.len() % 8 != 0 {
         body.push(0);
     }
+    let note_off = body.len();
+    body.extend_from_slice(&4u32.to_le_bytes());
+    body.extend_from_slice(&(build_id.len() as u32).to_le_bytes());
+    body.extend_from_slice(&3u32.to_le_bytes()); // NT_GNU_BUILD_ID
+    body.extend_from_slice(b"GNU\0");
+    body.extend_from_slice(build_id);
+    let note_len = body.len() - note_off;
+    while body.len() % 8 != 0 {
+        body.push(0);
+    }
     let sh_off = body.len();
     let sh = |body: &mut Vec<u8>,
               name: u32,
@@ -177,6 +174,7 @@ pub fn write_elf(image: &[u8], addr: u64, path: &Path) {
     sh(&mut body, 7, 2, 0, 0, sym_off, syms.len(), 3, 1, 24);
     sh(&mut body, 15, 3, 0, 0, str_off, strtab.len(), 0, 0, 0);
     sh(&mut body, 23, 3, 0, 0, shs_off, shstr.len(), 0, 0, 0);
+    sh(&mut body, 33, 7, 2, 0, note_off, note_len, 0, 0, 0);
     let mut eh = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
     eh.resize(16, 0);
     eh.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
@@ -186,7 +184,7 @@ pub fn write_elf(image: &[u8], addr: u64, path: &Path) {
     eh.extend_from_slice(&0u64.to_le_bytes());
     eh.extend_from_slice(&(sh_off as u64).to_le_bytes());
     eh.extend_from_slice(&0u32.to_le_bytes());
-    for v in [64u16, 56, 0, 64, 5, 4] {
+    for v in [64u16, 56, 0, 64, 6, 4] {
         eh.extend_from_slice(&v.to_le_bytes());
     }
     body[..64].copy_from_slice(&eh);

@@ -1,150 +1,76 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! ETMv4 trace unit: register map, OS lock handling, enable/disable and the panic-time save.
+//! The ETMv4 hardware sequences: OS lock and software lock handling, enable/disable, and the
+//! panic-time save.
 //!
 //! Written from the ETMv4 architecture (Arm IHI 0064) and checked against what the Linux C
-//! driver (`coresight-etm4x-core.c`) does. Everything here is plain `core` Rust over
-//! [`CsAccess`], so the same code runs in the kernel driver (MMIO or system registers) and in
-//! the host tests against the register-level model.
+//! driver (`coresight-etm4x-core.c`) does. The sequences are generic over [`CsAccess`], so the
+//! same code runs in the kernel driver (MMIO or system registers) and in the KUnit and host tests
+//! against the register-level model.
 //!
 //! Every poll is bounded by [`Timeout`]; nothing allocates; no function can panic on any value
 //! read from the hardware.
+//!
+//! Shared with the host (`crates/cspd-hw`): uses `core`, `kernel::coresight::access`, the
+//! format's ETMv4 payload (`kernel::coresight::panic_dump::format::etm4x`) and this folder's
+//! `regs.rs` (`super::regs`).
 
-use crate::access::poll32;
-use crate::access::CsAccess;
-use crate::access::CS_AUTHSTATUS;
-use crate::access::CS_DEVARCH;
-use crate::access::CS_DEVTYPE;
-use crate::access::CS_LAR;
-use crate::access::CS_LSR;
-use crate::access::CS_UNLOCK_KEY;
+use core::fmt;
 
-/// Programming Control Register offset (bit 0 `EN` enables the trace unit).
-pub const TRCPRGCTLR: u32 = 0x004;
-/// Trace Status Register offset.
-pub const TRCSTATR: u32 = 0x00C;
-/// Trace Configuration Register offset.
-pub const TRCCONFIGR: u32 = 0x010;
-/// Auxiliary Control Register offset.
-pub const TRCAUXCTLR: u32 = 0x018;
-/// Event Control 0 Register offset.
-pub const TRCEVENTCTL0R: u32 = 0x020;
-/// Event Control 1 Register offset.
-pub const TRCEVENTCTL1R: u32 = 0x024;
-/// Stall Control Register offset.
-pub const TRCSTALLCTLR: u32 = 0x02C;
-/// Global Timestamp Control Register offset.
-pub const TRCTSCTLR: u32 = 0x030;
-/// Synchronization Period Register offset.
-pub const TRCSYNCPR: u32 = 0x034;
-/// Cycle Count Control Register offset.
-pub const TRCCCCTLR: u32 = 0x038;
-/// Branch Broadcast Control Register offset.
-pub const TRCBBCTLR: u32 = 0x03C;
-/// Trace ID Register offset.
-pub const TRCTRACEIDR: u32 = 0x040;
-/// ViewInst Main Control Register offset.
-pub const TRCVICTLR: u32 = 0x080;
-/// ViewInst Include/Exclude Control Register offset.
-pub const TRCVIIECTLR: u32 = 0x084;
-/// ViewInst Start/Stop Control Register offset.
-pub const TRCVISSCTLR: u32 = 0x088;
-/// ID Register 8 offset (maximum speculation depth).
-pub const TRCIDR8: u32 = 0x180;
-/// ID Register 0 offset; `TRCIDR1..=TRCIDR7` follow at 4-byte steps.
-pub const TRCIDR0: u32 = 0x1E0;
-/// OS Lock Access Register offset (write 1 to lock, 0 to unlock).
-pub const TRCOSLAR: u32 = 0x300;
-/// OS Lock Status Register offset.
-pub const TRCOSLSR: u32 = 0x304;
-/// Power Down Control Register offset (memory-mapped interface only).
-pub const TRCPDCR: u32 = 0x310;
-/// Power Down Status Register offset (memory-mapped interface only).
-pub const TRCPDSR: u32 = 0x314;
-/// Software Lock Access Register offset (memory-mapped interface only).
-pub const TRCLAR: u32 = CS_LAR;
-/// Software Lock Status Register offset (memory-mapped interface only).
-pub const TRCLSR: u32 = CS_LSR;
-/// Authentication Status Register offset.
-pub const TRCAUTHSTATUS: u32 = CS_AUTHSTATUS;
-/// Device Architecture Register offset.
-pub const TRCDEVARCH: u32 = CS_DEVARCH;
-/// Device Type Register offset (memory-mapped interface only).
-pub const TRCDEVTYPE: u32 = CS_DEVTYPE;
+use kernel::{
+    coresight::{
+        access::{
+            poll,
+            CsAccess,
+            TypedAccess,
+            AUTHSTATUS,
+            CS_UNLOCK_KEY,
+            DEVARCH,
+            DEVTYPE,
+            LAR,
+            LSR, //
+        },
+        panic_dump::format::etm4x::{
+            SaveOutcome,
+            SavedState,
+            NR_IDR,
+            SAVED_OS_LOCK_FOUND,
+            SAVED_OS_LOCK_RESTORED,
+            SAVED_REGS_VALID,
+            SAVED_SW_LOCK_FOUND, //
+        },
+    },
+    io::register::{
+        Array,
+        Register, //
+    },
+};
 
-/// Number of ID registers `TRCIDR0..=TRCIDR13`.
-pub const NR_IDR: usize = 14;
-
-/// Returns the offset of `TRCIDR<n>` for `n` in `0..=13`, or `None` for any other `n`.
-pub const fn trcidr_offset(n: usize) -> Option<u32> {
-    match n {
-        // CAST: `n` is at most 13 in both arms.
-        0..=7 => Some(TRCIDR0 + 4 * n as u32),
-        8..=13 => Some(TRCIDR8 + 4 * (n as u32 - 8)),
-        _ => None,
-    }
-}
-
-/// `TRCPRGCTLR.EN`: the trace unit is enabled.
-pub const TRCPRGCTLR_EN: u32 = 1 << 0;
-/// `TRCSTATR.IDLE`: the trace unit is idle.
-pub const TRCSTATR_IDLE: u32 = 1 << 0;
-/// `TRCSTATR.PMSTABLE`: the programmers' model is stable.
-pub const TRCSTATR_PMSTABLE: u32 = 1 << 1;
-
-/// `TRCCONFIGR` bit 0 (reserved, reads as one on ETMv4.0 parts).
-pub const TRCCONFIGR_RES1: u32 = 1 << 0;
-/// `TRCCONFIGR.BB`: branch broadcast.
-pub const TRCCONFIGR_BB: u32 = 1 << 3;
-/// `TRCCONFIGR.CCI`: cycle counting in the instruction trace.
-pub const TRCCONFIGR_CCI: u32 = 1 << 4;
-/// `TRCCONFIGR.CID`: context ID tracing.
-pub const TRCCONFIGR_CID: u32 = 1 << 6;
-/// `TRCCONFIGR.VMID`: virtual machine ID tracing.
-pub const TRCCONFIGR_VMID: u32 = 1 << 7;
-/// `TRCCONFIGR.COND`: conditional instruction tracing (bits 10:8).
-pub const TRCCONFIGR_COND_MASK: u32 = 0x7 << 8;
-/// `TRCCONFIGR.TS`: global timestamps.
-pub const TRCCONFIGR_TS: u32 = 1 << 11;
-/// `TRCCONFIGR.RS`: return stack.
-pub const TRCCONFIGR_RS: u32 = 1 << 12;
-/// `TRCCONFIGR.VMIDOPT`: trace CONTEXTIDR_EL2 instead of VTTBR_EL2.VMID.
-pub const TRCCONFIGR_VMIDOPT: u32 = 1 << 15;
-
-/// `TRCVICTLR.EVENT` field (bits 7:0); resource 1 is always true.
-pub const TRCVICTLR_EVENT_MASK: u32 = 0xFF;
-/// `TRCVICTLR.EVENT` value selecting the always-true resource.
-pub const TRCVICTLR_EVENT_ALWAYS: u32 = 0x01;
-/// `TRCVICTLR.SSSTATUS`: the start/stop logic is in the started state.
-pub const TRCVICTLR_SSSTATUS: u32 = 1 << 9;
-/// `TRCVICTLR.EXLEVEL_S`: Secure exception levels excluded from tracing (bits 19:16).
-pub const TRCVICTLR_EXLEVEL_S_MASK: u32 = 0xF << 16;
-/// `TRCVICTLR.EXLEVEL_NS`: Non-secure exception levels excluded from tracing (bits 22:20).
-pub const TRCVICTLR_EXLEVEL_NS_MASK: u32 = 0x7 << 20;
-
-/// `TRCIDR3.EXLEVEL_S`: Secure exception levels that the unit can trace (bits 19:16).
-pub const TRCIDR3_EXLEVEL_S_MASK: u32 = 0xF << 16;
-/// `TRCIDR0.TSSIZE` field (bits 28:24): 0 when global timestamps are not implemented.
-pub const TRCIDR0_TSSIZE_MASK: u32 = 0x1F << 24;
-/// `TRCIDR2.CIDSIZE` field (bits 9:5): 0 when context ID tracing is not implemented.
-pub const TRCIDR2_CIDSIZE_MASK: u32 = 0x1F << 5;
-
-/// `TRCOSLSR.OSLK`: the OS lock is locked.
-pub const TRCOSLSR_OSLK: u32 = 1 << 1;
-/// `TRCOSLAR.OSLK`: written as one to lock, zero to unlock.
-pub const TRCOSLAR_OSLK: u32 = 1 << 0;
-/// `TRCPDCR.PU`: request the trace unit power domain to stay up.
-pub const TRCPDCR_PU: u32 = 1 << 3;
-/// `TRCPDSR.POWER`: the trace unit power domain is up.
-pub const TRCPDSR_POWER: u32 = 1 << 0;
-/// `TRCPDSR.STICKYPD`: power was lost since the register was last read.
-pub const TRCPDSR_STICKYPD: u32 = 1 << 1;
-/// `TRCPDSR.OSLK`: OS lock status mirror.
-pub const TRCPDSR_OSLK: u32 = 1 << 5;
-/// `LSR.SLI`: the software lock is implemented.
-pub const LSR_SLI: u32 = 1 << 0;
-/// `LSR.SLK`: the software lock is locked.
-pub const LSR_SLK: u32 = 1 << 1;
+use super::regs::{
+    TRCBBCTLR,
+    TRCCCCTLR,
+    TRCCONFIGR,
+    TRCEVENTCTL0R,
+    TRCEVENTCTL1R,
+    TRCIDR0_7,
+    TRCIDR0_TSSIZE_MASK,
+    TRCIDR2_CIDSIZE_MASK,
+    TRCIDR3_EXLEVEL_S_MASK,
+    TRCIDR8_13,
+    TRCOSLAR,
+    TRCOSLSR,
+    TRCPDCR,
+    TRCPDSR,
+    TRCPRGCTLR,
+    TRCSTALLCTLR,
+    TRCSTATR,
+    TRCSYNCPR,
+    TRCTRACEIDR,
+    TRCTSCTLR,
+    TRCVICTLR,
+    TRCVIIECTLR,
+    TRCVISSCTLR, //
+};
 
 /// Mask of the `TRCDEVARCH` fields that identify an ETMv4 (architect, present, archid).
 pub const DEVARCH_ID_MASK: u32 = 0xFFF0_FFFF;
@@ -165,6 +91,16 @@ pub const fn legacy_trace_id(cpu: u32) -> Option<u8> {
     }
     // CAST: `cpu <= 47`, so the result is at most 0x6E.
     Some((0x10 + 2 * cpu) as u8)
+}
+
+/// Returns the offset of `TRCIDR<n>` for `n` in `0..=13`, or `None` for any other `n`.
+pub fn trcidr_offset(n: usize) -> Option<u32> {
+    let off = match n {
+        0..=7 => TRCIDR0_7::OFFSET + 4 * n,
+        8..=13 => TRCIDR8_13::OFFSET + 4 * (n - 8),
+        _ => return None,
+    };
+    u32::try_from(off).ok()
 }
 
 /// The AArch64 system-register encoding of an ETMv4 register.
@@ -256,6 +192,24 @@ pub enum Etm4xError {
     PmStableTimeout(u32),
 }
 
+impl fmt::Display for Etm4xError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::InvalidTraceId(id) => write!(f, "trace ID {id:#x} is outside 0x01..=0x6f"),
+            Self::NotEtmV4(devarch) => write!(f, "TRCDEVARCH {devarch:#010x} is not an ETMv4"),
+            Self::PoweredDown => f.write_str("trace unit powered down (TRCPDSR.POWER clear)"),
+            Self::OsLocked => f.write_str("OS lock stayed set"),
+            Self::SoftwareLocked => f.write_str("software lock stayed set"),
+            Self::IdleTimeout(statr) => {
+                write!(f, "TRCSTATR.IDLE did not change (TRCSTATR {statr:#x})")
+            }
+            Self::PmStableTimeout(statr) => {
+                write!(f, "TRCSTATR.PMSTABLE did not set (TRCSTATR {statr:#x})")
+            }
+        }
+    }
+}
+
 /// ID and identification registers of one trace unit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Etm4xIds {
@@ -320,16 +274,15 @@ impl TraceConfig {
         if !(TRACE_ID_MIN..=TRACE_ID_MAX).contains(&trace_id) {
             return Err(Etm4xError::InvalidTraceId(trace_id));
         }
-        let mut configr = TRCCONFIGR_RES1;
-        if ids.idr(2) & TRCIDR2_CIDSIZE_MASK != 0 {
-            configr |= TRCCONFIGR_CID;
-        }
-        if timestamps && ids.idr(0) & TRCIDR0_TSSIZE_MASK != 0 {
-            configr |= TRCCONFIGR_TS;
-        }
-        let exclude_secure = ids.idr(3) & TRCIDR3_EXLEVEL_S_MASK;
+        let configr = TRCCONFIGR::from_raw(0)
+            .with_res1(true)
+            .with_cid(ids.idr(2) & TRCIDR2_CIDSIZE_MASK != 0)
+            .with_ts(timestamps && ids.idr(0) & TRCIDR0_TSSIZE_MASK != 0);
+        let victlr = TRCVICTLR::from_raw(ids.idr(3) & TRCIDR3_EXLEVEL_S_MASK)
+            .with_const_event::<0x01>()
+            .with_ssstatus(true);
         Ok(Self {
-            configr,
+            configr: configr.into_raw(),
             eventctl0r: 0,
             eventctl1r: 0,
             stallctlr: 0,
@@ -338,28 +291,10 @@ impl TraceConfig {
             ccctlr: 0,
             bbctlr: 0,
             traceidr: u32::from(trace_id),
-            victlr: TRCVICTLR_EVENT_ALWAYS | TRCVICTLR_SSSTATUS | exclude_secure,
+            victlr: victlr.into_raw(),
             viiectlr: 0,
             vissctlr: 0,
         })
-    }
-
-    /// Returns the `(offset, value)` pairs in programming order.
-    pub fn registers(&self) -> [(u32, u32); 12] {
-        [
-            (TRCCONFIGR, self.configr),
-            (TRCEVENTCTL0R, self.eventctl0r),
-            (TRCEVENTCTL1R, self.eventctl1r),
-            (TRCSTALLCTLR, self.stallctlr),
-            (TRCTSCTLR, self.tsctlr),
-            (TRCSYNCPR, self.syncpr),
-            (TRCCCCTLR, self.ccctlr),
-            (TRCBBCTLR, self.bbctlr),
-            (TRCTRACEIDR, self.traceidr),
-            (TRCVICTLR, self.victlr),
-            (TRCVIIECTLR, self.viiectlr),
-            (TRCVISSCTLR, self.vissctlr),
-        ]
     }
 }
 
@@ -392,11 +327,7 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
 
     /// Returns `true` when the software lock is implemented and set.
     pub fn sw_locked(&mut self) -> bool {
-        if self.iface != Interface::Mmio {
-            return false;
-        }
-        let lsr = self.io.read32(TRCLSR);
-        lsr & LSR_SLI != 0 && lsr & LSR_SLK != 0
+        self.iface == Interface::Mmio && self.io.read(LSR).locked()
     }
 
     /// Clears the software lock if it is set; returns whether it was set.
@@ -404,7 +335,7 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         if !self.sw_locked() {
             return Ok(false);
         }
-        self.io.write32(TRCLAR, CS_UNLOCK_KEY);
+        self.io.write_reg(LAR::from_raw(CS_UNLOCK_KEY));
         if self.sw_locked() {
             return Err(Etm4xError::SoftwareLocked);
         }
@@ -414,13 +345,13 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// Sets the software lock (memory-mapped interface only).
     pub fn sw_lock(&mut self) {
         if self.iface == Interface::Mmio {
-            self.io.write32(TRCLAR, 0);
+            self.io.write_reg(LAR::from_raw(0));
         }
     }
 
     /// Returns `true` when the OS lock is set.
     pub fn os_locked(&mut self) -> bool {
-        self.io.read32(TRCOSLSR) & TRCOSLSR_OSLK != 0
+        self.io.read(TRCOSLSR).oslk()
     }
 
     /// Clears the OS lock if it is set; returns whether it was set.
@@ -428,7 +359,7 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         if !self.os_locked() {
             return Ok(false);
         }
-        self.io.write32(TRCOSLAR, 0);
+        self.io.write_reg(TRCOSLAR::from_raw(0));
         if self.os_locked() {
             return Err(Etm4xError::OsLocked);
         }
@@ -437,7 +368,7 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
 
     /// Sets the OS lock.
     pub fn os_lock(&mut self) {
-        self.io.write32(TRCOSLAR, TRCOSLAR_OSLK);
+        self.io.write_reg(TRCOSLAR::from_raw(0).with_oslk(true));
     }
 
     /// Clears both locks and reports what was found, so that [`Self::restore_locks`] can put
@@ -446,18 +377,16 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// On error, whatever was already unlocked has been restored.
     pub fn unlock(&mut self) -> Result<FoundLocks, Etm4xError> {
         let sw_locked = self.sw_unlock()?;
-        match self.os_unlock() {
-            Ok(os_locked) => Ok(FoundLocks {
+        self.os_unlock()
+            .map(|os_locked| FoundLocks {
                 os_locked,
                 sw_locked,
-            }),
-            Err(e) => {
+            })
+            .inspect_err(|_| {
                 if sw_locked {
                     self.sw_lock();
                 }
-                Err(e)
-            }
-        }
+            })
     }
 
     /// Puts the OS lock and the software lock back as [`Self::unlock`] found them.
@@ -473,17 +402,17 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// Returns `true` when the trace unit power domain is up (always for system registers).
     pub fn powered(&mut self) -> bool {
         match self.iface {
-            Interface::Mmio => self.io.read32(TRCPDSR) & TRCPDSR_POWER != 0,
+            Interface::Mmio => self.io.read(TRCPDSR).power(),
             Interface::SysReg => true,
         }
     }
 
     /// Reads the management registers, which are readable whatever the OS lock state.
     fn read_management(&mut self, ids: &mut Etm4xIds) {
-        ids.devarch = self.io.read32(TRCDEVARCH);
-        ids.authstatus = self.io.read32(TRCAUTHSTATUS);
+        ids.devarch = self.io.read(DEVARCH).into_raw();
+        ids.authstatus = self.io.read(AUTHSTATUS).into_raw();
         ids.devtype = match self.iface {
-            Interface::Mmio => self.io.read32(TRCDEVTYPE),
+            Interface::Mmio => self.io.read(DEVTYPE).into_raw(),
             Interface::SysReg => 0,
         };
     }
@@ -491,8 +420,12 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// Reads `TRCIDR0..=TRCIDR13`; the caller has the OS lock clear.
     fn read_idrs(&mut self, idr: &mut [u32; NR_IDR]) {
         for (n, slot) in idr.iter_mut().enumerate() {
-            if let Some(off) = trcidr_offset(n) {
-                *slot = self.io.read32(off);
+            let v = match n {
+                0..=7 => TRCIDR0_7::try_at(n).map(|loc| self.io.read(loc).into_raw()),
+                _ => TRCIDR8_13::try_at(n - 8).map(|loc| self.io.read(loc).into_raw()),
+            };
+            if let Some(v) = v {
+                *slot = v;
             }
         }
     }
@@ -513,27 +446,27 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         Ok(ids)
     }
 
-    /// Polls `TRCSTATR` until `bit` reads as `set`.
-    fn wait_status(&mut self, bit: u32, set: bool) -> Result<u32, u32> {
-        let want = if set { bit } else { 0 };
-        poll32(
+    /// Polls `TRCSTATR` until `cond` holds for it; returns the last `TRCSTATR` read.
+    fn wait_status(&mut self, cond: impl FnMut(&TRCSTATR) -> bool) -> Result<u32, u32> {
+        poll(
             self.io,
-            TRCSTATR,
-            bit,
-            want,
             self.timeout.tries,
             self.timeout.delay_us,
+            |io| io.read(TRCSTATR),
+            cond,
         )
+        .map(|p| p.value.into_raw())
+        .map_err(|p| p.value.into_raw())
     }
 
     /// Stops trace generation: clears `TRCPRGCTLR.EN`, waits for `IDLE`, then `PMSTABLE`.
     ///
     /// The caller has both locks clear. Returns the last `TRCSTATR` read.
     pub fn stop(&mut self) -> Result<u32, Etm4xError> {
-        self.io.write32(TRCPRGCTLR, 0);
-        self.wait_status(TRCSTATR_IDLE, true)
+        self.io.write_reg(TRCPRGCTLR::from_raw(0));
+        self.wait_status(|s| s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
-        self.wait_status(TRCSTATR_PMSTABLE, true)
+        self.wait_status(|s| s.pmstable())
             .map_err(Etm4xError::PmStableTimeout)
     }
 
@@ -563,22 +496,35 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
     /// domain stays up even if its CPU powers down (what the C driver does while tracing).
     fn request_power(&mut self, on: bool) {
         if self.iface == Interface::Mmio {
-            let v = self.io.read32(TRCPDCR);
-            let v = if on { v | TRCPDCR_PU } else { v & !TRCPDCR_PU };
-            self.io.write32(TRCPDCR, v);
+            self.io.update(TRCPDCR, |r: TRCPDCR| r.with_pu(on));
         }
+    }
+
+    /// Writes the trace configuration registers, in the order the C driver programs them.
+    fn program(&mut self, cfg: &TraceConfig) {
+        let io = &mut *self.io;
+        io.write_reg(TRCCONFIGR::from_raw(cfg.configr));
+        io.write_reg(TRCEVENTCTL0R::from_raw(cfg.eventctl0r));
+        io.write_reg(TRCEVENTCTL1R::from_raw(cfg.eventctl1r));
+        io.write_reg(TRCSTALLCTLR::from_raw(cfg.stallctlr));
+        io.write_reg(TRCTSCTLR::from_raw(cfg.tsctlr));
+        io.write_reg(TRCSYNCPR::from_raw(cfg.syncpr));
+        io.write_reg(TRCCCCTLR::from_raw(cfg.ccctlr));
+        io.write_reg(TRCBBCTLR::from_raw(cfg.bbctlr));
+        io.write_reg(TRCTRACEIDR::from_raw(cfg.traceidr));
+        io.write_reg(TRCVICTLR::from_raw(cfg.victlr));
+        io.write_reg(TRCVIIECTLR::from_raw(cfg.viiectlr));
+        io.write_reg(TRCVISSCTLR::from_raw(cfg.vissctlr));
     }
 
     fn program_and_start(&mut self, cfg: &TraceConfig) -> Result<(), Etm4xError> {
         self.request_power(true);
-        self.io.write32(TRCPRGCTLR, 0);
-        self.wait_status(TRCSTATR_IDLE, true)
+        self.io.write_reg(TRCPRGCTLR::from_raw(0));
+        self.wait_status(|s| s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
-        for (off, value) in cfg.registers() {
-            self.io.write32(off, value);
-        }
-        self.io.write32(TRCPRGCTLR, TRCPRGCTLR_EN);
-        self.wait_status(TRCSTATR_IDLE, false)
+        self.program(cfg);
+        self.io.write_reg(TRCPRGCTLR::from_raw(0).with_en(true));
+        self.wait_status(|s| !s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
         Ok(())
     }
@@ -616,8 +562,9 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
             return s;
         }
         if self.iface == Interface::Mmio {
-            s.trcpdsr = self.io.read32(TRCPDSR);
-            if s.trcpdsr & TRCPDSR_POWER == 0 {
+            let pdsr: TRCPDSR = self.io.read(TRCPDSR);
+            s.trcpdsr = pdsr.into_raw();
+            if !pdsr.power() {
                 s.outcome = SaveOutcome::PoweredDown;
                 return s;
             }
@@ -630,11 +577,12 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
             }
         };
         s.flags |= if sw_locked { SAVED_SW_LOCK_FOUND } else { 0 };
-        s.trcoslsr = self.io.read32(TRCOSLSR);
-        let os_locked = s.trcoslsr & TRCOSLSR_OSLK != 0;
+        let oslsr: TRCOSLSR = self.io.read(TRCOSLSR);
+        s.trcoslsr = oslsr.into_raw();
+        let os_locked = oslsr.oslk();
         if os_locked {
             s.flags |= SAVED_OS_LOCK_FOUND;
-            self.io.write32(TRCOSLAR, 0);
+            self.io.write_reg(TRCOSLAR::from_raw(0));
             if self.os_locked() {
                 s.outcome = SaveOutcome::OsLocked;
                 if sw_locked {
@@ -643,7 +591,7 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
                 return s;
             }
         }
-        s.trcprgctlr = self.io.read32(TRCPRGCTLR);
+        s.trcprgctlr = self.io.read(TRCPRGCTLR).into_raw();
         match self.stop() {
             Ok(statr) => s.trcstatr = statr,
             Err(Etm4xError::IdleTimeout(statr)) => {
@@ -656,8 +604,8 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
             }
             Err(_) => s.outcome = SaveOutcome::IdleTimeout,
         }
-        s.trcconfigr = self.io.read32(TRCCONFIGR);
-        s.trctraceidr = self.io.read32(TRCTRACEIDR);
+        s.trcconfigr = self.io.read(TRCCONFIGR).into_raw();
+        s.trctraceidr = self.io.read(TRCTRACEIDR).into_raw();
         self.read_idrs(&mut s.idr);
         s.flags |= SAVED_REGS_VALID;
         if os_locked {
@@ -672,246 +620,3 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         s
     }
 }
-
-/// What the panic-time save achieved.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(u32)]
-pub enum SaveOutcome {
-    /// The trace unit was stopped and every register saved.
-    #[default]
-    Ok = 0,
-    /// `TRCSTATR.IDLE` never set after clearing `EN`; registers saved anyway.
-    IdleTimeout = 1,
-    /// `TRCSTATR.PMSTABLE` never set; registers saved anyway.
-    PmStableTimeout = 2,
-    /// The OS lock was set and could not be cleared; trace registers not read.
-    OsLocked = 3,
-    /// The trace unit power domain was down (`TRCPDSR.POWER` clear); nothing read.
-    PoweredDown = 4,
-    /// `TRCDEVARCH` did not identify an ETMv4; nothing else read.
-    NotEtmV4 = 5,
-    /// The software lock could not be cleared; nothing else read.
-    SoftwareLocked = 6,
-    /// A system-register trace unit of another CPU: only its own CPU can reach it, and that CPU
-    /// was stopped by the panic; nothing read.
-    Unreachable = 7,
-    /// A CPU stopped by the panic was in the middle of a register sequence on the unit; not
-    /// touched.
-    Busy = 8,
-}
-
-impl SaveOutcome {
-    /// Returns a short lower-case name for reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::IdleTimeout => "idle-timeout",
-            Self::PmStableTimeout => "pmstable-timeout",
-            Self::OsLocked => "os-locked",
-            Self::PoweredDown => "powered-down",
-            Self::NotEtmV4 => "not-etmv4",
-            Self::SoftwareLocked => "software-locked",
-            Self::Unreachable => "unreachable",
-            Self::Busy => "busy",
-        }
-    }
-
-    /// Converts the value stored in a record.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            0 => Self::Ok,
-            1 => Self::IdleTimeout,
-            2 => Self::PmStableTimeout,
-            3 => Self::OsLocked,
-            4 => Self::PoweredDown,
-            5 => Self::NotEtmV4,
-            6 => Self::SoftwareLocked,
-            7 => Self::Unreachable,
-            8 => Self::Busy,
-            _ => return None,
-        })
-    }
-}
-
-/// [`SavedState::flags`] bit: `TRCCONFIGR`, `TRCTRACEIDR` and `TRCIDR*` were read.
-pub const SAVED_REGS_VALID: u32 = 1 << 0;
-/// [`SavedState::flags`] bit: the OS lock was set on entry.
-pub const SAVED_OS_LOCK_FOUND: u32 = 1 << 1;
-/// [`SavedState::flags`] bit: the OS lock was set again and reads back as set.
-pub const SAVED_OS_LOCK_RESTORED: u32 = 1 << 2;
-/// [`SavedState::flags`] bit: the software lock was set on entry.
-pub const SAVED_SW_LOCK_FOUND: u32 = 1 << 3;
-
-/// Version of the [`SavedState`] payload layout.
-pub const SAVED_STATE_VERSION: u32 = 1;
-
-/// Size in bytes of an encoded [`SavedState`].
-pub const SAVED_STATE_SIZE: usize = 104;
-
-// Payload layout, little-endian u32 words at these byte offsets.
-const OFF_VERSION: usize = 0;
-const OFF_CPU: usize = 4;
-const OFF_OUTCOME: usize = 8;
-const OFF_FLAGS: usize = 12;
-const OFF_CONFIGR: usize = 16;
-const OFF_TRACEIDR: usize = 20;
-const OFF_AUTHSTATUS: usize = 24;
-const OFF_DEVARCH: usize = 28;
-const OFF_PRGCTLR: usize = 32;
-const OFF_STATR: usize = 36;
-const OFF_OSLSR: usize = 40;
-const OFF_PDSR: usize = 44;
-const OFF_IDR: usize = 48;
-
-// The ID registers end the payload.
-const _: () = assert!(OFF_IDR + 4 * NR_IDR == SAVED_STATE_SIZE);
-
-/// The state of one trace unit saved at panic time: the payload of a source record.
-///
-/// Encoded as [`SAVED_STATE_SIZE`] bytes of little-endian 32-bit words: version, cpu,
-/// outcome, flags, `TRCCONFIGR`, `TRCTRACEIDR`, `TRCAUTHSTATUS`, `TRCDEVARCH`,
-/// `TRCPRGCTLR` (as found), `TRCSTATR` (after stopping), `TRCOSLSR` (as found), `TRCPDSR`,
-/// then `TRCIDR0..=TRCIDR13`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SavedState {
-    /// The CPU the trace unit belongs to.
-    pub cpu: u32,
-    /// What the save achieved.
-    pub outcome: SaveOutcome,
-    /// `SAVED_*` flag bits.
-    pub flags: u32,
-    /// `TRCCONFIGR`.
-    pub trcconfigr: u32,
-    /// `TRCTRACEIDR`.
-    pub trctraceidr: u32,
-    /// `TRCAUTHSTATUS`.
-    pub authstatus: u32,
-    /// `TRCDEVARCH`.
-    pub devarch: u32,
-    /// `TRCPRGCTLR` as found (bit 0 set: the unit was tracing).
-    pub trcprgctlr: u32,
-    /// `TRCSTATR` after stopping.
-    pub trcstatr: u32,
-    /// `TRCOSLSR` as found.
-    pub trcoslsr: u32,
-    /// `TRCPDSR` (zero through system registers).
-    pub trcpdsr: u32,
-    /// `TRCIDR0..=TRCIDR13`.
-    pub idr: [u32; NR_IDR],
-}
-
-/// Why a [`SavedState`] could not be encoded or decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PayloadError {
-    /// The buffer holds fewer than [`SAVED_STATE_SIZE`] bytes.
-    TooShort(usize),
-    /// The version word is not one this code knows.
-    Version(u32),
-    /// The outcome word is not a known [`SaveOutcome`].
-    Outcome(u32),
-}
-
-fn put_u32(out: &mut [u8], off: usize, v: u32) {
-    if let Some(dst) = off.checked_add(4).and_then(|end| out.get_mut(off..end)) {
-        dst.copy_from_slice(&v.to_le_bytes());
-    }
-}
-
-fn get_u32(buf: &[u8], off: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(src) = off.checked_add(4).and_then(|end| buf.get(off..end)) {
-        w.copy_from_slice(src);
-    }
-    u32::from_le_bytes(w)
-}
-
-impl SavedState {
-    /// Returns `true` when the configuration and ID registers were read from the unit.
-    pub fn regs_valid(&self) -> bool {
-        self.flags & SAVED_REGS_VALID != 0
-    }
-
-    /// Encodes the payload into the start of `out`; returns the number of bytes written.
-    pub fn encode(&self, out: &mut [u8]) -> Result<usize, PayloadError> {
-        if out.len() < SAVED_STATE_SIZE {
-            return Err(PayloadError::TooShort(out.len()));
-        }
-        put_u32(out, OFF_VERSION, SAVED_STATE_VERSION);
-        put_u32(out, OFF_CPU, self.cpu);
-        put_u32(out, OFF_OUTCOME, self.outcome as u32);
-        put_u32(out, OFF_FLAGS, self.flags);
-        put_u32(out, OFF_CONFIGR, self.trcconfigr);
-        put_u32(out, OFF_TRACEIDR, self.trctraceidr);
-        put_u32(out, OFF_AUTHSTATUS, self.authstatus);
-        put_u32(out, OFF_DEVARCH, self.devarch);
-        put_u32(out, OFF_PRGCTLR, self.trcprgctlr);
-        put_u32(out, OFF_STATR, self.trcstatr);
-        put_u32(out, OFF_OSLSR, self.trcoslsr);
-        put_u32(out, OFF_PDSR, self.trcpdsr);
-        for (i, v) in self.idr.iter().enumerate() {
-            put_u32(out, OFF_IDR + 4 * i, *v);
-        }
-        Ok(SAVED_STATE_SIZE)
-    }
-
-    /// Decodes a payload written by [`Self::encode`]; trailing bytes are ignored.
-    pub fn decode(buf: &[u8]) -> Result<Self, PayloadError> {
-        if buf.len() < SAVED_STATE_SIZE {
-            return Err(PayloadError::TooShort(buf.len()));
-        }
-        let version = get_u32(buf, OFF_VERSION);
-        if version != SAVED_STATE_VERSION {
-            return Err(PayloadError::Version(version));
-        }
-        let raw_outcome = get_u32(buf, OFF_OUTCOME);
-        let outcome =
-            SaveOutcome::from_u32(raw_outcome).ok_or(PayloadError::Outcome(raw_outcome))?;
-        let mut idr = [0u32; NR_IDR];
-        for (i, v) in idr.iter_mut().enumerate() {
-            *v = get_u32(buf, OFF_IDR + 4 * i);
-        }
-        Ok(Self {
-            cpu: get_u32(buf, OFF_CPU),
-            outcome,
-            flags: get_u32(buf, OFF_FLAGS),
-            trcconfigr: get_u32(buf, OFF_CONFIGR),
-            trctraceidr: get_u32(buf, OFF_TRACEIDR),
-            authstatus: get_u32(buf, OFF_AUTHSTATUS),
-            devarch: get_u32(buf, OFF_DEVARCH),
-            trcprgctlr: get_u32(buf, OFF_PRGCTLR),
-            trcstatr: get_u32(buf, OFF_STATR),
-            trcoslsr: get_u32(buf, OFF_OSLSR),
-            trcpdsr: get_u32(buf, OFF_PDSR),
-            idr,
-        })
-    }
-
-    /// Returns perf's `cs_etm` ETMv4 per-CPU metadata block for this trace unit.
-    ///
-    /// The layout is `tools/perf/util/cs-etm.h`: magic, cpu, number of parameters, then
-    /// `TRCCONFIGR`, `TRCTRACEIDR`, `TRCIDR0`, `TRCIDR1`, `TRCIDR2`, `TRCIDR8`,
-    /// `TRCAUTHSTATUS` and `TS_SOURCE` (`-1` when unknown, stored as two's complement).
-    pub fn perf_metadata(&self, ts_source: i64) -> [u64; PERF_ETMV4_BLOCK_LEN] {
-        [
-            PERF_ETMV4_MAGIC,
-            u64::from(self.cpu),
-            PERF_ETMV4_NR_PARAMS,
-            u64::from(self.trcconfigr),
-            u64::from(self.trctraceidr),
-            u64::from(self.idr[0]),
-            u64::from(self.idr[1]),
-            u64::from(self.idr[2]),
-            u64::from(self.idr[8]),
-            u64::from(self.authstatus),
-            // CAST: perf stores the signed value in a u64 slot.
-            ts_source as u64,
-        ]
-    }
-}
-
-/// Magic value that opens an ETMv4 block in perf's `cs_etm` auxtrace info.
-pub const PERF_ETMV4_MAGIC: u64 = 0x4040_4040_4040_4040;
-/// Number of trace parameters in perf's ETMv4 block (`CS_ETMV4_PRIV_MAX - CS_ETMV4_TRCCONFIGR`).
-pub const PERF_ETMV4_NR_PARAMS: u64 = 8;
-/// Number of `u64` values in perf's ETMv4 per-CPU block (3 common + 8 parameters).
-pub const PERF_ETMV4_BLOCK_LEN: usize = 11;

@@ -23,12 +23,17 @@ use kernel::{
     prelude::*, //
 };
 
-use super::{
+use kernel::coresight::{
     access::CsAccess,
-    hw,
-    kernel_io::Backend,
-    probe_etm,
-    EtmDevice, //
+    component::Backend, //
+};
+
+use crate::{
+    driver::{
+        probe_etm,
+        EtmDevice, //
+    },
+    hw, //
 };
 
 /// Defines `read(offset)` and `write(offset, value)` over a table of trace registers: offset,
@@ -167,7 +172,7 @@ impl CsAccess for SysRegIo {
 }
 
 /// A system-register trace unit, reached from its CPU.
-pub(super) struct SysRegEtm {
+pub(crate) struct SysRegEtm {
     cpu: u32,
 }
 
@@ -189,7 +194,7 @@ impl Backend for SysRegEtm {
 }
 
 /// Platform driver for the system-register trace units of the device tree and ACPI.
-pub(super) struct Etm4xSysReg;
+pub(crate) struct Etm4xSysReg;
 
 kernel::of_device_table!(
     OF_TABLE,

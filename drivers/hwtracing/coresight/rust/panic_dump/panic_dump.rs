@@ -5,7 +5,8 @@
 //! Owns the dump region, keeps the registrations drivers make with `coresight_dump_add()` (or
 //! [`kernel::coresight::panic_dump::Registration`]), and at panic runs their callbacks in phases
 //! (CPU debug samples, trace sources, trace sinks, the rest) before it writes the commit record.
-//! The region's layout is [`format`], shared with the host tool `csdump`.
+//! The region's layout, and the writer used here, is [`format`], shared with the host tool
+//! `csdump`.
 //!
 //! The region is, in order of preference: the `reserve_mem=` region labelled `coresight_dump`,
 //! the `memory-region` named "dump" of a device-tree node compatible with
@@ -17,6 +18,22 @@
 use kernel::{
     c_str,
     coresight::panic_dump::{
+        format::{
+            self,
+            ContainerHeader,
+            PayloadType,
+            RecordHeader,
+            RecordKind,
+            RecordStatus,
+            SlotAllocator,
+            BOOT_ID_SIZE,
+            CONTAINER_HEADER_SIZE,
+            CPU_NONE,
+            NAME_SIZE,
+            PANIC_INFO_MAX_SIZE,
+            RECORD_HEADER_SIZE,
+            VMCOREINFO_TEXT_MAX, //
+        },
         DescView,
         DumpType,
         RawDesc, //
@@ -33,7 +50,6 @@ use kernel::{
         Mapping,
         ReservedRegion, //
     },
-    str::CString,
     sync::{
         atomic::{
             Acquire,
@@ -48,14 +64,6 @@ use kernel::{
         self,
         KernelIdentity, //
     },
-};
-
-pub mod format;
-
-use format::{
-    ContainerHeader, RecordHeader, RecordKind, RecordStatus, BOOT_ID_SIZE, COMMIT_SIZE,
-    CONTAINER_HEADER_SIZE, CPU_NONE, IDENTITY_SIZE, NAME_SIZE, PANIC_INFO_MAX_SIZE, RECORD_ALIGN,
-    RECORD_HEADER_SIZE,
 };
 
 module! {
@@ -97,6 +105,7 @@ const RELEASED: u32 = 2;
 struct EntryInfo {
     desc: DescView,
     record: RecordKind,
+    payload: PayloadType,
     name: [u8; NAME_SIZE],
     seq: u64,
     slot: usize,
@@ -117,8 +126,8 @@ unsafe impl Sync for Entry {}
 
 /// Allocation state, changed under the registry lock.
 struct Alloc {
-    /// Offset where the next new slot starts.
-    next: usize,
+    /// Where the next new slot goes.
+    slots: SlotAllocator,
     /// Registration counter, for "registration order" within a phase.
     seq: u64,
 }
@@ -154,11 +163,6 @@ fn core_ref() -> Option<&'static Core> {
     unsafe { p.as_ref() }
 }
 
-fn align8(n: usize) -> Option<usize> {
-    n.checked_add(RECORD_ALIGN - 1)
-        .map(|v| v & !(RECORD_ALIGN - 1))
-}
-
 fn name_field(name: &CStr) -> [u8; NAME_SIZE] {
     let mut out = [0u8; NAME_SIZE];
     let bytes = name.to_bytes();
@@ -188,8 +192,7 @@ impl Core {
 
     /// Reserves a slot for `desc`: a released one that fits, or a new one at the end.
     fn add(&self, desc: DescView) -> Result<usize> {
-        let capacity = align8(desc.max_bytes).ok_or(EOVERFLOW)?;
-        u32::try_from(capacity).map_err(|_| E2BIG)?;
+        let capacity = SlotAllocator::capacity_for(desc.max_bytes).ok_or(E2BIG)?;
         let mut alloc = self.alloc.lock();
         alloc.seq = alloc.seq.wrapping_add(1);
         let seq = alloc.seq;
@@ -200,7 +203,7 @@ impl Core {
             if e.state.load(Relaxed) == RELEASED {
                 // SAFETY: Not `ACTIVE`, and we hold the lock: no one else touches `info`.
                 if let Some(info) = unsafe { &*e.info.get() } {
-                    if info.capacity >= capacity {
+                    if u32::try_from(info.capacity).is_ok_and(|c| c >= capacity) {
                         chosen = Some((i, info.slot, info.capacity));
                         break;
                     }
@@ -215,31 +218,23 @@ impl Core {
                     .iter()
                     .position(|e| e.state.load(Relaxed) == FREE)
                     .ok_or(ENOSPC)?;
-                let end = alloc
-                    .next
-                    .checked_add(RECORD_HEADER_SIZE)
-                    .and_then(|v| v.checked_add(capacity))
-                    .ok_or(ENOSPC)?;
-                // The commit record must still fit after the last slot.
-                let need = end
-                    .checked_add(RECORD_HEADER_SIZE + COMMIT_SIZE)
-                    .ok_or(ENOSPC)?;
-                if need > self.map.len() {
+                let used = alloc.slots.used();
+                let slot = alloc.slots.reserve(capacity).map_err(|_| {
                     pr_err!(
                         "region full: {} cannot have {} bytes ({} of {} in use)\n",
                         desc.name,
                         desc.max_bytes,
-                        alloc.next,
+                        used,
                         self.map.len()
                     );
-                    return Err(ENOSPC);
-                }
-                let slot = alloc.next;
-                alloc.next = end;
-                (index, slot, capacity)
+                    ENOSPC
+                })?;
+                // CAST: `u32` fits in `usize`.
+                (index, slot, capacity as usize)
             }
         };
         let record = record_kind(desc.kind);
+        let payload = PayloadType::from(desc.payload);
         let name = name_field(desc.name);
         let mut h = RecordHeader::new(
             record,
@@ -248,6 +243,7 @@ impl Core {
             self.stamp(),
         );
         h.cpu = desc.cpu.unwrap_or(CPU_NONE);
+        h.payload = payload;
         self.write_header(slot, &h)?;
         let e = &self.entries[index];
         // SAFETY: The entry is not `ACTIVE` and we hold the lock.
@@ -255,6 +251,7 @@ impl Core {
             *e.info.get() = Some(EntryInfo {
                 desc,
                 record,
+                payload,
                 name,
                 seq,
                 slot,
@@ -301,6 +298,7 @@ impl Core {
             self.stamp(),
         );
         h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
+        h.payload = info.payload;
 
         // Until the callback returns, its record says it did not finish, and the dump is
         // committed that way: a callback that never returns (a device that hangs the bus, a
@@ -358,7 +356,7 @@ impl Core {
         match format::write_commit(all) {
             Ok(_) => true,
             Err(e) => {
-                pr_emerg!("could not commit the dump: {}\n", Shown(e));
+                pr_emerg!("could not commit the dump: {}\n", e);
                 false
             }
         }
@@ -439,15 +437,6 @@ impl Core {
             self.map.phys_addr(),
             self.header.sequence
         );
-    }
-}
-
-/// Shows a format error in the kernel log.
-struct Shown(format::FormatError);
-
-impl kernel::fmt::Display for Shown {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        core::fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -545,7 +534,7 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
         }
         Ok(s) => {
             match s.first_error {
-                Some(e) => pr_warn!("previous dump rejected: {}; region reset\n", Shown(e)),
+                Some(e) => pr_warn!("previous dump rejected: {}; region reset\n", e),
                 None => {
                     pr_info!("region holds no committed dump (no panic last boot); region reset\n")
                 }
@@ -553,26 +542,23 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
             Ok((None, next_seq))
         }
         Err(e) => {
-            pr_warn!("previous dump rejected: {}; region reset\n", Shown(e));
+            pr_warn!("previous dump rejected: {}; region reset\n", e);
             Ok((None, 0))
         }
     }
 }
 
-/// Writes a fresh container: header, identity, panic-info slot; zeroes the rest.
+/// Writes a fresh container: header, identity, panic-info slot; zeroes the rest. Returns where
+/// the core's records are.
 ///
 /// Called at init, before the core is published: nothing else accesses the region.
-fn reset(map: &Mapping, header: &ContainerHeader) -> Result<usize> {
+fn reset(map: &Mapping, header: &ContainerHeader) -> Result<format::CoreSlots> {
     // SAFETY: At init the region is ours alone (see above), and the slice dies with this call.
     let region = unsafe { map.slice_mut(0, map.len())? };
-    format::init_region(region, header).map_err(|_| EINVAL)?;
-
     let id = KernelIdentity::current();
     let mut ident = format::Identity::default();
-    ident
-        .set_release(id.release.to_bytes())
-        .map_err(|_| EINVAL)?;
-    ident.set_build_id(id.build_id).map_err(|_| EINVAL)?;
+    ident.set_release(id.release.to_bytes())?;
+    ident.set_build_id(id.build_id)?;
     ident.kaslr_offset = id.kaslr_offset;
     ident.text_addr = id.text_start;
     ident.page_offset = id.page_offset;
@@ -581,34 +567,17 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<usize> {
     ident.region_paddr = map.phys_addr();
     // CAST: `usize` fits in `u64`.
     ident.region_size = map.len() as u64;
-    let mut buf = [0u8; IDENTITY_SIZE];
-    let n = ident.encode(&mut buf).map_err(|_| EINVAL)?;
-    let first = CONTAINER_HEADER_SIZE;
-    // CAST: a small constant.
-    let mut h = RecordHeader::new(
-        RecordKind::Identity,
-        b"identity",
-        IDENTITY_SIZE as u32,
-        header.stamp,
-    );
-    h.status = RecordStatus::Ok;
-    let identity = region.get_mut(first..).ok_or(EINVAL)?;
-    format::write_record(identity, &h, &buf[..n]).map_err(|_| EINVAL)?;
+    format::init_with_core_records(region, header, &ident)
+        .inspect_err(|e| pr_err!("could not write the region: {e}\n"))
+        .map_err(Error::from)
+}
 
-    // The panic-info slot waits, not run, for the panic.
-    let panic_slot = first + RECORD_HEADER_SIZE + IDENTITY_SIZE;
-    // CAST: a small constant.
-    let h = RecordHeader::new(
-        RecordKind::PanicInfo,
-        b"panic",
-        PANIC_INFO_MAX_SIZE as u32,
-        header.stamp,
-    );
-    region
-        .get_mut(panic_slot..panic_slot + RECORD_HEADER_SIZE)
-        .ok_or(EINVAL)?
-        .copy_from_slice(&h.encode());
-    Ok(panic_slot)
+/// Publishes the region's address and size in vmcoreinfo, with the format's keys.
+fn publish(phys: u64, size: u64) -> Result {
+    let mut text = [0u8; VMCOREINFO_TEXT_MAX + 1];
+    let n = format::format_vmcoreinfo(phys, size, &mut text)?;
+    let line = CStr::from_bytes_with_nul(&text[..=n]).map_err(|_| EINVAL)?;
+    vmcore_info::append(line)
 }
 
 impl kernel::Module for PanicDump {
@@ -634,8 +603,8 @@ impl kernel::Module for PanicDump {
         random::fill_bytes(&mut boot_id);
         let size = u64::try_from(map.len()).map_err(|_| EOVERFLOW)?;
         let header = ContainerHeader::new(size, boot_id, sequence);
-        let panic_slot = reset(&map, &header)?;
-        let first_free = panic_slot + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE;
+        let slots = reset(&map, &header)?;
+        let region_size = map.len();
 
         let phys = map.phys_addr();
         let core = KBox::pin_init(
@@ -643,14 +612,17 @@ impl kernel::Module for PanicDump {
                 map,
                 _buffer: buffer,
                 header,
-                panic_slot,
+                panic_slot: slots.panic_info,
                 entries: [const {
                     Entry {
                         state: Atomic::new(FREE),
                         info: core::cell::UnsafeCell::new(None),
                     }
                 }; MAX_ENTRIES],
-                alloc <- new_mutex!(Alloc { next: first_free, seq: 0 }),
+                alloc <- new_mutex!(Alloc {
+                    slots: SlotAllocator::new(slots.first_free, region_size),
+                    seq: 0,
+                }),
                 dumping: Atomic::new(0),
             }? Error),
             GFP_KERNEL,
@@ -659,10 +631,7 @@ impl kernel::Module for PanicDump {
         let core = unsafe { Pin::into_inner_unchecked(core) };
         CORE.store(KBox::into_raw(core), Release);
 
-        let line = CString::try_from_fmt(fmt!("CSPD_REGION_PADDR={:#x}\n", phys))?;
-        vmcore_info::append(&line)?;
-        let line = CString::try_from_fmt(fmt!("CSPD_REGION_SIZE={:#x}\n", size))?;
-        vmcore_info::append(&line)?;
+        publish(phys, size)?;
 
         if module_parameters::post_notifiers.value() {
             panic_notifier::set_crash_kexec_post_notifiers(true);

@@ -1,165 +1,77 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Hardware logic of the CoreSight Trace Memory Controller in its ETB and ETF configurations.
+//! The TMC (ETB/ETF) hardware sequences: enable as a sink or a link, disable, and the panic
+//! drain.
 //!
-//! Register offsets and bits follow the Arm CoreSight Trace Memory Controller Technical Reference
-//! Manual (DDI 0461) and the Linux C driver (`coresight-tmc-core.c`, `coresight-tmc-etf.c`). The
-//! sequences are generic over [`CsAccess`], so the kernel runs them over MMIO and the host tests
-//! run them against the register-level model.
+//! They follow the Arm CoreSight Trace Memory Controller Technical Reference Manual (DDI 0461) and
+//! the Linux C driver (`coresight-tmc-core.c`, `coresight-tmc-etf.c`), and are generic over
+//! [`CsAccess`], so the kernel runs them over MMIO and the KUnit and host tests run them against
+//! the register-level model.
 //!
 //! The panic sequence, [`panic_drain`], stops the TMC the way the C driver does (set `StopOnFl`,
 //! set `FlushMan`, wait for `FlushMan` to clear, wait for `TMCReady`) and then reads the trace RAM
-//! through `RRD` into a caller's slot, behind a fixed header ([`TmcRecordHeader`]). Unlike the C
-//! driver, every poll and the RAM read loop are bounded, the slot size is honoured (keeping the
-//! newest trace when it is too small), and whatever went wrong is recorded in the header instead of
-//! stopping the dump. It allocates nothing and never sleeps.
+//! through `RRD` into a caller's slot, behind the fixed header of the format's TMC payload
+//! ([`TmcRecordHeader`]). Unlike the C driver, every poll and the RAM read loop are bounded, the
+//! slot size is honoured (keeping the newest trace when it is too small), and whatever went wrong
+//! is recorded in the header instead of stopping the dump. It allocates nothing and never sleeps.
 //!
-//! This file is plain `core` Rust: it is compiled into the kernel driver and into the host crates.
+//! Shared with the host (`crates/cspd-hw`): uses `core`, `kernel::coresight::access`, the
+//! format's TMC payload (`kernel::coresight::panic_dump::format::tmc`) and this folder's
+//! `regs.rs` (`super::regs`).
 
-use crate::access::CsAccess;
-use crate::access::CS_AUTHSTATUS;
-use crate::access::CS_DEVID;
-use crate::access::CS_LAR;
-use crate::access::CS_LSR;
-use crate::access::CS_UNLOCK_KEY;
+use core::fmt;
 
-/// Offset of the RAM Size register (`RSZ`): the trace RAM size in 32-bit words.
-pub const TMC_RSZ: u32 = 0x004;
+use kernel::coresight::{
+    access::{
+        lock,
+        poll,
+        unlock,
+        CsAccess,
+        Polled,
+        TypedAccess,
+        AUTHSTATUS,
+        LSR, //
+    },
+    panic_dump::format::tmc::{
+        TmcOutcome,
+        TmcRecordError,
+        TmcRecordHeader,
+        CS_BARRIER_LEN,
+        CS_BARRIER_WORD,
+        TMC_RECORD_HEADER_LEN,
+        TMC_RECORD_VERSION,
+        TMC_REC_BARRIER,
+        TMC_REC_FLUSH_SKIPPED,
+        TMC_REC_FLUSH_TIMEOUT,
+        TMC_REC_RAM_STUCK,
+        TMC_REC_READY_TIMEOUT,
+        TMC_REC_RSZ_CLAMPED,
+        TMC_REC_TRUNCATED,
+        TMC_REC_WRAPPED, //
+    },
+};
 
-/// Offset of the Status register (`STS`).
-pub const TMC_STS: u32 = 0x00C;
-
-/// Offset of the RAM Read Data register (`RRD`).
-///
-/// In Circular Buffer mode and Stopped state each read returns the next 32-bit word of trace and
-/// advances `RRP`; once all of the trace has been read it returns [`TMC_RRD_EMPTY`].
-pub const TMC_RRD: u32 = 0x010;
-
-/// Offset of the RAM Read Pointer register (`RRP`), a byte address into the trace RAM.
-pub const TMC_RRP: u32 = 0x014;
-
-/// Offset of the RAM Write Pointer register (`RWP`), a byte address into the trace RAM.
-pub const TMC_RWP: u32 = 0x018;
-
-/// Offset of the Trigger Counter register (`TRG`).
-pub const TMC_TRG: u32 = 0x01C;
-
-/// Offset of the Control register (`CTL`).
-pub const TMC_CTL: u32 = 0x020;
-
-/// Offset of the RAM Write Data register (`RWD`).
-pub const TMC_RWD: u32 = 0x024;
-
-/// Offset of the Mode register (`MODE`).
-pub const TMC_MODE: u32 = 0x028;
-
-/// Offset of the Buffer Level Water Mark register (`BUFWM`).
-pub const TMC_BUFWM: u32 = 0x034;
-
-/// Offset of the Formatter and Flush Status register (`FFSR`).
-pub const TMC_FFSR: u32 = 0x300;
-
-/// Offset of the Formatter and Flush Control register (`FFCR`).
-pub const TMC_FFCR: u32 = 0x304;
-
-/// `STS.Full`: the write pointer has wrapped, the oldest trace starts at `RWP`.
-pub const TMC_STS_FULL: u32 = 1 << 0;
-
-/// `STS.Triggered`: a trigger has been observed.
-pub const TMC_STS_TRIGGERED: u32 = 1 << 1;
-
-/// `STS.TMCReady`: the TMC is in Disabled state or has drained its pipeline in Stopped state.
-pub const TMC_STS_TMCREADY: u32 = 1 << 2;
-
-/// `STS.FtEmpty`: the formatter pipeline is empty.
-pub const TMC_STS_FTEMPTY: u32 = 1 << 3;
-
-/// `STS.Empty`: in Circular Buffer mode, all of the trace has been read through `RRD`.
-pub const TMC_STS_EMPTY: u32 = 1 << 4;
-
-/// `STS.MemErr`: an error response on the memory interface (ETR only).
-pub const TMC_STS_MEMERR: u32 = 1 << 5;
-
-/// `CTL.TraceCaptEn`: enables trace capture.
-pub const TMC_CTL_CAPTEN: u32 = 1 << 0;
-
-/// `MODE` value for Circular Buffer mode (a sink).
-pub const TMC_MODE_CIRCULAR_BUFFER: u32 = 0;
-
-/// `MODE` value for Software FIFO mode.
-pub const TMC_MODE_SOFTWARE_FIFO: u32 = 1;
-
-/// `MODE` value for Hardware FIFO mode (an ETF used as a link).
-pub const TMC_MODE_HARDWARE_FIFO: u32 = 2;
-
-/// Mask of the mode field in `MODE`.
-pub const TMC_MODE_MASK: u32 = 0x3;
-
-/// `FFSR.FlInProg`: a flush is in progress.
-pub const TMC_FFSR_FLINPROG: u32 = 1 << 0;
-
-/// `FFSR.FtStopped`: the formatter has stopped.
-pub const TMC_FFSR_FTSTOPPED: u32 = 1 << 1;
-
-/// `FFCR.EnFt`: enables the formatter.
-pub const TMC_FFCR_ENFT: u32 = 1 << 0;
-
-/// `FFCR.EnTI`: inserts triggers into the formatted stream.
-pub const TMC_FFCR_ENTI: u32 = 1 << 1;
-
-/// `FFCR.FOnFlIn`: flushes on the flush input (`FLUSHIN`).
-pub const TMC_FFCR_FONFLIN: u32 = 1 << 4;
-
-/// `FFCR.FOnTrigEvt`: flushes on a trigger event.
-pub const TMC_FFCR_FONTRIGEVT: u32 = 1 << 5;
-
-/// `FFCR.FlushMan`: requests a manual flush; reads 1 until the flush has completed.
-pub const TMC_FFCR_FLUSHMAN: u32 = 1 << 6;
-
-/// `FFCR.TrigOnTrigIn`: indicates a trigger on the trigger input (`TRIGIN`).
-pub const TMC_FFCR_TRIGONTRIGIN: u32 = 1 << 8;
-
-/// `FFCR.StopOnFl`: stops the formatter when a flush completes.
-pub const TMC_FFCR_STOPONFL: u32 = 1 << 12;
-
-/// The `FFCR` value the C driver programs for a sink in Circular Buffer mode (without `StopOnFl`).
-pub const TMC_FFCR_SINK: u32 =
-    TMC_FFCR_ENFT | TMC_FFCR_ENTI | TMC_FFCR_FONFLIN | TMC_FFCR_FONTRIGEVT | TMC_FFCR_TRIGONTRIGIN;
-
-/// Shift of `DEVID.CONFIGTYPE` (bits 7:6).
-pub const TMC_DEVID_CONFIGTYPE_SHIFT: u32 = 6;
-
-/// Mask of `DEVID.CONFIGTYPE` after shifting.
-pub const TMC_DEVID_CONFIGTYPE_MASK: u32 = 0x3;
-
-/// Shift of `DEVID.MEMWIDTH` (bits 10:8).
-pub const TMC_DEVID_MEMWIDTH_SHIFT: u32 = 8;
-
-/// Mask of `DEVID.MEMWIDTH` after shifting.
-pub const TMC_DEVID_MEMWIDTH_MASK: u32 = 0x7;
-
-/// `LSR.SLI`: the software lock is implemented.
-pub const CS_LSR_SLI: u32 = 1 << 0;
-
-/// `LSR.SLK`: the software lock is set; writes other than to `LAR` are ignored.
-pub const CS_LSR_SLK: u32 = 1 << 1;
+use super::regs::{
+    ffcr_sink,
+    TmcMode,
+    BUFWM,
+    CTL,
+    DEVID,
+    FFCR,
+    FFSR,
+    MODE,
+    RRD,
+    RRP,
+    RSZ,
+    RWP,
+    STS,
+    TRG, //
+};
 
 /// The value `RRD` returns when there is no more data to read.
 ///
 /// The formatter never produces it, so it can mark the end of the buffer.
 pub const TMC_RRD_EMPTY: u32 = 0xFFFF_FFFF;
-
-/// One word of the barrier packet inserted where the trace stream restarts.
-///
-/// Four of them are a full frame synchronisation sequence that resets the frame decoder, as in
-/// the C driver's `coresight_barrier_pkt`.
-pub const CS_BARRIER_WORD: u32 = 0x7FFF_FFFF;
-
-/// Size in bytes of the barrier packet (four [`CS_BARRIER_WORD`]s).
-pub const CS_BARRIER_LEN: usize = 16;
-
-/// Size in bytes of one formatter frame.
-pub const CS_FRAME_LEN: usize = 16;
 
 /// How many times a status bit is polled before giving up.
 ///
@@ -177,43 +89,6 @@ pub const TMC_POLL_DELAY_US: u32 = 1;
 /// only keeps a broken `RSZ` from turning the drain into a practically endless loop.
 pub const TMC_MAX_RAM_WORDS: u32 = 1 << 22;
 
-/// The TMC configuration reported by `DEVID.CONFIGTYPE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TmcConfigType {
-    /// Embedded Trace Buffer: a sink with local RAM.
-    Etb,
-    /// Embedded Trace Router: writes trace to system memory.
-    Etr,
-    /// Embedded Trace FIFO: local RAM used as a sink or as a FIFO link.
-    Etf,
-    /// A reserved encoding.
-    Reserved,
-}
-
-impl TmcConfigType {
-    /// Decodes `DEVID.CONFIGTYPE`.
-    pub fn from_devid(devid: u32) -> Self {
-        match (devid >> TMC_DEVID_CONFIGTYPE_SHIFT) & TMC_DEVID_CONFIGTYPE_MASK {
-            0 => Self::Etb,
-            1 => Self::Etr,
-            2 => Self::Etf,
-            _ => Self::Reserved,
-        }
-    }
-}
-
-/// Returns the width of the trace memory in 32-bit words, from `DEVID.MEMWIDTH`.
-///
-/// Encodings 2..5 are 32, 64, 128 and 256 bits; anything else is taken as 32 bits.
-pub fn memwidth_words(devid: u32) -> u32 {
-    match (devid >> TMC_DEVID_MEMWIDTH_SHIFT) & TMC_DEVID_MEMWIDTH_MASK {
-        3 => 2,
-        4 => 4,
-        5 => 8,
-        _ => 1,
-    }
-}
-
 /// Errors of the run-time (non-panic) sequences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmcError {
@@ -223,48 +98,43 @@ pub enum TmcError {
     FlushTimeout,
 }
 
-/// Unlocks the register frame by writing the key to `LAR`.
-pub fn unlock<A: CsAccess + ?Sized>(io: &mut A) {
-    io.write32(CS_LAR, CS_UNLOCK_KEY);
-}
-
-/// Locks the register frame again by writing anything but the key to `LAR`.
-pub fn lock<A: CsAccess + ?Sized>(io: &mut A) {
-    io.write32(CS_LAR, 0);
+impl fmt::Display for TmcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotReady => write!(f, "STS.TMCReady did not rise within {TMC_POLL_TRIES} polls"),
+            Self::FlushTimeout => {
+                write!(
+                    f,
+                    "FFCR.FlushMan did not clear within {TMC_POLL_TRIES} polls"
+                )
+            }
+        }
+    }
 }
 
 /// Returns whether the software lock is implemented and set (`LSR.SLI` and `LSR.SLK`).
 pub fn is_locked<A: CsAccess + ?Sized>(io: &mut A) -> bool {
-    let lsr = io.read32(CS_LSR);
-    lsr & (CS_LSR_SLI | CS_LSR_SLK) == (CS_LSR_SLI | CS_LSR_SLK)
+    io.read(LSR).locked()
 }
 
-/// Polls `offset` until `(value & mask) == want`, bounded by [`TMC_POLL_TRIES`].
-///
-/// Returns `(reached, delays)`: whether the bit reached the wanted state, and how many delays
-/// were spent waiting. Reads at most `TMC_POLL_TRIES + 1` times.
-fn poll_bit<A: CsAccess + ?Sized>(io: &mut A, offset: u32, mask: u32, want: u32) -> (bool, u32) {
-    let mut delays = 0;
-    loop {
-        if io.read32(offset) & mask == want {
-            return (true, delays);
-        }
-        if delays >= TMC_POLL_TRIES {
-            return (false, delays);
-        }
-        io.delay_us(TMC_POLL_DELAY_US);
-        delays += 1;
-    }
+/// Polls `STS` until `TMCReady` is set, bounded by [`TMC_POLL_TRIES`].
+fn poll_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<Polled<STS>, Polled<STS>> {
+    poll(
+        io,
+        TMC_POLL_TRIES,
+        TMC_POLL_DELAY_US,
+        |io| io.read(STS),
+        |s: &STS| s.tmcready(),
+    )
 }
 
 /// Waits, bounded, for `STS.TMCReady`; the frame must be unlocked.
 ///
 /// Returns the number of delays spent waiting.
 pub fn wait_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<u32, TmcError> {
-    match poll_bit(io, TMC_STS, TMC_STS_TMCREADY, TMC_STS_TMCREADY) {
-        (true, delays) => Ok(delays),
-        (false, _) => Err(TmcError::NotReady),
-    }
+    poll_ready(io)
+        .map(|p| p.delays)
+        .map_err(|_| TmcError::NotReady)
 }
 
 /// What [`flush_and_stop`] observed.
@@ -291,6 +161,15 @@ impl StopReport {
             Ok(())
         }
     }
+
+    /// Records the wait for `TMCReady`.
+    fn with_ready(mut self, polled: Result<Polled<STS>, Polled<STS>>) -> Self {
+        self.ready = polled.is_ok();
+        self.ready_delays = match polled {
+            Ok(p) | Err(p) => p.delays,
+        };
+        self
+    }
 }
 
 /// Flushes the formatter and stops capture; the frame must be unlocked.
@@ -299,52 +178,57 @@ impl StopReport {
 /// for `STS.TMCReady`, like the C driver's `tmc_flush_and_stop()`. Like it, a flush timeout does
 /// not skip the wait for `TMCReady`. `CTL` is left alone.
 pub fn flush_and_stop<A: CsAccess + ?Sized>(io: &mut A) -> StopReport {
-    let ffcr = io.read32(TMC_FFCR) | TMC_FFCR_STOPONFL;
-    io.write32(TMC_FFCR, ffcr);
-    io.write32(TMC_FFCR, ffcr | TMC_FFCR_FLUSHMAN);
-    let (flush_done, flush_delays) = poll_bit(io, TMC_FFCR, TMC_FFCR_FLUSHMAN, 0);
-    let (ready, ready_delays) = poll_bit(io, TMC_STS, TMC_STS_TMCREADY, TMC_STS_TMCREADY);
-    StopReport {
-        flush_done,
-        flush_delays,
-        ready,
-        ready_delays,
-    }
+    let ffcr = io.read(FFCR).with_stoponfl(true);
+    io.write_reg(ffcr);
+    io.write_reg(ffcr.with_flushman(true));
+    let flush = poll(
+        io,
+        TMC_POLL_TRIES,
+        TMC_POLL_DELAY_US,
+        |io| io.read(FFCR),
+        |f: &FFCR| !f.flushman(),
+    );
+    let report = StopReport {
+        flush_done: flush.is_ok(),
+        flush_delays: match flush {
+            Ok(p) | Err(p) => p.delays,
+        },
+        ..StopReport::default()
+    };
+    report.with_ready(poll_ready(io))
+}
+
+/// Unlocks the frame and waits for `TMCReady`; on a timeout locks it again.
+fn unlock_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
+    unlock(io);
+    wait_ready(io).map(|_| ()).inspect_err(|_| lock(io))
 }
 
 /// Enables capture as a sink in Circular Buffer mode with the formatter on.
 ///
 /// Unlocks, checks `STS.TMCReady` (bounded), programs `MODE` = Circular Buffer,
-/// `FFCR` = [`TMC_FFCR_SINK`], `TRG` = `trigger_count`, sets `CTL.TraceCaptEn` and locks again.
+/// `FFCR` = [`ffcr_sink`], `TRG` = `trigger_count`, sets `CTL.TraceCaptEn` and locks again.
 /// On a timeout nothing is programmed and the frame is locked again.
 pub fn enable_circular<A: CsAccess + ?Sized>(
     io: &mut A,
     trigger_count: u32,
 ) -> Result<(), TmcError> {
-    unlock(io);
-    if let Err(e) = wait_ready(io) {
-        lock(io);
-        return Err(e);
-    }
-    io.write32(TMC_MODE, TMC_MODE_CIRCULAR_BUFFER);
-    io.write32(TMC_FFCR, TMC_FFCR_SINK);
-    io.write32(TMC_TRG, trigger_count);
-    io.write32(TMC_CTL, TMC_CTL_CAPTEN);
+    unlock_ready(io)?;
+    io.write_reg(MODE::from_raw(0).with_mode(TmcMode::CircularBuffer));
+    io.write_reg(ffcr_sink());
+    io.write_reg(TRG::from_raw(trigger_count));
+    io.write_reg(CTL::from_raw(0).with_tracecapten(true));
     lock(io);
     Ok(())
 }
 
 /// Enables an ETF as a link in Hardware FIFO mode, as the C driver's `__tmc_etf_enable_hw()`.
 pub fn enable_hw_fifo<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
-    unlock(io);
-    if let Err(e) = wait_ready(io) {
-        lock(io);
-        return Err(e);
-    }
-    io.write32(TMC_MODE, TMC_MODE_HARDWARE_FIFO);
-    io.write32(TMC_FFCR, TMC_FFCR_ENFT | TMC_FFCR_ENTI);
-    io.write32(TMC_BUFWM, 0);
-    io.write32(TMC_CTL, TMC_CTL_CAPTEN);
+    unlock_ready(io)?;
+    io.write_reg(MODE::from_raw(0).with_mode(TmcMode::HardwareFifo));
+    io.write_reg(FFCR::from_raw(0).with_enft(true).with_enti(true));
+    io.write_reg(BUFWM::from_raw(0));
+    io.write_reg(CTL::from_raw(0).with_tracecapten(true));
     lock(io);
     Ok(())
 }
@@ -356,353 +240,9 @@ pub fn enable_hw_fifo<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> 
 pub fn disable<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
     unlock(io);
     let report = flush_and_stop(io);
-    io.write32(TMC_CTL, 0);
+    io.write_reg(CTL::from_raw(0));
     lock(io);
     report.result()
-}
-
-/// How a panic drain ended; stored in [`TmcRecordHeader::outcome`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u16)]
-pub enum TmcOutcome {
-    /// The TMC stopped and all of its trace was read into the slot.
-    Complete = 0,
-    /// `CTL.TraceCaptEn` was clear: nothing was being captured, nothing was read.
-    NotEnabled = 1,
-    /// `MODE` was not Circular Buffer (an ETF used as a FIFO link): nothing was read.
-    NotCircularBuffer = 2,
-    /// The software lock stayed set after writing the key: nothing was read.
-    Locked = 3,
-    /// `FFCR.FlushMan` never cleared; the trace read afterwards may lack the last bytes.
-    FlushTimeout = 4,
-    /// `STS.TMCReady` never rose; whatever `RRD` returned was kept.
-    ReadyTimeout = 5,
-    /// `RRD` did not return the empty marker within `RSZ` words; what was read is kept.
-    RamReadStuck = 6,
-    /// The slot was smaller than the trace: the oldest trace was dropped.
-    Truncated = 7,
-}
-
-impl TmcOutcome {
-    /// Returns the outcome for a stored code, or `None` for a code this version does not know.
-    pub fn from_code(code: u16) -> Option<Self> {
-        Some(match code {
-            0 => Self::Complete,
-            1 => Self::NotEnabled,
-            2 => Self::NotCircularBuffer,
-            3 => Self::Locked,
-            4 => Self::FlushTimeout,
-            5 => Self::ReadyTimeout,
-            6 => Self::RamReadStuck,
-            7 => Self::Truncated,
-            _ => return None,
-        })
-    }
-
-    /// Returns the code stored in the record.
-    pub fn code(self) -> u16 {
-        self as u16
-    }
-
-    /// Returns a short, stable name for reports (`snake_case`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::NotEnabled => "not_enabled",
-            Self::NotCircularBuffer => "not_circular_buffer",
-            Self::Locked => "locked",
-            Self::FlushTimeout => "flush_timeout",
-            Self::ReadyTimeout => "ready_timeout",
-            Self::RamReadStuck => "ram_read_stuck",
-            Self::Truncated => "truncated",
-        }
-    }
-}
-
-impl core::fmt::Display for TmcOutcome {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Record flag: `STS.Full` was set, the buffer had wrapped and older trace was overwritten.
-pub const TMC_REC_WRAPPED: u16 = 1 << 0;
-
-/// Record flag: the first 16 bytes of the trace were replaced by the barrier packet.
-pub const TMC_REC_BARRIER: u16 = 1 << 1;
-
-/// Record flag: the slot was too small and the oldest words were dropped.
-pub const TMC_REC_TRUNCATED: u16 = 1 << 2;
-
-/// Record flag: the formatter had already stopped (`FFSR.FtStopped`), no flush was requested.
-pub const TMC_REC_FLUSH_SKIPPED: u16 = 1 << 3;
-
-/// Record flag: `FFCR.FlushMan` did not clear within the bound.
-pub const TMC_REC_FLUSH_TIMEOUT: u16 = 1 << 4;
-
-/// Record flag: `STS.TMCReady` did not rise within the bound.
-pub const TMC_REC_READY_TIMEOUT: u16 = 1 << 5;
-
-/// Record flag: `RRD` did not return the empty marker within the `RSZ` bound.
-pub const TMC_REC_RAM_STUCK: u16 = 1 << 6;
-
-/// Record flag: `RSZ` exceeded [`TMC_MAX_RAM_WORDS`] and the drain was bounded by the latter.
-pub const TMC_REC_RSZ_CLAMPED: u16 = 1 << 7;
-
-/// Magic at the start of a TMC record payload: `"TMCD"` in little-endian byte order.
-pub const TMC_RECORD_MAGIC: u32 = u32::from_le_bytes(*b"TMCD");
-
-/// Version of the TMC record payload layout.
-pub const TMC_RECORD_VERSION: u16 = 1;
-
-/// Size in bytes of the fixed header of a TMC record payload.
-pub const TMC_RECORD_HEADER_LEN: usize = 72;
-
-/// The fixed little-endian header in front of the trace bytes of a TMC record payload.
-///
-/// Layout (byte offsets, all little-endian):
-///
-/// | offset | size | field |
-/// |-------:|-----:|-------|
-/// | 0 | 4 | magic `"TMCD"` |
-/// | 4 | 2 | version (1) |
-/// | 6 | 2 | header length (72) |
-/// | 8 | 2 | outcome code ([`TmcOutcome`]) |
-/// | 10 | 2 | flags (`TMC_REC_*`) |
-/// | 12 | 4 | `RSZ` |
-/// | 16 | 4 | `STS` after the stop, before the drain |
-/// | 20 | 4 | `CTL` on entry |
-/// | 24 | 4 | `MODE` |
-/// | 28 | 4 | `FFCR` on entry |
-/// | 32 | 4 | `FFSR` after the stop |
-/// | 36 | 4 | `RRP` before the drain |
-/// | 40 | 4 | `RWP` before the drain |
-/// | 44 | 4 | `DEVID` |
-/// | 48 | 4 | `AUTHSTATUS` |
-/// | 52 | 4 | number of trace bytes following the header |
-/// | 56 | 4 | data words read from `RRD` (including dropped ones) |
-/// | 60 | 4 | words dropped because the slot was too small |
-/// | 64 | 4 | delays spent waiting for the flush |
-/// | 68 | 4 | delays spent waiting for `TMCReady` |
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TmcRecordHeader {
-    /// Layout version ([`TMC_RECORD_VERSION`]).
-    pub version: u16,
-    /// Outcome code, see [`TmcRecordHeader::outcome`].
-    pub outcome_code: u16,
-    /// `TMC_REC_*` flags.
-    pub flags: u16,
-    /// `RSZ`: RAM size in 32-bit words.
-    pub rsz: u32,
-    /// `STS` after the stop, before the drain.
-    pub sts: u32,
-    /// `CTL` on entry.
-    pub ctl: u32,
-    /// `MODE`.
-    pub mode: u32,
-    /// `FFCR` on entry (before `StopOnFl` and `FlushMan` were set).
-    pub ffcr: u32,
-    /// `FFSR` after the stop.
-    pub ffsr: u32,
-    /// `RRP` before the drain (byte address).
-    pub rrp: u32,
-    /// `RWP` before the drain (byte address).
-    pub rwp: u32,
-    /// `DEVID`.
-    pub devid: u32,
-    /// `AUTHSTATUS`.
-    pub authstatus: u32,
-    /// Number of trace bytes that follow the header.
-    pub trace_len: u32,
-    /// Data words read from `RRD`, including those dropped for lack of room.
-    pub words_read: u32,
-    /// Oldest words dropped because the slot was too small.
-    pub words_dropped: u32,
-    /// Delays spent waiting for `FFCR.FlushMan` to clear.
-    pub flush_delays: u32,
-    /// Delays spent waiting for `STS.TMCReady`.
-    pub ready_delays: u32,
-}
-
-/// Errors of [`TmcRecord::parse`] and of [`panic_drain`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TmcRecordError {
-    /// The buffer is shorter than the header (or the slot cannot hold one).
-    TooShort,
-    /// The magic is not [`TMC_RECORD_MAGIC`].
-    BadMagic,
-    /// The version is not one this code reads.
-    BadVersion(u16),
-    /// The header length is smaller than this version's header.
-    BadHeaderLen(u16),
-    /// The trace length runs past the end of the buffer.
-    TraceLenOutOfBounds {
-        /// The trace length in the header.
-        trace_len: u32,
-        /// Bytes available after the header.
-        available: usize,
-    },
-}
-
-impl core::fmt::Display for TmcRecordError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::TooShort => f.write_str("TMC record shorter than its header"),
-            Self::BadMagic => f.write_str("TMC record magic is not \"TMCD\""),
-            Self::BadVersion(v) => write!(f, "unknown TMC record version {v}"),
-            Self::BadHeaderLen(l) => write!(f, "TMC record header length {l} too small"),
-            Self::TraceLenOutOfBounds {
-                trace_len,
-                available,
-            } => write!(
-                f,
-                "TMC record trace length {trace_len} exceeds the {available} bytes present"
-            ),
-        }
-    }
-}
-
-fn put_u16(out: &mut [u8], off: usize, v: u16) {
-    if let Some(d) = out.get_mut(off..off.wrapping_add(2)) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
-}
-
-fn put_u32(out: &mut [u8], off: usize, v: u32) {
-    if let Some(d) = out.get_mut(off..off.wrapping_add(4)) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
-}
-
-fn get_u16(b: &[u8], off: usize) -> u16 {
-    match b.get(off..off.wrapping_add(2)) {
-        Some(&[a, c]) => u16::from_le_bytes([a, c]),
-        _ => 0,
-    }
-}
-
-fn get_u32(b: &[u8], off: usize) -> u32 {
-    match b.get(off..off.wrapping_add(4)) {
-        Some(&[a, c, d, e]) => u32::from_le_bytes([a, c, d, e]),
-        _ => 0,
-    }
-}
-
-impl TmcRecordHeader {
-    /// Returns the outcome, or `None` for a code this version does not know.
-    pub fn outcome(&self) -> Option<TmcOutcome> {
-        TmcOutcome::from_code(self.outcome_code)
-    }
-
-    /// Returns whether all of `flags` are set.
-    pub fn has(&self, flags: u16) -> bool {
-        self.flags & flags == flags
-    }
-
-    /// Encodes the header into the first [`TMC_RECORD_HEADER_LEN`] bytes of `out`.
-    ///
-    /// Returns `None`, writing nothing, when `out` is too short.
-    pub fn encode(&self, out: &mut [u8]) -> Option<()> {
-        let out = out.get_mut(..TMC_RECORD_HEADER_LEN)?;
-        put_u32(out, 0, TMC_RECORD_MAGIC);
-        put_u16(out, 4, self.version);
-        // CAST: the header length is a small constant.
-        put_u16(out, 6, TMC_RECORD_HEADER_LEN as u16);
-        put_u16(out, 8, self.outcome_code);
-        put_u16(out, 10, self.flags);
-        let words = [
-            self.rsz,
-            self.sts,
-            self.ctl,
-            self.mode,
-            self.ffcr,
-            self.ffsr,
-            self.rrp,
-            self.rwp,
-            self.devid,
-            self.authstatus,
-            self.trace_len,
-            self.words_read,
-            self.words_dropped,
-            self.flush_delays,
-            self.ready_delays,
-        ];
-        let mut off = 12;
-        for w in words {
-            put_u32(out, off, w);
-            off += 4;
-        }
-        Some(())
-    }
-
-    /// Decodes a header from the start of `b`, checking magic, version and header length.
-    pub fn decode(b: &[u8]) -> Result<Self, TmcRecordError> {
-        if b.len() < TMC_RECORD_HEADER_LEN {
-            return Err(TmcRecordError::TooShort);
-        }
-        if get_u32(b, 0) != TMC_RECORD_MAGIC {
-            return Err(TmcRecordError::BadMagic);
-        }
-        let version = get_u16(b, 4);
-        if version != TMC_RECORD_VERSION {
-            return Err(TmcRecordError::BadVersion(version));
-        }
-        let header_len = get_u16(b, 6);
-        if usize::from(header_len) < TMC_RECORD_HEADER_LEN {
-            return Err(TmcRecordError::BadHeaderLen(header_len));
-        }
-        Ok(Self {
-            version,
-            outcome_code: get_u16(b, 8),
-            flags: get_u16(b, 10),
-            rsz: get_u32(b, 12),
-            sts: get_u32(b, 16),
-            ctl: get_u32(b, 20),
-            mode: get_u32(b, 24),
-            ffcr: get_u32(b, 28),
-            ffsr: get_u32(b, 32),
-            rrp: get_u32(b, 36),
-            rwp: get_u32(b, 40),
-            devid: get_u32(b, 44),
-            authstatus: get_u32(b, 48),
-            trace_len: get_u32(b, 52),
-            words_read: get_u32(b, 56),
-            words_dropped: get_u32(b, 60),
-            flush_delays: get_u32(b, 64),
-            ready_delays: get_u32(b, 68),
-        })
-    }
-}
-
-/// The TMC record payload: a [`TmcRecordHeader`] followed by the trace bytes.
-pub struct TmcRecord;
-
-impl TmcRecord {
-    /// Splits a record payload into its header and its trace bytes.
-    ///
-    /// The trace length is bounded by the buffer: a header claiming more bytes than present is an
-    /// error. A header longer than this version's (a later minor extension) is skipped over.
-    pub fn parse(b: &[u8]) -> Result<(TmcRecordHeader, &[u8]), TmcRecordError> {
-        let h = TmcRecordHeader::decode(b)?;
-        let header_len = usize::from(get_u16(b, 6));
-        let rest = b.get(header_len..).ok_or(TmcRecordError::TooShort)?;
-        let len = usize::try_from(h.trace_len).unwrap_or(usize::MAX);
-        let trace = rest.get(..len).ok_or(TmcRecordError::TraceLenOutOfBounds {
-            trace_len: h.trace_len,
-            available: rest.len(),
-        })?;
-        Ok((h, trace))
-    }
-
-    /// Returns the slot size that holds the header and all of a RAM of `rsz_words` words.
-    ///
-    /// Drivers call it at probe time to size their slot; `None` on overflow.
-    pub fn slot_len_for(rsz_words: u32) -> Option<usize> {
-        usize::try_from(rsz_words)
-            .ok()?
-            .checked_mul(4)?
-            .checked_add(TMC_RECORD_HEADER_LEN)
-    }
 }
 
 /// Summary of a [`panic_drain`], also found in the record header.
@@ -730,7 +270,7 @@ fn drain_ram<A: CsAccess + ?Sized>(
 ) -> (usize, bool) {
     let mut words: usize = 0;
     loop {
-        let w = io.read32(TMC_RRD);
+        let w = io.read(RRD).data().get();
         if w == TMC_RRD_EMPTY {
             return (words, true);
         }
@@ -782,30 +322,30 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
 
     unlock(io);
     let locked = is_locked(io);
-    h.ctl = io.read32(TMC_CTL);
-    h.mode = io.read32(TMC_MODE);
-    let ffsr_entry = io.read32(TMC_FFSR);
-    h.ffcr = io.read32(TMC_FFCR);
+    let ctl: CTL = io.read(CTL);
+    let mode: MODE = io.read(MODE);
+    let ffsr_entry: FFSR = io.read(FFSR);
+    h.ctl = ctl.into_raw();
+    h.mode = mode.into_raw();
+    h.ffcr = io.read(FFCR).into_raw();
 
     let drain = if locked {
         first_failure = Some(TmcOutcome::Locked);
         false
-    } else if h.ctl & TMC_CTL_CAPTEN == 0 {
+    } else if !ctl.tracecapten() {
         first_failure = Some(TmcOutcome::NotEnabled);
         false
-    } else if h.mode & TMC_MODE_MASK != TMC_MODE_CIRCULAR_BUFFER {
+    } else if mode.mode() != Ok(TmcMode::CircularBuffer) {
         first_failure = Some(TmcOutcome::NotCircularBuffer);
         false
     } else {
-        let report = if ffsr_entry & TMC_FFSR_FTSTOPPED != 0 {
+        let report = if ffsr_entry.ftstopped() {
             h.flags |= TMC_REC_FLUSH_SKIPPED;
-            let (ready, ready_delays) = poll_bit(io, TMC_STS, TMC_STS_TMCREADY, TMC_STS_TMCREADY);
             StopReport {
                 flush_done: true,
-                flush_delays: 0,
-                ready,
-                ready_delays,
+                ..StopReport::default()
             }
+            .with_ready(poll_ready(io))
         } else {
             flush_and_stop(io)
         };
@@ -823,14 +363,16 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
         true
     };
 
-    h.sts = io.read32(TMC_STS);
-    h.rrp = io.read32(TMC_RRP);
-    h.rwp = io.read32(TMC_RWP);
-    h.rsz = io.read32(TMC_RSZ);
-    h.ffsr = io.read32(TMC_FFSR);
-    h.devid = io.read32(CS_DEVID);
-    h.authstatus = io.read32(CS_AUTHSTATUS);
-    if h.sts & TMC_STS_FULL != 0 {
+    let sts: STS = io.read(STS);
+    h.sts = sts.into_raw();
+    h.rrp = io.read(RRP).into_raw();
+    h.rwp = io.read(RWP).into_raw();
+    h.rsz = io.read(RSZ).into_raw();
+    h.ffsr = io.read(FFSR).into_raw();
+    let devid: DEVID = io.read(DEVID);
+    h.devid = devid.into_raw();
+    h.authstatus = io.read(AUTHSTATUS).into_raw();
+    if sts.full() {
         h.flags |= TMC_REC_WRAPPED;
     }
 
@@ -843,7 +385,7 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
         }
         let bound = usize::try_from(bound).unwrap_or(0);
         // Keep whole frames (and whole memory words) so that the kept trace starts on a frame.
-        let align = usize::try_from(memwidth_words(h.devid)).unwrap_or(1).max(4);
+        let align = usize::try_from(devid.memwidth_words()).unwrap_or(1).max(4);
         let cap_words = (data.len() / 4 / align).wrapping_mul(align).min(bound);
 
         let (words, ended) = drain_ram(io, data, cap_words, bound);
@@ -879,7 +421,7 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
         h.trace_len = u32::try_from(trace_len).unwrap_or(u32::MAX);
 
         // Like the C driver after its dump: leave the TMC disabled.
-        io.write32(TMC_CTL, 0);
+        io.write_reg(CTL::from_raw(0));
     }
     lock(io);
 

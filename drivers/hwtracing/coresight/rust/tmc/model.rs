@@ -31,10 +31,11 @@
 //! `tmc_etb_dump_hw()` never writes `RRP`: it reads `RRD` until `0xFFFFFFFF`. In Disabled state
 //! `RRD` returns the RAM word at `RRP` and advances `RRP`, wrapping, without an end marker.
 //!
-//! This file is plain `core` Rust with no allocation: it is compiled into the host model crate
-//! (and through it the QEMU plugin) and into the KUnit test module.
+//! A test fixture: compiled into this driver's KUnit tests only
+//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
+//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
 
-use crate::access::CsAccess;
+use kernel::coresight::access::CsAccess;
 
 /// Offset of `RSZ`.
 pub const RSZ: u32 = 0x004;

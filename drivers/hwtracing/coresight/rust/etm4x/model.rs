@@ -17,43 +17,115 @@
 //!   programmers' model, an OS lock that will not clear, a powered-down trace domain.
 //! - Counters of every kind of access, so tests can bound what the driver did.
 //!
-//! It is plain `core` Rust with no allocation, usable on the host and in the KUnit test module.
+//! It is plain `core` Rust with no allocation.
+//!
+//! A test fixture: compiled into this driver's KUnit tests only
+//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
+//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
 
-use crate::access::CsAccess;
-use crate::access::CS_UNLOCK_KEY;
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
+use kernel::coresight::access::{
+    CsAccess,
+    CS_UNLOCK_KEY, //
+};
 
 /// Number of 32-bit registers in the frame.
 const FRAME_WORDS: usize = 1024;
 
-const TRCPRGCTLR: u32 = 0x004;
-const TRCSTATR: u32 = 0x00C;
-const TRCIDR8: u32 = 0x180;
-const TRCIDR13: u32 = 0x194;
-const TRCIDR0: u32 = 0x1E0;
-const TRCIDR7: u32 = 0x1FC;
-const TRCOSLAR: u32 = 0x300;
-const TRCOSLSR: u32 = 0x304;
-const TRCPDCR: u32 = 0x310;
-const TRCPDSR: u32 = 0x314;
-const TRCLAR: u32 = 0xFB0;
-const TRCLSR: u32 = 0xFB4;
-const TRCAUTHSTATUS: u32 = 0xFB8;
-const TRCDEVARCH: u32 = 0xFBC;
-const TRCDEVID: u32 = 0xFC8;
-const TRCDEVTYPE: u32 = 0xFCC;
+// The registers and bits of the architecture (IHI 0064) the model implements; the tests use
+// them too, as a register map written independently of the driver's `register!` declarations.
 
-const STATR_IDLE: u32 = 1 << 0;
-const STATR_PMSTABLE: u32 = 1 << 1;
+/// Offset of `TRCPRGCTLR`.
+pub const TRCPRGCTLR: u32 = 0x004;
+/// Offset of `TRCSTATR`.
+pub const TRCSTATR: u32 = 0x00C;
+/// Offset of `TRCCONFIGR`.
+pub const TRCCONFIGR: u32 = 0x010;
+/// Offset of `TRCEVENTCTL0R`.
+pub const TRCEVENTCTL0R: u32 = 0x020;
+/// Offset of `TRCEVENTCTL1R`.
+pub const TRCEVENTCTL1R: u32 = 0x024;
+/// Offset of `TRCSTALLCTLR`.
+pub const TRCSTALLCTLR: u32 = 0x02C;
+/// Offset of `TRCTSCTLR`.
+pub const TRCTSCTLR: u32 = 0x030;
+/// Offset of `TRCSYNCPR`.
+pub const TRCSYNCPR: u32 = 0x034;
+/// Offset of `TRCCCCTLR`.
+pub const TRCCCCTLR: u32 = 0x038;
+/// Offset of `TRCBBCTLR`.
+pub const TRCBBCTLR: u32 = 0x03C;
+/// Offset of `TRCTRACEIDR`.
+pub const TRCTRACEIDR: u32 = 0x040;
+/// Offset of `TRCVICTLR`.
+pub const TRCVICTLR: u32 = 0x080;
+/// Offset of `TRCVIIECTLR`.
+pub const TRCVIIECTLR: u32 = 0x084;
+/// Offset of `TRCVISSCTLR`.
+pub const TRCVISSCTLR: u32 = 0x088;
+/// Offset of `TRCIDR8`.
+pub const TRCIDR8: u32 = 0x180;
+/// Offset of `TRCIDR13`.
+pub const TRCIDR13: u32 = 0x194;
+/// Offset of `TRCIDR0`.
+pub const TRCIDR0: u32 = 0x1E0;
+/// Offset of `TRCIDR7`.
+pub const TRCIDR7: u32 = 0x1FC;
+/// Offset of `TRCOSLAR`.
+pub const TRCOSLAR: u32 = 0x300;
+/// Offset of `TRCOSLSR`.
+pub const TRCOSLSR: u32 = 0x304;
+/// Offset of `TRCPDCR`.
+pub const TRCPDCR: u32 = 0x310;
+/// Offset of `TRCPDSR`.
+pub const TRCPDSR: u32 = 0x314;
+/// Offset of the software lock's `LAR`.
+pub const TRCLAR: u32 = 0xFB0;
+/// Offset of the software lock's `LSR`.
+pub const TRCLSR: u32 = 0xFB4;
+/// Offset of `TRCAUTHSTATUS`.
+pub const TRCAUTHSTATUS: u32 = 0xFB8;
+/// Offset of `TRCDEVARCH`.
+pub const TRCDEVARCH: u32 = 0xFBC;
+/// Offset of `TRCDEVID`.
+pub const TRCDEVID: u32 = 0xFC8;
+/// Offset of `TRCDEVTYPE`.
+pub const TRCDEVTYPE: u32 = 0xFCC;
+
+/// `TRCPRGCTLR.EN`.
+pub const PRGCTLR_EN: u32 = 1 << 0;
+/// `TRCSTATR.IDLE`.
+pub const STATR_IDLE: u32 = 1 << 0;
+/// `TRCSTATR.PMSTABLE`.
+pub const STATR_PMSTABLE: u32 = 1 << 1;
 /// `TRCOSLSR.OSLM` = 0b010: the OS lock is implemented (bit 3).
 const OSLSR_OSLM_IMPL: u32 = 1 << 3;
 const OSLSR_OSLK: u32 = 1 << 1;
-const PDSR_POWER: u32 = 1 << 0;
+/// `TRCPDCR.PU`.
+pub const PDCR_PU: u32 = 1 << 3;
+/// `TRCPDSR.POWER`.
+pub const PDSR_POWER: u32 = 1 << 0;
 const PDSR_STICKYPD: u32 = 1 << 1;
 const PDSR_OSLK: u32 = 1 << 5;
 const LSR_SLI: u32 = 1 << 0;
 const LSR_SLK: u32 = 1 << 1;
+/// `TRCCONFIGR.CID`.
+pub const CONFIGR_CID: u32 = 1 << 6;
+/// `TRCCONFIGR.TS`.
+pub const CONFIGR_TS: u32 = 1 << 11;
+/// `TRCIDR0.TSSIZE`.
+pub const IDR0_TSSIZE_MASK: u32 = 0x1F << 24;
+/// `TRCVICTLR.EVENT`.
+pub const VICTLR_EVENT_MASK: u32 = 0xFF;
+/// `TRCVICTLR.EVENT` value of the always-true resource.
+pub const VICTLR_EVENT_ALWAYS: u32 = 0x01;
+/// `TRCVICTLR.SSSTATUS`.
+pub const VICTLR_SSSTATUS: u32 = 1 << 9;
+/// `TRCVICTLR.EXLEVEL_S`.
+pub const VICTLR_EXLEVEL_S_MASK: u32 = 0xF << 16;
+/// `TRCVICTLR.EXLEVEL_NS`.
+pub const VICTLR_EXLEVEL_NS_MASK: u32 = 0x7 << 20;
 
 /// Which interface the model is reached through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

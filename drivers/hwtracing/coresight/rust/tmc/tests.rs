@@ -5,8 +5,30 @@
 use kernel::prelude::*;
 
 #[kunit_tests(coresight_tmc_hw)]
-mod tests {
-    use crate::format::{
+mod kunit {
+    use crate::hw::{
+        enable_circular,
+        panic_drain,
+        DrainSummary,
+        TMC_POLL_TRIES, //
+    };
+    use crate::model::{
+        TmcModel,
+        TmcModelConfig, //
+        RRD as TMC_RRD,
+    };
+    use kernel::coresight::panic_dump::format::tmc::{
+        TmcOutcome,
+        TmcRecord,
+        TmcRecordHeader,
+        CS_BARRIER_LEN,
+        CS_BARRIER_WORD,
+        TMC_REC_BARRIER,
+        TMC_REC_READY_TIMEOUT,
+        TMC_REC_TRUNCATED,
+        TMC_REC_WRAPPED, //
+    };
+    use kernel::coresight::panic_dump::format::{
         self,
         ContainerHeader,
         RecordHeader,
@@ -15,26 +37,7 @@ mod tests {
         RECORD_ALIGN,
         RECORD_HEADER_SIZE, //
     };
-    use crate::model_tmc::{
-        TmcModel,
-        TmcModelConfig, //
-    };
-    use crate::tmc_hw::{
-        enable_circular,
-        panic_drain,
-        DrainSummary,
-        TmcOutcome,
-        TmcRecord,
-        TmcRecordHeader,
-        CS_BARRIER_LEN,
-        CS_BARRIER_WORD,
-        TMC_POLL_TRIES,
-        TMC_REC_BARRIER,
-        TMC_REC_READY_TIMEOUT,
-        TMC_REC_TRUNCATED,
-        TMC_REC_WRAPPED,
-        TMC_RRD, //
-    };
+
     use kernel::prelude::*;
 
     /// Words of trace RAM of the modelled ETB.

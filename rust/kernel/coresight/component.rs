@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the kernel drivers share: register access (MMIO frames and the [`Backend`] trait behind
-//! which a driver keeps a memory-mapped frame or, for an ETMv4, the CPU's system registers) and
-//! [`Component`], the pair of registrations a trace component has.
+//! What the CoreSight drivers with a panic dump share: register access through a mapped frame
+//! ([`Mmio`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
+//! ETMv4, the CPU's system registers), [`Component`], the pair of registrations a trace component
+//! has, and [`InUse`], the claim on a component's registers.
 
-use kernel::{
+use crate::{
     coresight::{
         self,
+        access::{
+            CsAccess,
+            FRAME, //
+        },
         panic_dump::{
             self,
             DumpCallback,
             DumpInfo,
+            DumpPayload,
             DumpType, //
         },
         Desc,
@@ -37,11 +43,6 @@ use kernel::{
         Delta, //
     },
 };
-
-use crate::access::CsAccess;
-
-/// Size of a CoreSight component's register frame.
-pub const FRAME: usize = 0x1000;
 
 /// Register access through a mapped frame.
 pub struct Mmio<'a, 'b>(pub &'b IoMem<'a, FRAME>);
@@ -106,6 +107,8 @@ pub struct ComponentInfo {
     pub dump: DumpType,
     /// Bytes to reserve for its record.
     pub max_bytes: usize,
+    /// What layout its record's data has.
+    pub payload: DumpPayload,
 }
 
 /// A bound trace component: registered with the CoreSight core (sysfs, paths, operations `O`)
@@ -138,6 +141,7 @@ impl<O: Operations, D: DumpCallback> Component<O, D> {
                     kind: info.dump,
                     cpu: info.cpu,
                     max_bytes: info.max_bytes,
+                    payload: info.payload,
                 },
                 Ok::<_, Error>(callback),
             ),

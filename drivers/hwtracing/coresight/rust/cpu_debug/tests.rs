@@ -38,30 +38,33 @@ impl core::fmt::Write for TextBuf {
 }
 
 #[kunit_tests(coresight_cpu_debug_hw)]
-mod tests {
+mod kunit {
     use super::TextBuf;
-    use crate::cpu_debug_hw::{
+    use crate::hw::{
+        read_arch,
         sample_cpu,
-        ArchData,
+        MAX_ACCESSES_PER_SAMPLE,
+        MAX_DELAYS_PER_SAMPLE,
+        POWER_UP_POLLS, //
+    };
+    use kernel::coresight::panic_dump::format::cpu_debug::{
         CpuSample,
         Outcome,
         PcKind,
-        EDOSLAR,
-        EDPCSR,
-        EDPRCR,
-        EDPRSR,
         FLAG_WAS_POWERED_DOWN,
-        LAR,
-        MAX_ACCESSES_PER_SAMPLE,
-        MAX_DELAYS_PER_SAMPLE,
-        POWER_UP_POLLS,
         RECORD_LEN, //
     };
-    use crate::model_cpu_debug::{
+
+    use crate::model::{
         CpuDebugConfig,
         CpuDebugModel,
         CpuState,
         PowerMode, //
+        EDOSLAR,
+        EDPCSR,
+        EDPRCR,
+        EDPRSR,
+        LAR,
     };
     use core::fmt::Write;
     use kernel::prelude::*;
@@ -78,7 +81,7 @@ mod tests {
     /// access would have faulted, the bounds hold, `EDPRCR` and the locks are back as found,
     /// and the record survives its encoding.
     fn sample_checked(m: &mut CpuDebugModel, cpu: u32) -> Option<CpuSample> {
-        let arch = ArchData::read(m, true).ok()?;
+        let arch = read_arch(m, true).ok()?;
         let os_before = m.os_locked();
         let prcr_before = m.edprcr();
         let powered_before = m.powered();

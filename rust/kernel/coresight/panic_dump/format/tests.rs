@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The dump container, as the panic-dump core writes it: CRC, records, commit, validation.
+//! KUnit tests of the format, compiled the way the kernel compiles it: the kernel's CRC against
+//! the check value of CRC-32/IEEE, records, commit, validation, as the panic-dump core writes
+//! them.
 
 use kernel::prelude::*;
 
 #[kunit_tests(coresight_panic_dump_format)]
-mod tests {
-    use crate::format::{
+mod kunit {
+    use kernel::coresight::panic_dump::format::{
         self,
         ContainerHeader,
         Crc32,

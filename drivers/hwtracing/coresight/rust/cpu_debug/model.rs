@@ -29,24 +29,43 @@
 //! The offsets and bits here are written from the Arm documents independently of the driver
 //! code, so that a wrong constant there shows up as a failing test. Plain `core`, no
 //! allocation: usable in the QEMU plugin and the KUnit test module too.
+//!
+//! A test fixture: compiled into this driver's KUnit tests only
+//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
+//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
 
-use crate::access::CsAccess;
+use kernel::coresight::access::CsAccess;
 
-const EDPCSR: u32 = 0x0A0;
-const EDCIDSR: u32 = 0x0A4;
-const EDVIDSR: u32 = 0x0A8;
-const EDPCSR_HI: u32 = 0x0AC;
-const EDOSLAR: u32 = 0x300;
-const EDPRCR: u32 = 0x310;
-const EDPRSR: u32 = 0x314;
-const LAR: u32 = 0xFB0;
-const LSR: u32 = 0xFB4;
-const EDDEVID1: u32 = 0xFC4;
-const EDDEVID: u32 = 0xFC8;
+// The registers of the frame (DDI 0487 part H); the tests use them too, as a register map
+// written independently of the driver's `register!` declarations.
+
+/// Offset of `EDPCSR`.
+pub const EDPCSR: u32 = 0x0A0;
+/// Offset of `EDCIDSR`.
+pub const EDCIDSR: u32 = 0x0A4;
+/// Offset of `EDVIDSR`.
+pub const EDVIDSR: u32 = 0x0A8;
+/// Offset of `EDPCSR_HI`.
+pub const EDPCSR_HI: u32 = 0x0AC;
+/// Offset of `EDOSLAR`.
+pub const EDOSLAR: u32 = 0x300;
+/// Offset of `EDPRCR`.
+pub const EDPRCR: u32 = 0x310;
+/// Offset of `EDPRSR`.
+pub const EDPRSR: u32 = 0x314;
+/// Offset of the software lock's `LAR`.
+pub const LAR: u32 = 0xFB0;
+/// Offset of the software lock's `LSR`.
+pub const LSR: u32 = 0xFB4;
+/// Offset of `EDDEVID1`.
+pub const EDDEVID1: u32 = 0xFC4;
+/// Offset of `EDDEVID`.
+pub const EDDEVID: u32 = 0xFC8;
 
 const UNLOCK_KEY: u32 = 0xC5AC_CE55;
 
-const PRCR_CORENPDRQ: u32 = 1 << 0;
+/// `EDPRCR.CORENPDRQ`.
+pub const PRCR_CORENPDRQ: u32 = 1 << 0;
 const PRCR_COREPURQ: u32 = 1 << 3;
 
 const PRSR_PU: u32 = 1 << 0;

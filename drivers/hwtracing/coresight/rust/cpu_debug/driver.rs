@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The CPU debug driver: the AMBA driver, the `enable` knob, and the panic callback that samples
+//! one CPU ([`hw::sample_cpu`]) and prints the sample the way the C driver does.
+
+use kernel::{
+    amba, c_str,
+    coresight::{
+        self,
+        access::FRAME,
+        component::Backend,
+        panic_dump::{
+            format::cpu_debug::{
+                CpuSample,
+                Edcidsr,
+                Edprsr,
+                Edvidsr,
+                Outcome,
+                PcKind,
+                RECORD_LEN, //
+            },
+            DumpCallback,
+            DumpInfo,
+            DumpPayload,
+            DumpType,
+            Registration, //
+        },
+    },
+    debugfs,
+    device::{
+        Core,
+        Device, //
+    },
+    driver, fmt,
+    io::mem::IoMem,
+    kallsyms::Symbol,
+    prelude::*,
+    str::CString,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+    },
+    uaccess::UserSliceReader,
+};
+
+use crate::{
+    hw::{
+        self,
+        read_arch, //
+    },
+    module_parameters,
+};
+
+/// Name the C driver has; the report's lines carry it.
+const DRIVER_NAME: &CStr = c_str!("coresight-cpu-debug");
+
+/// Bytes reserved in the dump for one CPU's record.
+const RECORD_BYTES: usize = RECORD_LEN;
+
+/// Whether sampling at panic is on.
+static ENABLED: Atomic<bool> = Atomic::new(false);
+
+/// Whether this panic's report header was printed (by the first CPU's sampler).
+static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
+
+/// Samples one CPU at panic.
+struct Sampler<B: Backend> {
+    cpu: u32,
+    arch: kernel::coresight::panic_dump::format::cpu_debug::ArchData,
+    backend: B,
+    /// The bound device; the report's lines are prefixed with its name, as the C driver's are.
+    dev: ARef<Device>,
+}
+
+/// Prints one line of the report with `dev_emerg!` on `$s.dev`.
+macro_rules! report_line {
+    ($s:expr, $($arg:tt)*) => {
+        dev_emerg!($s.dev, "{}\n", fmt!($($arg)*))
+    };
+}
+
+impl<B: Backend> Sampler<B> {
+    /// Prints the sample as the C driver does, with the PC symbolised.
+    fn report(&self, s: &CpuSample) {
+        report_line!(self, "CPU[{}]:", s.cpu);
+        if s.outcome == Outcome::NotImplemented {
+            report_line!(self, " not sampled: {}", s.outcome.reason());
+            return;
+        }
+        report_line!(self, " {}", Edprsr(s.edprsr));
+        match s.outcome {
+            Outcome::Sampled => {}
+            Outcome::PoweredDown | Outcome::DoubleLocked => {
+                report_line!(self, "No permission to access debug registers!");
+                report_line!(self, " not sampled: {}", s.outcome.reason());
+                return;
+            }
+            _ => {
+                report_line!(self, "CPU is in Debug state or profiling is prohibited!");
+                report_line!(self, " not sampled: {}", s.outcome.reason());
+                return;
+            }
+        }
+        match s.pc.kind {
+            PcKind::ImplementationDefined => {
+                report_line!(self, "Instruction offset is implementation defined");
+            }
+            PcKind::AArch32NoState => {
+                report_line!(self, "AArch32 instruction set state not sampled");
+            }
+            _ => {}
+        }
+        report_line!(self, " EDPCSR:  {}", Symbol(s.pc.pc));
+        if s.cidsr().is_some() {
+            report_line!(self, " {}", Edcidsr(s.edcidsr));
+        }
+        if s.vidsr().is_some() {
+            report_line!(self, " {}", Edvidsr(s.edvidsr));
+        }
+    }
+}
+
+impl<B: Backend> DumpCallback for Sampler<B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        if !ENABLED.load(Relaxed) {
+            // Off: nothing read, and the record says so.
+            return Err(EPERM);
+        }
+        if !HEADER_PRINTED.xchg(true, Relaxed) {
+            pr_emerg!("ARM external debug module:\n");
+        }
+        // SAFETY: The panic dump runs each callback once, on one CPU.
+        let sample = unsafe {
+            self.backend
+                .with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch))
+        };
+        self.report(&sample);
+        *written = sample.encode(buf).map_err(|_| ENOSPC)?;
+        Ok(())
+    }
+}
+
+/// A sampler's registration with the panic dump.
+type SamplerReg<B> = Pin<KBox<Registration<Sampler<B>>>>;
+
+/// Registers the dump of one CPU's sampler.
+fn register<B: Backend>(sampler: Sampler<B>, name: &CStr) -> Result<SamplerReg<B>> {
+    let cpu = sampler.cpu;
+    KBox::pin_init(
+        Registration::new(
+            DumpInfo {
+                name,
+                kind: DumpType::CpuDebug,
+                cpu: Some(cpu),
+                max_bytes: RECORD_BYTES,
+                payload: DumpPayload::CpuDebug,
+            },
+            Ok::<_, Error>(sampler),
+        ),
+        GFP_KERNEL,
+    )
+}
+
+/// The AMBA driver for the real debug interfaces.
+struct CpuDebug;
+
+/// `DEVARCH`/`DEVTYPE` of an ARMv8 external debug interface, for UCI matching.
+static UCI_DEBUG: amba::CsUci = amba::CsUci::new(0x4770_6a15, 0xfff0_ffff, 0x0000_0015);
+
+kernel::amba_device_table!(
+    AMBA_TABLE,
+    [
+        // Cortex-A53, A57, A72, A73.
+        amba::DeviceId::new(0x000b_bd03, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd07, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd08, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_bd09, 0x000f_ffff),
+        // Qualcomm Kryo, matched by UCI.
+        amba::DeviceId::with_uci(0x000f_0205, 0x000f_ffff, &UCI_DEBUG),
+        amba::DeviceId::with_uci(0x000f_0211, 0x000f_ffff, &UCI_DEBUG),
+    ]
+);
+
+impl amba::Driver for CpuDebug {
+    type Data<'bound> = SamplerReg<IoMem<'bound, FRAME>>;
+    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound amba::Device<Core<'_>>,
+        _id: &'bound amba::DeviceId,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = adev.as_ref();
+        let cpu = coresight::get_cpu(dev)
+            .inspect_err(|_| dev_err!(dev, "no CPU for this debug interface\n"))?;
+        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        // SAFETY: Probe is the only user of the frame until the registration below exists.
+        let arch =
+            unsafe { iomem.with_io(|io| read_arch(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
+                dev_err!(dev, "CPU{}: {}\n", cpu, e);
+                ENODEV
+            })?;
+        let name = CString::try_from_fmt(fmt!("{}", dev.name()))?;
+        let plain: &Device = dev;
+        let sampler = Sampler {
+            cpu,
+            arch,
+            backend: iomem,
+            dev: ARef::from(plain),
+        };
+        let reg = register(sampler, &name)?;
+        dev_info!(dev, "Coresight debug-CPU{} initialized\n", cpu);
+        Ok(reg)
+    }
+}
+
+/// The `enable` debugfs file: reads `1` or `0`.
+fn show_enable(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(ENABLED.load(Relaxed)))
+}
+
+/// The `enable` debugfs file: takes `1` or `0`; anything else is rejected and changes nothing.
+fn store_enable(_: &(), reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..n])?;
+    let on = match buf[..n].trim_ascii() {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(EINVAL),
+    };
+    ENABLED.store(on, Relaxed);
+    pr_info!(
+        "PC sampling at panic {}\n",
+        if on { "enabled" } else { "disabled" }
+    );
+    Ok(())
+}
+
+pub(crate) struct CpuDebugModule {
+    _driver: Pin<KBox<driver::Registration<amba::Adapter<CpuDebug>>>>,
+    _knob: Pin<KBox<debugfs::File<()>>>,
+    _dir: debugfs::Dir,
+}
+
+impl kernel::Module for CpuDebugModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let on = module_parameters::debug.value()
+            || module_parameters::enable.value()
+            || cfg!(CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON);
+        ENABLED.store(on, Relaxed);
+
+        let dir = debugfs::Dir::new(c_str!("coresight_cpu_debug"));
+        let knob = KBox::pin_init(
+            dir.read_write_callback_file(c_str!("enable"), (), &show_enable, &store_enable),
+            GFP_KERNEL,
+        )?;
+        let driver = KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?;
+        pr_info!(
+            "PC sampling at panic {}\n",
+            if on { "enabled" } else { "disabled" }
+        );
+        Ok(Self {
+            _driver: driver,
+            _knob: knob,
+            _dir: dir,
+        })
+    }
+}

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ETMv4 driver: the AMBA driver of memory-mapped trace units, the CoreSight source
+//! operations, and the panic callback that stops the unit and saves its registers
+//! ([`Etm4x::panic_save`]).
+
+use kernel::{
+    amba, c_str,
+    coresight::{
+        self,
+        access::{
+            CsAccess,
+            FRAME, //
+        },
+        component::{
+            Backend,
+            Component,
+            ComponentInfo,
+            InUse,
+            Mmio, //
+        },
+        panic_dump::{
+            format::etm4x::{
+                SaveOutcome,
+                SavedState,
+                SAVED_STATE_SIZE, //
+            },
+            DumpCallback,
+            DumpPayload,
+            DumpType, //
+        },
+        CsDevice,
+        Kind,
+        Mode,
+        Path,
+        SourceKind, //
+    },
+    cpu::CpuId,
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    driver, fmt,
+    io::mem::IoMem,
+    prelude::*,
+    smp,
+    str::CString,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+    },
+};
+
+use crate::{
+    hw::{
+        Etm4x,
+        Etm4xError,
+        Etm4xIds,
+        FoundLocks,
+        Interface,
+        Timeout,
+        TraceConfig, //
+    },
+    module_parameters, sysreg,
+};
+
+/// Name the C driver has.
+const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
+
+/// One trace unit, shared by its CoreSight operations and its panic callback.
+pub(crate) struct Etm<B: Backend> {
+    backend: B,
+    cpu: u32,
+    iface: Interface,
+    ids: Etm4xIds,
+    /// Taken around every register sequence.
+    in_use: InUse,
+    /// The locks found by the last enable, to put back at disable: bit 0 OS lock, bit 1
+    /// software lock.
+    found: Atomic<u32>,
+    name: CString,
+}
+
+/// Runs `f` on the trace unit that `backend` reaches, from the unit's CPU when its registers are
+/// system registers.
+///
+/// # Safety
+///
+/// No other call on the same backend may run at the same time.
+unsafe fn run_on<B: Backend, R: Send>(
+    backend: &B,
+    iface: Interface,
+    f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
+) -> Result<R> {
+    // SAFETY: The caller guarantees exclusive use of the backend.
+    let run = || unsafe { backend.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT))) };
+    match backend.cpu() {
+        None => Ok(run()),
+        Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run),
+    }
+}
+
+impl<B: Backend> Etm<B> {
+    /// Runs `f` on the trace unit, unless another caller has it ([`EBUSY`]).
+    fn with<R: Send>(
+        &self,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
+    ) -> Result<R> {
+        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
+        unsafe { run_on(&self.backend, self.iface, f) }
+    }
+
+    /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped.
+    ///
+    /// Fails with the outcome to record when the unit can only be reached from another CPU, or
+    /// when a stopped CPU was in the middle of a register sequence on it.
+    fn with_at_panic<R>(
+        &self,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R,
+    ) -> Result<R, SaveOutcome> {
+        if !self.backend.reachable_from_any_cpu()
+            && self
+                .backend
+                .cpu()
+                .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
+        {
+            return Err(SaveOutcome::Unreachable);
+        }
+        let _claim = self.in_use.try_claim().ok_or(SaveOutcome::Busy)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
+        Ok(unsafe {
+            self.backend
+                .with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT)))
+        })
+    }
+}
+
+impl fmt::Display for Etm4xError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
+impl From<Etm4xError> for Error {
+    fn from(e: Etm4xError) -> Self {
+        match e {
+            Etm4xError::InvalidTraceId(_) | Etm4xError::NotEtmV4(_) => EINVAL,
+            Etm4xError::PoweredDown | Etm4xError::OsLocked | Etm4xError::SoftwareLocked => EPERM,
+            Etm4xError::IdleTimeout(_) | Etm4xError::PmStableTimeout(_) => ETIMEDOUT,
+        }
+    }
+}
+
+/// The trace unit as a CoreSight source.
+pub(crate) struct SourceOps<B: Backend>(Arc<Etm<B>>);
+
+#[vtable]
+impl<B: Backend> coresight::Operations for SourceOps<B> {
+    fn trace_id(&self, csdev: &CsDevice, mode: Mode, sink: Option<&CsDevice>) -> Result<u8> {
+        csdev.etm_trace_id(mode, sink)
+    }
+
+    fn source_enable(&self, csdev: &CsDevice, mode: Mode, path: &Path) -> Result {
+        let etm = &*self.0;
+        if mode != Mode::Sysfs {
+            return Err(EINVAL);
+        }
+        if !csdev.take_mode(mode) {
+            return Err(EBUSY);
+        }
+        let ts = module_parameters::timestamps.value();
+        let enabled = match TraceConfig::default_for(&etm.ids, path.trace_id(), ts) {
+            Ok(cfg) => etm.with(|u| u.enable(&cfg)),
+            Err(e) => Ok(Err(e)),
+        };
+        let found = enabled
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "ETM not enabled: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
+        etm.found.store(bits, Relaxed);
+        dev_dbg!(
+            csdev.as_device(),
+            "ETM tracing enabled, trace ID {:#x}\n",
+            path.trace_id()
+        );
+        Ok(())
+    }
+
+    fn source_disable(&self, csdev: &CsDevice) {
+        let etm = &*self.0;
+        let bits = etm.found.load(Relaxed);
+        let found = FoundLocks {
+            os_locked: bits & 1 != 0,
+            sw_locked: bits & 2 != 0,
+        };
+        match etm.with(|u| {
+            let r = u.disable();
+            u.restore_locks(found);
+            r
+        }) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => dev_err!(csdev.as_device(), "ETM not disabled: {e}\n"),
+            Err(e) => dev_err!(
+                csdev.as_device(),
+                "trace unit not reachable ({})\n",
+                e.to_errno()
+            ),
+        }
+        csdev.set_mode(Mode::Disabled);
+        dev_dbg!(csdev.as_device(), "ETM tracing disabled\n");
+    }
+}
+
+/// The trace unit's panic callback.
+pub(crate) struct Save<B: Backend>(Arc<Etm<B>>);
+
+impl<B: Backend> DumpCallback for Save<B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let etm = &*self.0;
+        let saved = etm
+            .with_at_panic(|u| u.panic_save(etm.cpu))
+            .unwrap_or_else(|outcome| SavedState {
+                cpu: etm.cpu,
+                outcome,
+                ..SavedState::default()
+            });
+        *written = saved.encode(buf).map_err(|_| ENOSPC)?;
+        if saved.outcome != SaveOutcome::Ok {
+            pr_emerg!("{}: {}\n", &*etm.name, saved.outcome.name());
+            return Err(EIO);
+        }
+        Ok(())
+    }
+}
+
+/// A bound trace unit.
+pub(crate) type EtmDevice<B> = Component<SourceOps<B>, Save<B>>;
+
+/// Probes the trace unit of `cpu` whose registers `backend` reaches.
+pub(crate) fn probe_etm<'a, B: Backend + 'a>(
+    dev: &'a Device<Core<'_>>,
+    backend: B,
+    iface: Interface,
+) -> Result<impl PinInit<EtmDevice<B>, Error> + 'a> {
+    let cpu =
+        coresight::get_cpu(dev).inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
+    // SAFETY: Probe is the only user of the registers until the registrations below exist.
+    let ids = unsafe {
+        run_on(&backend, iface, |u| {
+            let found = u.unlock()?;
+            let ids = u.read_ids();
+            u.restore_locks(found);
+            ids
+        })
+    }?
+    .inspect_err(|e| dev_err!(dev, "trace unit not usable: {e}\n"))?;
+    let name = CString::try_from_fmt(fmt!("etm{}", cpu))?;
+    let etm = Arc::new(
+        Etm {
+            backend,
+            cpu,
+            iface,
+            ids,
+            in_use: InUse::new(),
+            found: Atomic::new(0),
+            name,
+        },
+        GFP_KERNEL,
+    )?;
+    dev_info!(
+        dev,
+        "CPU{}: ETMv4.{} initialized (TRCIDR1 {:#010x})\n",
+        cpu,
+        (ids.idr(1) >> 4) & 0xf,
+        ids.idr(1)
+    );
+    let for_dump = etm.clone();
+    let bound: &Device<Bound> = dev;
+    Ok(Component::new(
+        bound,
+        ComponentInfo {
+            name: CString::try_from_fmt(fmt!("{}", &*etm.name))?,
+            kind: Kind::Source(SourceKind::Proc),
+            cpu: Some(cpu),
+            dump: DumpType::Source,
+            max_bytes: SAVED_STATE_SIZE,
+            payload: DumpPayload::Etm4x,
+        },
+        SourceOps(etm.clone()),
+        Save(for_dump),
+    ))
+}
+
+/// A memory-mapped trace unit. Any CPU reaches its frame, but like the C driver this one
+/// operates it from its own CPU at run time, where its power domain is up; at panic the
+/// panicking CPU reaches it directly.
+struct EtmMmio<'a> {
+    io: IoMem<'a, FRAME>,
+    cpu: u32,
+}
+
+impl Backend for EtmMmio<'_> {
+    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        f(&mut Mmio(&self.io))
+    }
+
+    fn cpu(&self) -> Option<u32> {
+        Some(self.cpu)
+    }
+}
+
+/// The AMBA driver for memory-mapped trace units.
+struct Etm4xAmba;
+
+/// `DEVARCH`/`DEVTYPE` of an ETMv4 trace unit, for UCI matching.
+static UCI_ETM4: amba::CsUci = amba::CsUci::new(0x4770_4a13, 0xfff0_ffff, 0x0000_0013);
+
+kernel::amba_device_table!(
+    AMBA_TABLE,
+    [
+        // Cortex-A53.
+        amba::DeviceId::new(0x000b_b95d, 0x000f_ffff),
+        // Cortex-A57.
+        amba::DeviceId::new(0x000b_b95e, 0x000f_ffff),
+        // Cortex-A72.
+        amba::DeviceId::new(0x000b_b95a, 0x000f_ffff),
+        // Cortex-A73.
+        amba::DeviceId::new(0x000b_b959, 0x000f_ffff),
+        // Cortex-A35.
+        amba::DeviceId::with_uci(0x000b_b9da, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_bd05, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A75.
+        amba::DeviceId::with_uci(0x000b_bd0a, 0x000f_ffff, &UCI_ETM4),
+        // Neoverse N1.
+        amba::DeviceId::with_uci(0x000b_bd0c, 0x000f_ffff, &UCI_ETM4),
+        // Cortex-A78.
+        amba::DeviceId::with_uci(0x000b_bd41, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo.
+        amba::DeviceId::with_uci(0x000f_0205, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo.
+        amba::DeviceId::with_uci(0x000f_0211, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 385 Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_b802, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 385 Cortex-A75.
+        amba::DeviceId::with_uci(0x000b_b803, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 4XX Cortex-A55.
+        amba::DeviceId::with_uci(0x000b_b805, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 4XX Cortex-A76.
+        amba::DeviceId::with_uci(0x000b_b804, 0x000f_ffff, &UCI_ETM4),
+        // Qualcomm Kryo 5XX Cortex-A77.
+        amba::DeviceId::with_uci(0x000b_bd0d, 0x000f_ffff, &UCI_ETM4),
+        // Marvell ThunderX2.
+        amba::DeviceId::with_uci(0x000c_c0af, 0x000f_ffff, &UCI_ETM4),
+        // HiSilicon Hip08.
+        amba::DeviceId::with_uci(0x000b_6d01, 0x000f_ffff, &UCI_ETM4),
+        // HiSilicon Hip09.
+        amba::DeviceId::with_uci(0x000b_6d02, 0x000f_ffff, &UCI_ETM4),
+    ]
+);
+
+impl amba::Driver for Etm4xAmba {
+    type Data<'bound> = Pin<KBox<EtmDevice<EtmMmio<'bound>>>>;
+    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound amba::Device<Core<'_>>,
+        _id: &'bound amba::DeviceId,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = adev.as_ref();
+        let cpu = coresight::get_cpu(dev)
+            .inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
+        let io = adev.io_request().iomap_sized::<FRAME>()?;
+        KBox::pin_init(
+            probe_etm(dev, EtmMmio { io, cpu }, Interface::Mmio)?,
+            GFP_KERNEL,
+        )
+    }
+}
+
+pub(crate) struct Etm4xModule {
+    _amba: Pin<KBox<driver::Registration<amba::Adapter<Etm4xAmba>>>>,
+    _sysreg: Pin<KBox<driver::Registration<kernel::platform::Adapter<sysreg::Etm4xSysReg>>>>,
+}
+
+impl kernel::Module for Etm4xModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self {
+            _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
+            _sysreg: KBox::pin_init(
+                driver::Registration::new(c_str!("coresight-etm4x-sysreg"), module),
+                GFP_KERNEL,
+            )?,
+        })
+    }
+}

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TMC driver: the AMBA driver, the CoreSight sink and link operations, and the panic
+//! callback that drains the trace RAM into the dump ([`hw::panic_drain`]).
+
+use kernel::{
+    amba, c_str,
+    coresight::{
+        self,
+        access::{
+            CsAccess,
+            TypedAccess,
+            FRAME, //
+        },
+        component::{
+            Backend,
+            Component,
+            ComponentInfo,
+            InUse, //
+        },
+        panic_dump::{
+            format::tmc::{
+                TmcOutcome,
+                TmcRecord, //
+            },
+            DumpCallback,
+            DumpPayload,
+            DumpType, //
+        },
+        CsDevice,
+        Kind,
+        LinkKind,
+        Mode,
+        Path,
+        SinkKind, //
+    },
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    driver, fmt,
+    io::mem::IoMem,
+    prelude::*,
+    str::CString,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+    },
+};
+
+use crate::{
+    hw::{
+        self,
+        TmcError, //
+    },
+    regs::{
+        TmcConfigType,
+        DEVID,
+        RSZ, //
+    },
+};
+
+/// Name the C driver has.
+const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
+
+/// One TMC, shared by its CoreSight operations and its panic callback.
+struct Tmc<B: Backend> {
+    backend: B,
+    /// Taken around every register sequence.
+    in_use: InUse,
+    /// Sources writing into this sink in sysfs mode.
+    users: Atomic<u32>,
+    name: CString,
+}
+
+impl<B: Backend> Tmc<B> {
+    /// Drops one user and returns how many are left (never below zero).
+    fn drop_user(&self) -> u32 {
+        let mut n = self.users.load(Relaxed);
+        while n > 0 {
+            match self.users.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => return n - 1,
+                Err(now) => n = now,
+            }
+        }
+        0
+    }
+
+    /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
+    fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
+        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
+        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
+        Ok(unsafe { self.backend.with_io(f) })
+    }
+}
+
+/// The TMC as a CoreSight sink (and, for an ETF, a link).
+struct SinkOps<B: Backend>(Arc<Tmc<B>>);
+
+#[vtable]
+impl<B: Backend> coresight::Operations for SinkOps<B> {
+    fn sink_enable(&self, csdev: &CsDevice, mode: Mode, _path: &Path) -> Result {
+        let tmc = &*self.0;
+        if mode != Mode::Sysfs {
+            return Err(EINVAL);
+        }
+        if csdev.mode() == Mode::Sysfs {
+            tmc.users.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        if !csdev.take_mode(Mode::Sysfs) {
+            return Err(EBUSY);
+        }
+        tmc.io(|io| hw::enable_circular(io, 0))
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC not enabled: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        tmc.users.store(1, Relaxed);
+        dev_dbg!(csdev.as_device(), "TMC-ETB/ETF enabled\n");
+        Ok(())
+    }
+
+    fn sink_disable(&self, csdev: &CsDevice) -> Result {
+        let tmc = &*self.0;
+        if tmc.drop_user() > 0 {
+            return Err(EBUSY);
+        }
+        if csdev.mode() == Mode::Disabled {
+            return Ok(());
+        }
+        let r = tmc.io(|io| hw::disable(io));
+        csdev.set_mode(Mode::Disabled);
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => dev_warn!(csdev.as_device(), "TMC stop: {e}\n"),
+            Err(e) => dev_warn!(
+                csdev.as_device(),
+                "TMC stop: registers busy ({})\n",
+                e.to_errno()
+            ),
+        }
+        dev_dbg!(csdev.as_device(), "TMC-ETB/ETF disabled\n");
+        Ok(())
+    }
+
+    fn link_enable(
+        &self,
+        csdev: &CsDevice,
+        _in: &coresight::Connection,
+        _out: &coresight::Connection,
+    ) -> Result {
+        let tmc = &*self.0;
+        if csdev.mode() == Mode::Sysfs {
+            tmc.users.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        if !csdev.take_mode(Mode::Sysfs) {
+            return Err(EBUSY);
+        }
+        tmc.io(|io| hw::enable_hw_fifo(io))
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC link not enabled: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        tmc.users.store(1, Relaxed);
+        Ok(())
+    }
+
+    fn link_disable(
+        &self,
+        csdev: &CsDevice,
+        _in: &coresight::Connection,
+        _out: &coresight::Connection,
+    ) {
+        let tmc = &*self.0;
+        if tmc.drop_user() == 0 && csdev.mode() != Mode::Disabled {
+            let _ = tmc.io(|io| hw::disable(io));
+            csdev.set_mode(Mode::Disabled);
+        }
+    }
+}
+
+impl fmt::Display for TmcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
+impl From<TmcError> for Error {
+    fn from(e: TmcError) -> Self {
+        match e {
+            TmcError::NotReady | TmcError::FlushTimeout => ETIMEDOUT,
+        }
+    }
+}
+
+/// The TMC's panic callback.
+struct Drain<B: Backend>(Arc<Tmc<B>>);
+
+impl<B: Backend> DumpCallback for Drain<B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let tmc = &*self.0;
+        let Ok(summary) = tmc.io(|io| hw::panic_drain(io, buf)) else {
+            // A CPU stopped by the panic was in the middle of a register sequence.
+            pr_emerg!(
+                "{}: registers in use by a stopped CPU; not drained\n",
+                &*tmc.name
+            );
+            return Err(EBUSY);
+        };
+        let summary = summary.map_err(|_| ENOSPC)?;
+        *written = summary.record_len;
+        let err = match summary.outcome {
+            TmcOutcome::Complete | TmcOutcome::NotEnabled | TmcOutcome::NotCircularBuffer => {
+                return Ok(())
+            }
+            TmcOutcome::Locked => EACCES,
+            TmcOutcome::Truncated => ENOSPC,
+            TmcOutcome::FlushTimeout | TmcOutcome::ReadyTimeout | TmcOutcome::RamReadStuck => {
+                ETIMEDOUT
+            }
+        };
+        pr_emerg!(
+            "{}: trace drain: {}, {} trace bytes kept\n",
+            &*tmc.name,
+            summary.outcome.name(),
+            summary.trace_len
+        );
+        Err(err)
+    }
+}
+
+/// A bound TMC.
+type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
+
+/// Probes a TMC whose registers `backend` reaches.
+fn probe_tmc<'a, B: Backend + 'a>(
+    dev: &'a Device<Core<'_>>,
+    backend: B,
+) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
+    // SAFETY: Probe is the only user of the registers until the registrations below exist.
+    let (devid, rsz): (DEVID, RSZ) =
+        unsafe { backend.with_io(|io| (io.read(DEVID), io.read(RSZ))) };
+    let config = devid.configtype();
+    let rsz = rsz.words().get();
+    let (prefix, kind) = match config {
+        TmcConfigType::Etb => (c_str!("tmc_etb"), Kind::Sink(SinkKind::Buffer)),
+        TmcConfigType::Etf => (
+            c_str!("tmc_etf"),
+            Kind::LinkSink(LinkKind::Fifo, SinkKind::Buffer),
+        ),
+        _ => {
+            dev_err!(
+                dev,
+                "TMC configuration {:#x} is not an ETB or ETF\n",
+                devid.into_raw()
+            );
+            return Err(ENODEV);
+        }
+    };
+    if rsz == 0 || rsz > hw::TMC_MAX_RAM_WORDS {
+        dev_err!(dev, "TMC RAM size {:#x} words is out of range\n", rsz);
+        return Err(ENODEV);
+    }
+    let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
+    let bound: &Device<Bound> = dev;
+    let name = coresight::alloc_device_name(prefix, bound)?;
+    let tmc = Arc::new(
+        Tmc {
+            backend,
+            in_use: InUse::new(),
+            users: Atomic::new(0),
+            name,
+        },
+        GFP_KERNEL,
+    )?;
+    dev_info!(
+        dev,
+        "{}: {} KiB trace RAM, dump slot {} bytes\n",
+        &*tmc.name,
+        rsz / 256,
+        slot
+    );
+    let for_dump = tmc.clone();
+    Ok(Component::new(
+        bound,
+        ComponentInfo {
+            name: CString::try_from_fmt(fmt!("{}", &*tmc.name))?,
+            kind,
+            cpu: None,
+            dump: DumpType::Sink,
+            max_bytes: slot,
+            payload: DumpPayload::Tmc,
+        },
+        SinkOps(tmc.clone()),
+        Drain(for_dump),
+    ))
+}
+
+/// The AMBA driver for real TMCs.
+struct TmcAmba;
+
+kernel::amba_device_table!(
+    AMBA_TABLE,
+    [
+        // Coresight SoC-400 TMC, SoC-600 TMC-ETB and TMC-ETF.
+        amba::DeviceId::new(0x000b_b961, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_b9e8, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_b9e9, 0x000f_ffff),
+    ]
+);
+
+impl amba::Driver for TmcAmba {
+    type Data<'bound> = Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>;
+    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound amba::Device<Core<'_>>,
+        _id: &'bound amba::DeviceId,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let dev: &Device<Core<'_>> = adev.as_ref();
+        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        KBox::pin_init(probe_tmc(dev, iomem)?, GFP_KERNEL)
+    }
+}
+
+pub(crate) struct TmcModule {
+    _amba: Pin<KBox<driver::Registration<amba::Adapter<TmcAmba>>>>,
+}
+
+impl kernel::Module for TmcModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self {
+            _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
+        })
+    }
+}

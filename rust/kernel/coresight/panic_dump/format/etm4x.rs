@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The payload of an ETMv4 source record: the trace unit's registers a decoder needs, read back
+//! from it at panic, and how the save went.
+//!
+//! Written by the ETMv4 driver's panic save, read by the host tool (which also turns it into
+//! perf's `cs_etm` metadata). Shared with the host (`crates/kernel-host`): uses only `core` and
+//! its siblings.
+
+use super::bytes::{
+    get_u32,
+    put, //
+};
+
+/// Number of ID registers `TRCIDR0..=TRCIDR13` a saved state holds.
+pub const NR_IDR: usize = 14;
+
+fn put_u32le(out: &mut [u8], off: usize, v: u32) {
+    put(out, off, &v.to_le_bytes());
+}
+
+/// What the panic-time save achieved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SaveOutcome {
+    /// The trace unit was stopped and every register saved.
+    #[default]
+    Ok = 0,
+    /// `TRCSTATR.IDLE` never set after clearing `EN`; registers saved anyway.
+    IdleTimeout = 1,
+    /// `TRCSTATR.PMSTABLE` never set; registers saved anyway.
+    PmStableTimeout = 2,
+    /// The OS lock was set and could not be cleared; trace registers not read.
+    OsLocked = 3,
+    /// The trace unit power domain was down (`TRCPDSR.POWER` clear); nothing read.
+    PoweredDown = 4,
+    /// `TRCDEVARCH` did not identify an ETMv4; nothing else read.
+    NotEtmV4 = 5,
+    /// The software lock could not be cleared; nothing else read.
+    SoftwareLocked = 6,
+    /// A system-register trace unit of another CPU: only its own CPU can reach it, and that CPU
+    /// was stopped by the panic; nothing read.
+    Unreachable = 7,
+    /// A CPU stopped by the panic was in the middle of a register sequence on the unit; not
+    /// touched.
+    Busy = 8,
+}
+
+impl SaveOutcome {
+    /// Returns a short lower-case name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::IdleTimeout => "idle-timeout",
+            Self::PmStableTimeout => "pmstable-timeout",
+            Self::OsLocked => "os-locked",
+            Self::PoweredDown => "powered-down",
+            Self::NotEtmV4 => "not-etmv4",
+            Self::SoftwareLocked => "software-locked",
+            Self::Unreachable => "unreachable",
+            Self::Busy => "busy",
+        }
+    }
+
+    /// Converts the value stored in a record.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Ok,
+            1 => Self::IdleTimeout,
+            2 => Self::PmStableTimeout,
+            3 => Self::OsLocked,
+            4 => Self::PoweredDown,
+            5 => Self::NotEtmV4,
+            6 => Self::SoftwareLocked,
+            7 => Self::Unreachable,
+            8 => Self::Busy,
+            _ => return None,
+        })
+    }
+}
+
+/// [`SavedState::flags`] bit: `TRCCONFIGR`, `TRCTRACEIDR` and `TRCIDR*` were read.
+pub const SAVED_REGS_VALID: u32 = 1 << 0;
+/// [`SavedState::flags`] bit: the OS lock was set on entry.
+pub const SAVED_OS_LOCK_FOUND: u32 = 1 << 1;
+/// [`SavedState::flags`] bit: the OS lock was set again and reads back as set.
+pub const SAVED_OS_LOCK_RESTORED: u32 = 1 << 2;
+/// [`SavedState::flags`] bit: the software lock was set on entry.
+pub const SAVED_SW_LOCK_FOUND: u32 = 1 << 3;
+
+/// Version of the [`SavedState`] payload layout.
+pub const SAVED_STATE_VERSION: u32 = 1;
+
+/// Size in bytes of an encoded [`SavedState`].
+pub const SAVED_STATE_SIZE: usize = 104;
+
+// Payload layout, little-endian u32 words at these byte offsets.
+const OFF_VERSION: usize = 0;
+const OFF_CPU: usize = 4;
+const OFF_OUTCOME: usize = 8;
+const OFF_FLAGS: usize = 12;
+const OFF_CONFIGR: usize = 16;
+const OFF_TRACEIDR: usize = 20;
+const OFF_AUTHSTATUS: usize = 24;
+const OFF_DEVARCH: usize = 28;
+const OFF_PRGCTLR: usize = 32;
+const OFF_STATR: usize = 36;
+const OFF_OSLSR: usize = 40;
+const OFF_PDSR: usize = 44;
+const OFF_IDR: usize = 48;
+
+// The ID registers end the payload.
+const _: () = assert!(OFF_IDR + 4 * NR_IDR == SAVED_STATE_SIZE);
+
+/// The state of one trace unit saved at panic time: the payload of a source record.
+///
+/// Encoded as [`SAVED_STATE_SIZE`] bytes of little-endian 32-bit words: version, cpu,
+/// outcome, flags, `TRCCONFIGR`, `TRCTRACEIDR`, `TRCAUTHSTATUS`, `TRCDEVARCH`,
+/// `TRCPRGCTLR` (as found), `TRCSTATR` (after stopping), `TRCOSLSR` (as found), `TRCPDSR`,
+/// then `TRCIDR0..=TRCIDR13`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SavedState {
+    /// The CPU the trace unit belongs to.
+    pub cpu: u32,
+    /// What the save achieved.
+    pub outcome: SaveOutcome,
+    /// `SAVED_*` flag bits.
+    pub flags: u32,
+    /// `TRCCONFIGR`.
+    pub trcconfigr: u32,
+    /// `TRCTRACEIDR`.
+    pub trctraceidr: u32,
+    /// `TRCAUTHSTATUS`.
+    pub authstatus: u32,
+    /// `TRCDEVARCH`.
+    pub devarch: u32,
+    /// `TRCPRGCTLR` as found (bit 0 set: the unit was tracing).
+    pub trcprgctlr: u32,
+    /// `TRCSTATR` after stopping.
+    pub trcstatr: u32,
+    /// `TRCOSLSR` as found.
+    pub trcoslsr: u32,
+    /// `TRCPDSR` (zero through system registers).
+    pub trcpdsr: u32,
+    /// `TRCIDR0..=TRCIDR13`.
+    pub idr: [u32; NR_IDR],
+}
+
+/// Why a [`SavedState`] could not be encoded or decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayloadError {
+    /// The buffer holds fewer than [`SAVED_STATE_SIZE`] bytes.
+    TooShort(usize),
+    /// The version word is not one this code knows.
+    Version(u32),
+    /// The outcome word is not a known [`SaveOutcome`].
+    Outcome(u32),
+}
+
+impl SavedState {
+    /// Returns `true` when the configuration and ID registers were read from the unit.
+    pub fn regs_valid(&self) -> bool {
+        self.flags & SAVED_REGS_VALID != 0
+    }
+
+    /// Encodes the payload into the start of `out`; returns the number of bytes written.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, PayloadError> {
+        if out.len() < SAVED_STATE_SIZE {
+            return Err(PayloadError::TooShort(out.len()));
+        }
+        put_u32le(out, OFF_VERSION, SAVED_STATE_VERSION);
+        put_u32le(out, OFF_CPU, self.cpu);
+        put_u32le(out, OFF_OUTCOME, self.outcome as u32);
+        put_u32le(out, OFF_FLAGS, self.flags);
+        put_u32le(out, OFF_CONFIGR, self.trcconfigr);
+        put_u32le(out, OFF_TRACEIDR, self.trctraceidr);
+        put_u32le(out, OFF_AUTHSTATUS, self.authstatus);
+        put_u32le(out, OFF_DEVARCH, self.devarch);
+        put_u32le(out, OFF_PRGCTLR, self.trcprgctlr);
+        put_u32le(out, OFF_STATR, self.trcstatr);
+        put_u32le(out, OFF_OSLSR, self.trcoslsr);
+        put_u32le(out, OFF_PDSR, self.trcpdsr);
+        for (i, v) in self.idr.iter().enumerate() {
+            put_u32le(out, OFF_IDR + 4 * i, *v);
+        }
+        Ok(SAVED_STATE_SIZE)
+    }
+
+    /// Decodes a payload written by [`Self::encode`]; trailing bytes are ignored.
+    pub fn decode(buf: &[u8]) -> Result<Self, PayloadError> {
+        if buf.len() < SAVED_STATE_SIZE {
+            return Err(PayloadError::TooShort(buf.len()));
+        }
+        let version = get_u32(buf, OFF_VERSION);
+        if version != SAVED_STATE_VERSION {
+            return Err(PayloadError::Version(version));
+        }
+        let raw_outcome = get_u32(buf, OFF_OUTCOME);
+        let outcome =
+            SaveOutcome::from_u32(raw_outcome).ok_or(PayloadError::Outcome(raw_outcome))?;
+        let mut idr = [0u32; NR_IDR];
+        for (i, v) in idr.iter_mut().enumerate() {
+            *v = get_u32(buf, OFF_IDR + 4 * i);
+        }
+        Ok(Self {
+            cpu: get_u32(buf, OFF_CPU),
+            outcome,
+            flags: get_u32(buf, OFF_FLAGS),
+            trcconfigr: get_u32(buf, OFF_CONFIGR),
+            trctraceidr: get_u32(buf, OFF_TRACEIDR),
+            authstatus: get_u32(buf, OFF_AUTHSTATUS),
+            devarch: get_u32(buf, OFF_DEVARCH),
+            trcprgctlr: get_u32(buf, OFF_PRGCTLR),
+            trcstatr: get_u32(buf, OFF_STATR),
+            trcoslsr: get_u32(buf, OFF_OSLSR),
+            trcpdsr: get_u32(buf, OFF_PDSR),
+            idr,
+        })
+    }
+
+    /// Returns perf's `cs_etm` ETMv4 per-CPU metadata block for this trace unit.
+    ///
+    /// The layout is `tools/perf/util/cs-etm.h`: magic, cpu, number of parameters, then
+    /// `TRCCONFIGR`, `TRCTRACEIDR`, `TRCIDR0`, `TRCIDR1`, `TRCIDR2`, `TRCIDR8`,
+    /// `TRCAUTHSTATUS` and `TS_SOURCE` (`-1` when unknown, stored as two's complement).
+    pub fn perf_metadata(&self, ts_source: i64) -> [u64; PERF_ETMV4_BLOCK_LEN] {
+        [
+            PERF_ETMV4_MAGIC,
+            u64::from(self.cpu),
+            PERF_ETMV4_NR_PARAMS,
+            u64::from(self.trcconfigr),
+            u64::from(self.trctraceidr),
+            u64::from(self.idr[0]),
+            u64::from(self.idr[1]),
+            u64::from(self.idr[2]),
+            u64::from(self.idr[8]),
+            u64::from(self.authstatus),
+            // CAST: perf stores the signed value in a u64 slot.
+            ts_source as u64,
+        ]
+    }
+}
+
+/// Magic value that opens an ETMv4 block in perf's `cs_etm` auxtrace info.
+pub const PERF_ETMV4_MAGIC: u64 = 0x4040_4040_4040_4040;
+/// Number of trace parameters in perf's ETMv4 block (`CS_ETMV4_PRIV_MAX - CS_ETMV4_TRCCONFIGR`).
+pub const PERF_ETMV4_NR_PARAMS: u64 = 8;
+/// Number of `u64` values in perf's ETMv4 per-CPU block (3 common + 8 parameters).
+pub const PERF_ETMV4_BLOCK_LEN: usize = 11;

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The payload of a TMC (ETB/ETF) sink record: a fixed header with the registers read at panic
+//! and how the drain went, then the trace bytes read from the trace RAM.
+//!
+//! Written by the TMC driver's panic drain, read by the host tool. Shared with the host
+//! (`crates/kernel-host`): uses only `core` and its siblings.
+
+use super::bytes::{
+    get_u16,
+    get_u32,
+    LeWriter, //
+};
+
+/// One word of the barrier packet inserted where the trace stream restarts.
+///
+/// Four of them are a full frame synchronisation sequence that resets the frame decoder, as in
+/// the C driver's `coresight_barrier_pkt`.
+pub const CS_BARRIER_WORD: u32 = 0x7FFF_FFFF;
+
+/// Size in bytes of the barrier packet (four [`CS_BARRIER_WORD`]s).
+pub const CS_BARRIER_LEN: usize = 16;
+
+/// Size in bytes of one formatter frame.
+pub const CS_FRAME_LEN: usize = 16;
+
+/// How a panic drain ended; stored in [`TmcRecordHeader::outcome`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum TmcOutcome {
+    /// The TMC stopped and all of its trace was read into the slot.
+    Complete = 0,
+    /// `CTL.TraceCaptEn` was clear: nothing was being captured, nothing was read.
+    NotEnabled = 1,
+    /// `MODE` was not Circular Buffer (an ETF used as a FIFO link): nothing was read.
+    NotCircularBuffer = 2,
+    /// The software lock stayed set after writing the key: nothing was read.
+    Locked = 3,
+    /// `FFCR.FlushMan` never cleared; the trace read afterwards may lack the last bytes.
+    FlushTimeout = 4,
+    /// `STS.TMCReady` never rose; whatever `RRD` returned was kept.
+    ReadyTimeout = 5,
+    /// `RRD` did not return the empty marker within `RSZ` words; what was read is kept.
+    RamReadStuck = 6,
+    /// The slot was smaller than the trace: the oldest trace was dropped.
+    Truncated = 7,
+}
+
+impl TmcOutcome {
+    /// Returns the outcome for a stored code, or `None` for a code this version does not know.
+    pub fn from_code(code: u16) -> Option<Self> {
+        Some(match code {
+            0 => Self::Complete,
+            1 => Self::NotEnabled,
+            2 => Self::NotCircularBuffer,
+            3 => Self::Locked,
+            4 => Self::FlushTimeout,
+            5 => Self::ReadyTimeout,
+            6 => Self::RamReadStuck,
+            7 => Self::Truncated,
+            _ => return None,
+        })
+    }
+
+    /// Returns the code stored in the record.
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// Returns a short, stable name for reports (`snake_case`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::NotEnabled => "not_enabled",
+            Self::NotCircularBuffer => "not_circular_buffer",
+            Self::Locked => "locked",
+            Self::FlushTimeout => "flush_timeout",
+            Self::ReadyTimeout => "ready_timeout",
+            Self::RamReadStuck => "ram_read_stuck",
+            Self::Truncated => "truncated",
+        }
+    }
+}
+
+impl core::fmt::Display for TmcOutcome {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Record flag: `STS.Full` was set, the buffer had wrapped and older trace was overwritten.
+pub const TMC_REC_WRAPPED: u16 = 1 << 0;
+
+/// Record flag: the first 16 bytes of the trace were replaced by the barrier packet.
+pub const TMC_REC_BARRIER: u16 = 1 << 1;
+
+/// Record flag: the slot was too small and the oldest words were dropped.
+pub const TMC_REC_TRUNCATED: u16 = 1 << 2;
+
+/// Record flag: the formatter had already stopped (`FFSR.FtStopped`), no flush was requested.
+pub const TMC_REC_FLUSH_SKIPPED: u16 = 1 << 3;
+
+/// Record flag: `FFCR.FlushMan` did not clear within the bound.
+pub const TMC_REC_FLUSH_TIMEOUT: u16 = 1 << 4;
+
+/// Record flag: `STS.TMCReady` did not rise within the bound.
+pub const TMC_REC_READY_TIMEOUT: u16 = 1 << 5;
+
+/// Record flag: `RRD` did not return the empty marker within the `RSZ` bound.
+pub const TMC_REC_RAM_STUCK: u16 = 1 << 6;
+
+/// Record flag: `RSZ` was larger than the drain's bound on the words it reads (16 MiB of RAM), and
+/// the drain read only that many.
+pub const TMC_REC_RSZ_CLAMPED: u16 = 1 << 7;
+
+/// Magic at the start of a TMC record payload: `"TMCD"` in little-endian byte order.
+pub const TMC_RECORD_MAGIC: u32 = u32::from_le_bytes(*b"TMCD");
+
+/// Version of the TMC record payload layout.
+pub const TMC_RECORD_VERSION: u16 = 1;
+
+/// Size in bytes of the fixed header of a TMC record payload.
+pub const TMC_RECORD_HEADER_LEN: usize = 72;
+
+/// The fixed little-endian header in front of the trace bytes of a TMC record payload.
+///
+/// Layout (byte offsets, all little-endian):
+///
+/// | offset | size | field |
+/// |-------:|-----:|-------|
+/// | 0 | 4 | magic `"TMCD"` |
+/// | 4 | 2 | version (1) |
+/// | 6 | 2 | header length (72) |
+/// | 8 | 2 | outcome code ([`TmcOutcome`]) |
+/// | 10 | 2 | flags (`TMC_REC_*`) |
+/// | 12 | 4 | `RSZ` |
+/// | 16 | 4 | `STS` after the stop, before the drain |
+/// | 20 | 4 | `CTL` on entry |
+/// | 24 | 4 | `MODE` |
+/// | 28 | 4 | `FFCR` on entry |
+/// | 32 | 4 | `FFSR` after the stop |
+/// | 36 | 4 | `RRP` before the drain |
+/// | 40 | 4 | `RWP` before the drain |
+/// | 44 | 4 | `DEVID` |
+/// | 48 | 4 | `AUTHSTATUS` |
+/// | 52 | 4 | number of trace bytes following the header |
+/// | 56 | 4 | data words read from `RRD` (including dropped ones) |
+/// | 60 | 4 | words dropped because the slot was too small |
+/// | 64 | 4 | delays spent waiting for the flush |
+/// | 68 | 4 | delays spent waiting for `TMCReady` |
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TmcRecordHeader {
+    /// Layout version ([`TMC_RECORD_VERSION`]).
+    pub version: u16,
+    /// Outcome code, see [`TmcRecordHeader::outcome`].
+    pub outcome_code: u16,
+    /// `TMC_REC_*` flags.
+    pub flags: u16,
+    /// `RSZ`: RAM size in 32-bit words.
+    pub rsz: u32,
+    /// `STS` after the stop, before the drain.
+    pub sts: u32,
+    /// `CTL` on entry.
+    pub ctl: u32,
+    /// `MODE`.
+    pub mode: u32,
+    /// `FFCR` on entry (before `StopOnFl` and `FlushMan` were set).
+    pub ffcr: u32,
+    /// `FFSR` after the stop.
+    pub ffsr: u32,
+    /// `RRP` before the drain (byte address).
+    pub rrp: u32,
+    /// `RWP` before the drain (byte address).
+    pub rwp: u32,
+    /// `DEVID`.
+    pub devid: u32,
+    /// `AUTHSTATUS`.
+    pub authstatus: u32,
+    /// Number of trace bytes that follow the header.
+    pub trace_len: u32,
+    /// Data words read from `RRD`, including those dropped for lack of room.
+    pub words_read: u32,
+    /// Oldest words dropped because the slot was too small.
+    pub words_dropped: u32,
+    /// Delays spent waiting for `FFCR.FlushMan` to clear.
+    pub flush_delays: u32,
+    /// Delays spent waiting for `STS.TMCReady`.
+    pub ready_delays: u32,
+}
+
+/// Errors of [`TmcRecord::parse`] and of the TMC driver's panic drain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmcRecordError {
+    /// The buffer is shorter than the header (or the slot cannot hold one).
+    TooShort,
+    /// The magic is not [`TMC_RECORD_MAGIC`].
+    BadMagic,
+    /// The version is not one this code reads.
+    BadVersion(u16),
+    /// The header length is smaller than this version's header.
+    BadHeaderLen(u16),
+    /// The trace length runs past the end of the buffer.
+    TraceLenOutOfBounds {
+        /// The trace length in the header.
+        trace_len: u32,
+        /// Bytes available after the header.
+        available: usize,
+    },
+}
+
+impl core::fmt::Display for TmcRecordError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::TooShort => f.write_str("TMC record shorter than its header"),
+            Self::BadMagic => f.write_str("TMC record magic is not \"TMCD\""),
+            Self::BadVersion(v) => write!(f, "unknown TMC record version {v}"),
+            Self::BadHeaderLen(l) => write!(f, "TMC record header length {l} too small"),
+            Self::TraceLenOutOfBounds {
+                trace_len,
+                available,
+            } => write!(
+                f,
+                "TMC record trace length {trace_len} exceeds the {available} bytes present"
+            ),
+        }
+    }
+}
+
+impl TmcRecordHeader {
+    /// Returns the outcome, or `None` for a code this version does not know.
+    pub fn outcome(&self) -> Option<TmcOutcome> {
+        TmcOutcome::from_code(self.outcome_code)
+    }
+
+    /// Returns whether all of `flags` are set.
+    pub fn has(&self, flags: u16) -> bool {
+        self.flags & flags == flags
+    }
+
+    /// Encodes the header into the first [`TMC_RECORD_HEADER_LEN`] bytes of `out`.
+    ///
+    /// Returns `None`, writing nothing, when `out` is too short.
+    pub fn encode(&self, out: &mut [u8]) -> Option<()> {
+        let out = out.get_mut(..TMC_RECORD_HEADER_LEN)?;
+        let mut w = LeWriter::new(out);
+        w.u32(TMC_RECORD_MAGIC);
+        w.u16(self.version);
+        // CAST: the header length is a small constant.
+        w.u16(TMC_RECORD_HEADER_LEN as u16);
+        w.u16(self.outcome_code);
+        w.u16(self.flags);
+        for v in [
+            self.rsz,
+            self.sts,
+            self.ctl,
+            self.mode,
+            self.ffcr,
+            self.ffsr,
+            self.rrp,
+            self.rwp,
+            self.devid,
+            self.authstatus,
+            self.trace_len,
+            self.words_read,
+            self.words_dropped,
+            self.flush_delays,
+            self.ready_delays,
+        ] {
+            w.u32(v);
+        }
+        Some(())
+    }
+
+    /// Decodes a header from the start of `b`, checking magic, version and header length.
+    pub fn decode(b: &[u8]) -> Result<Self, TmcRecordError> {
+        if b.len() < TMC_RECORD_HEADER_LEN {
+            return Err(TmcRecordError::TooShort);
+        }
+        if get_u32(b, 0) != TMC_RECORD_MAGIC {
+            return Err(TmcRecordError::BadMagic);
+        }
+        let version = get_u16(b, 4);
+        if version != TMC_RECORD_VERSION {
+            return Err(TmcRecordError::BadVersion(version));
+        }
+        let header_len = get_u16(b, 6);
+        if usize::from(header_len) < TMC_RECORD_HEADER_LEN {
+            return Err(TmcRecordError::BadHeaderLen(header_len));
+        }
+        Ok(Self {
+            version,
+            outcome_code: get_u16(b, 8),
+            flags: get_u16(b, 10),
+            rsz: get_u32(b, 12),
+            sts: get_u32(b, 16),
+            ctl: get_u32(b, 20),
+            mode: get_u32(b, 24),
+            ffcr: get_u32(b, 28),
+            ffsr: get_u32(b, 32),
+            rrp: get_u32(b, 36),
+            rwp: get_u32(b, 40),
+            devid: get_u32(b, 44),
+            authstatus: get_u32(b, 48),
+            trace_len: get_u32(b, 52),
+            words_read: get_u32(b, 56),
+            words_dropped: get_u32(b, 60),
+            flush_delays: get_u32(b, 64),
+            ready_delays: get_u32(b, 68),
+        })
+    }
+}
+
+/// The TMC record payload: a [`TmcRecordHeader`] followed by the trace bytes.
+pub struct TmcRecord;
+
+impl TmcRecord {
+    /// Splits a record payload into its header and its trace bytes.
+    ///
+    /// The trace length is bounded by the buffer: a header claiming more bytes than present is an
+    /// error. A header longer than this version's (a later minor extension) is skipped over.
+    pub fn parse(b: &[u8]) -> Result<(TmcRecordHeader, &[u8]), TmcRecordError> {
+        let h = TmcRecordHeader::decode(b)?;
+        let header_len = usize::from(get_u16(b, 6));
+        let rest = b.get(header_len..).ok_or(TmcRecordError::TooShort)?;
+        let len = usize::try_from(h.trace_len).unwrap_or(usize::MAX);
+        let trace = rest.get(..len).ok_or(TmcRecordError::TraceLenOutOfBounds {
+            trace_len: h.trace_len,
+            available: rest.len(),
+        })?;
+        Ok((h, trace))
+    }
+
+    /// Returns the slot size that holds the header and all of a RAM of `rsz_words` words.
+    ///
+    /// Drivers call it at probe time to size their slot; `None` on overflow.
+    pub fn slot_len_for(rsz_words: u32) -> Option<usize> {
+        usize::try_from(rsz_words)
+            .ok()?
+            .checked_mul(4)?
+            .checked_add(TMC_RECORD_HEADER_LEN)
+    }
+}
