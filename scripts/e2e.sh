@@ -18,6 +18,8 @@
 #   dump-hung-callback   a callback that never returns: reset, the committed dump names it
 #   dump-nested-panic    a callback that panics: the dump runs once and stays readable
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
+#   dump-dt-kdump        the device-tree region with kdump: the capture kernel hands it over as a vmcore
+#                        device dump; harness-dt-kdump-no-core: without the core there, csdump says so
 #   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
 #   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1 on the plugin's CPU debug interfaces:
@@ -37,6 +39,8 @@
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py),
 #                        on the raw /proc/vmcore copy and on makedumpfile's three files of that panic
+#                        the dump against the emulated hardware and its ground truth (check_trace.py)
+#   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
 #   trace-builtin        the same built in, QMP dump
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
@@ -219,15 +223,17 @@ PY
 # dump must fit in the ETF after the crash (measured: more than half of a 256 KiB ETF is the
 # panicking CPU's trace after sysrq_handle_crash). The dump region is 4 MiB: the TMC record alone
 # takes the ETF's size.
+# CS_REGION=region adds the device-tree dump region (make_dtb) to the CoreSight device tree.
 CS_DTB=$RUNS/virt-coresight.dtb
 CS_TMC_SIZE=256K
 cs_qemu() {
-	local mode=$1 variant=$2 dir=$3 append=$4
+	local mode=$1 variant=$2 dir=$3 append=$4 region=${CS_REGION:-none} dtb=$CS_DTB
 	shift 4
 	mkdir -p "$RUNS"
-	make_dtb "$CS_DTB" none coresight || { echo "could not make the coresight device tree" >&2; return 1; }
+	[ "$region" = none ] || dtb=$RUNS/virt-coresight-region.dtb
+	make_dtb "$dtb" "$region" coresight || { echo "could not make the coresight device tree" >&2; return 1; }
 	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" \
-		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $CS_DTB" "$@"
+		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $dtb" "$@"
 }
 
 scenario_cpu-debug-module() {
@@ -457,6 +463,56 @@ scenario_dump-dt-region() {
 	check_dump "$d"
 }
 
+# kdump with the device-tree region (no-map): the crash ELF headers leave the region out of
+# /proc/vmcore, so the capture kernel's core hands the dump over as a vmcore device dump
+# (NT_VMCOREDD note "coresight_panic_dump"), which csdump takes. The capture kernel is the same
+# Image (the core built in) and gets the same device tree from kexec_file_load.
+DT_KDUMP_APPEND="cspd.test=kdump crashkernel=256M cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
+HANDED_OVER="coresight_panic_dump: kdump capture kernel: dump at $DT_REGION (.*) added to /proc/vmcore as device dump coresight_panic_dump"
+
+# Checks that the capture kernel handed the dump over and that csdump read it from the device dump.
+check_device_dump() {
+	local d=$1
+	grep -qE "$HANDED_OVER" "$d/console.log" ||
+		{ echo "the capture kernel did not hand the dump over as a device dump" >&2; return 1; }
+	grep -q "device dump" "$d/csdump.txt" ||
+		{ echo "csdump did not say it read the device dump" >&2; return 1; }
+	echo "the capture kernel handed the dump over as a vmcore device dump; csdump read it there"
+}
+
+scenario_dump-dt-kdump() {
+	local d=$RUNS/dump-dt-kdump
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	qemu kdump mod "$d" "$DT_KDUMP_APPEND" --qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+	grep -q "coresight_panic_dump: dump region at $DT_REGION, 1024 KiB (device tree)" "$d/console.log" ||
+		{ echo "the core did not take the device-tree region" >&2; return 1; }
+	check_dump "$d" && check_device_dump "$d"
+}
+
+# The capture kernel without the core (its initcall blacklisted): the dump cannot be recovered,
+# and csdump must say why (what the capture kernel needs), not just that a range is missing.
+scenario_harness-dt-kdump-no-core() {
+	local d=$RUNS/harness-dt-kdump-no-core
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	qemu kdump mod "$d" "$DT_KDUMP_APPEND cspd.capture_append=initcall_blacklist=__coresight_panic_dump_init" \
+		--qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+	grep -q "initcall __coresight_panic_dump_init blacklisted" "$d/console.log" ||
+		{ echo "the capture kernel still ran the core" >&2; return 1; }
+	if grep -qE "$HANDED_OVER" "$d/console.log"; then
+		echo "the capture kernel handed the dump over without the core" >&2
+		return 1
+	fi
+	local rc=0
+	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || rc=$?
+	cat "$d/csdump.txt"
+	[ $rc = 1 ] || { echo "csdump exited $rc on a vmcore without the dump, expected 1" >&2; return 1; }
+	grep -q "CONFIG_PROC_VMCORE_DEVICE_DUMP" "$d/csdump.txt" ||
+		{ echo "csdump did not say what the capture kernel needs" >&2; return 1; }
+	echo "without the core in the capture kernel: no device dump, and csdump says what is needed"
+}
+
 # Trace on the QEMU plugin's CoreSight (make_dtb coresight): the production drivers bind to the
 # emulated ETF, funnel, ETMs and CPU debug interfaces; the guest enables the sink and every source
 # through sysfs, then panics. check_trace.py judges the dump against what the emulated hardware did
@@ -480,6 +536,17 @@ scenario_trace-kdump() {
 		check_trace "$d" mod --vmcore "$d/vmcore.flat" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.kdump"
+}
+
+# trace-kdump with the dump region from the device tree (no-map) instead of reserve_mem=: the
+# capture kernel hands it over as a device dump; the same checks against the emulated hardware.
+scenario_trace-dt-kdump() {
+	local d=$RUNS/trace-dt-kdump
+	CS_REGION=region cs_qemu kdump mod "$d" \
+		"cspd.test=kdump crashkernel=256M cspd.trace=1 cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1" &&
+		check_trace "$d" mod || return 1
+	"$CSDUMP" info "$d/vmcore.elf" >"$d/csdump.txt" 2>&1
+	check_device_dump "$d"
 }
 
 scenario_trace-builtin() {
@@ -832,8 +899,8 @@ scenario_harness-bad-input() {
 }
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-hung-callback dump-nested-panic dump-dt-region dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
+	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
+	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
 	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
 	harness-coresight-wrong-id upstream-drivers)

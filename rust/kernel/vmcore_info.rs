@@ -26,12 +26,6 @@ pub fn append(line: &CStr) -> Result {
     to_result(unsafe { bindings::cspd_vmcoreinfo_append(line.as_char_ptr()) })
 }
 
-/// Whether this kernel is a kdump capture kernel (booted after a panic of another kernel).
-pub fn is_kdump_kernel() -> bool {
-    // SAFETY: Reads boot state, no requirement.
-    unsafe { bindings::is_kdump_kernel() }
-}
-
 /// Where the running kernel is and which one it is: what a tool needs to symbolise its addresses.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelIdentity {

@@ -39,7 +39,7 @@ use kernel::{
         RawDesc, //
     },
     cpu::CpuId,
-    debugfs,
+    crash_dump, debugfs,
     panic_notifier::{
         self,
         PanicHandler, //
@@ -48,6 +48,7 @@ use kernel::{
     random,
     reserved_mem::{
         Mapping,
+        Origin,
         ReservedRegion, //
     },
     sync::{
@@ -509,6 +510,74 @@ fn find_region() -> Result<(Mapping, Option<KVec<u8>>, Source)> {
     Ok((map, Some(buf), Source::KernelBuffer))
 }
 
+/// Name of the device dump a capture kernel adds to `/proc/vmcore` (`NT_VMCOREDD` note).
+const DEVICE_DUMP_NAME: &CStr = c_str!("coresight_panic_dump");
+
+/// In a kdump capture kernel: hands a dump in a `no-map` device-tree region over to
+/// `/proc/vmcore` as a device dump, and leaves the region as it is.
+///
+/// The crash ELF headers list only what was System RAM, so a `no-map` region is not in
+/// `/proc/vmcore`; a `reserve_mem=` region is System RAM and is found there through vmcoreinfo
+/// (this kernel's own `reserve_mem=` would be a new, empty block). The copy is taken whenever the
+/// region holds a container, committed or not: a dump cut short by a callback that never returned
+/// is still the best account of the panic, and csdump reports what is damaged.
+fn hand_over() {
+    let Ok(region) =
+        ReservedRegion::from_of_compatible(c_str!("linux,coresight-panic-dump"), c_str!("dump"))
+    else {
+        pr_info!("kdump capture kernel: no device-tree region; a reserve_mem= region is in /proc/vmcore\n");
+        return;
+    };
+    if region.origin() != (Origin::DeviceTree { no_map: true }) {
+        pr_info!("kdump capture kernel: the region is System RAM, in /proc/vmcore as it is\n");
+        return;
+    }
+    if let Err(e) = hand_over_region(&region) {
+        pr_err!(
+            "kdump capture kernel: could not hand the dump at {:#x} over to /proc/vmcore: {:?}\n",
+            region.base(),
+            e
+        );
+    }
+}
+
+fn hand_over_region(region: &ReservedRegion) -> Result {
+    let map = region.map()?;
+    let mut copy = KVVec::with_capacity(map.len(), GFP_KERNEL)?;
+    copy.resize(map.len(), 0, GFP_KERNEL)?;
+    map.read(0, &mut copy)?;
+    let summary = match format::validate(&copy) {
+        Ok(s) => s,
+        Err(e) => {
+            pr_info!(
+                "kdump capture kernel: no dump in the region at {:#x} ({})\n",
+                map.phys_addr(),
+                e
+            );
+            return Ok(());
+        }
+    };
+    crash_dump::add_device_dump(DEVICE_DUMP_NAME, copy.len(), |buf| {
+        buf.copy_from_slice(&copy);
+        Ok(())
+    })?;
+    pr_info!(
+        "kdump capture kernel: dump at {:#x} ({} records, {} ok, {}) added to /proc/vmcore as device dump {}\n",
+        map.phys_addr(),
+        summary.records,
+        summary.ok,
+        if summary.is_clean() {
+            "committed"
+        } else if summary.committed {
+            "committed, damaged"
+        } else {
+            "not committed"
+        },
+        DEVICE_DUMP_NAME
+    );
+    Ok(())
+}
+
 /// Validates what a previous boot left; returns a copy of a committed dump and the next sequence.
 fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
     let mut head = [0u8; CONTAINER_HEADER_SIZE];
@@ -582,8 +651,8 @@ fn publish(phys: u64, size: u64) -> Result {
 
 impl kernel::Module for PanicDump {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        if vmcore_info::is_kdump_kernel() {
-            pr_info!("kdump capture kernel: leaving the region as it is\n");
+        if crash_dump::is_kdump_kernel() {
+            hand_over();
             return Err(ENODEV);
         }
         let (map, buffer, source) = find_region().inspect_err(|_| {
