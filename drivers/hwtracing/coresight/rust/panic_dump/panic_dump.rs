@@ -525,7 +525,7 @@ fn hand_over() {
     let Ok(region) =
         ReservedRegion::from_of_compatible(c_str!("linux,coresight-panic-dump"), c_str!("dump"))
     else {
-        pr_info!("kdump capture kernel: no device-tree region; a reserve_mem= region is in /proc/vmcore\n");
+        pr_info!("kdump capture kernel: no device-tree region (reserve_mem= is in the vmcore)\n");
         return;
     };
     if region.origin() != (Origin::DeviceTree { no_map: true }) {
