@@ -34,6 +34,7 @@ enum coresight_dump_payload {
 	CORESIGHT_DUMP_PAYLOAD_TMC = 1,		/* a TMC ETB/ETF drain */
 	CORESIGHT_DUMP_PAYLOAD_ETM4X = 2,	/* an ETMv4's saved registers */
 	CORESIGHT_DUMP_PAYLOAD_CPU_DEBUG = 3,	/* a CPU debug PC sample */
+	CORESIGHT_DUMP_PAYLOAD_ETR = 4,		/* a TMC-ETR's registers and buffer */
 };
 
 /* No CPU: the registration is not tied to one. */

@@ -477,6 +477,7 @@ fn record_header_carries_its_payload_type() {
         (PayloadType::Tmc, 1),
         (PayloadType::Etm4x, 2),
         (PayloadType::CpuDebug, 3),
+        (PayloadType::Etr, 4),
     ] {
         assert_eq!(PayloadType::try_from(v), Ok(p));
     }

@@ -14,9 +14,10 @@ pub mod a64;
 pub use kernel::coresight::access;
 pub use kernel::io::register::Register;
 
-/// The TMC (ETB/ETF) driver's registers and sequences.
+/// The TMC (ETB/ETF/ETR) driver's registers and sequences.
 #[path = "../../../drivers/hwtracing/coresight/rust/tmc"]
 pub mod tmc {
+    pub mod etr;
     pub mod hw;
     pub mod regs;
 

@@ -45,6 +45,9 @@ kernel_display!(
     format::FormatError,
     format::tmc::TmcOutcome,
     format::tmc::TmcRecordError,
+    format::etr::AttachmentError,
+    format::etr::EtrOutcome,
+    format::etr::EtrRecordError,
     format::cpu_debug::ArchError,
     format::cpu_debug::Edcidsr,
     format::cpu_debug::Edprsr,
@@ -79,14 +82,22 @@ pub enum DumpPayload {
     Etm4x = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_ETM4X,
     /// A CPU's PC sample.
     CpuDebug = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_CPU_DEBUG,
+    /// A TMC-ETR's registers and trace buffer.
+    Etr = bindings::coresight_dump_payload_CORESIGHT_DUMP_PAYLOAD_ETR,
 }
 
 impl DumpPayload {
     /// Converts the C value; `None` for values the header does not define.
     pub fn from_raw(raw: u32) -> Option<Self> {
-        [Self::Opaque, Self::Tmc, Self::Etm4x, Self::CpuDebug]
-            .into_iter()
-            .find(|t| *t as u32 == raw)
+        [
+            Self::Opaque,
+            Self::Tmc,
+            Self::Etm4x,
+            Self::CpuDebug,
+            Self::Etr,
+        ]
+        .into_iter()
+        .find(|t| *t as u32 == raw)
     }
 }
 
@@ -98,6 +109,7 @@ impl From<DumpPayload> for format::PayloadType {
             DumpPayload::Tmc => Self::Tmc,
             DumpPayload::Etm4x => Self::Etm4x,
             DumpPayload::CpuDebug => Self::CpuDebug,
+            DumpPayload::Etr => Self::Etr,
         }
     }
 }
@@ -109,6 +121,7 @@ const _: () = {
     assert!(DumpPayload::Tmc as u32 == format::PayloadType::Tmc as u32);
     assert!(DumpPayload::Etm4x as u32 == format::PayloadType::Etm4x as u32);
     assert!(DumpPayload::CpuDebug as u32 == format::PayloadType::CpuDebug as u32);
+    assert!(DumpPayload::Etr as u32 == format::PayloadType::Etr as u32);
 };
 
 /// What a registration dumps; decides the phase in which its callback runs at panic.

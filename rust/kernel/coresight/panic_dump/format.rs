@@ -27,9 +27,10 @@
 //!   `memstart_addr`, `kimage_voffset`, region address, region size; [`identity`]); `PanicInfo`
 //!   (cpu u32, flags u32 with bit 0 = truncated, message length u32, reserved u32, then up to 1024
 //!   bytes; [`panic_info`]).
-//! - Payloads of the drivers' records, one module each: the TMC's trace RAM ([`tmc`]), an ETMv4's
-//!   registers ([`etm4x`]), a CPU's PC sample ([`cpu_debug`]). A C client's record is
-//!   [`PayloadType::Opaque`].
+//! - Payloads of the drivers' records, one module each: the TMC's trace RAM ([`tmc`]), a TMC-ETR's
+//!   registers and buffer ([`etr`], with the attachment that carries a reserved trace buffer
+//!   behind the region after a warm reboot), an ETMv4's registers ([`etm4x`]), a CPU's PC sample
+//!   ([`cpu_debug`]). A C client's record is [`PayloadType::Opaque`].
 //! - CRC is CRC-32/IEEE (reflected 0xEDB88320, init and xorout 0xFFFFFFFF), as `~crc32_le(~0, ..)`
 //!   ([`crc`]).
 //! - The region's address and size are published in vmcoreinfo ([`vmcoreinfo`]).
@@ -45,6 +46,7 @@ pub mod cpu_debug;
 pub mod crc;
 pub mod error;
 pub mod etm4x;
+pub mod etr;
 pub mod identity;
 pub mod layout;
 pub mod panic_info;
@@ -54,8 +56,6 @@ mod tests;
 pub mod tmc;
 pub mod vmcoreinfo;
 pub mod writer;
-// The TMC-ETR payload (`etr.rs`: RSZ, STS, RRP, RWP, DBA, FFSR, FFCR, MODE and the physical
-// address of the trace buffer) takes the next payload type, `PayloadType` value 4.
 
 pub use self::{
     commit::*,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Register-level model of a CoreSight Trace Memory Controller in the ETB or ETF configuration.
+//! Register-level model of a CoreSight Trace Memory Controller in the ETB, ETF or ETR
+//! configuration.
 //!
 //! Written from the Arm CoreSight TMC Technical Reference Manual (DDI 0461) and the trace formatter
 //! protocol (CoreSight Architecture Specification, IHI 0029, "Trace formatter"). It models:
@@ -17,6 +18,13 @@
 //! - the software lock (`LAR`/`LSR`): writes other than to `LAR` are ignored while locked and `RRD`
 //!   reads as `0xFFFFFFFF` without side effect;
 //! - faults on demand: never ready, a flush that never completes, `RRD` stuck, a stuck lock;
+//! - the ETR configuration ([`TmcModelConfig::Etr`]): the storage passed in is then system memory
+//!   at an address of its own ([`TmcModel::set_etr_memory_base`]), and the trace buffer is the
+//!   `RSZ` words at `DBA` (`DBALO`, `DBAHI`) in it, both written by the driver in Disabled state.
+//!   `RWP` and `RRP` are bus addresses (with `RWPHI`, `RRPHI`); capture start sets both to `DBA`
+//!   (a SoC-400 part keeps no pointers across sessions); a buffer outside the memory, an `RSZ` of
+//!   0 or `AXICTL.ScatterGatherMode` (the model has no scatter-gather, `DEVID.NOSCAT`) set
+//!   `STS.MemErr` at the first write and nothing is written;
 //! - a count of every read and write per register offset, and of the delays.
 //!
 //! Time is the model's own clock in microseconds, advanced by [`CsAccess::delay_us`] only; the
@@ -57,6 +65,16 @@ pub const RWD: u32 = 0x024;
 pub const MODE: u32 = 0x028;
 /// Offset of `BUFWM`.
 pub const BUFWM: u32 = 0x034;
+/// Offset of `RRPHI` (ETR).
+pub const RRPHI: u32 = 0x038;
+/// Offset of `RWPHI` (ETR).
+pub const RWPHI: u32 = 0x03C;
+/// Offset of `AXICTL` (ETR).
+pub const AXICTL: u32 = 0x110;
+/// Offset of `DBALO` (ETR).
+pub const DBALO: u32 = 0x118;
+/// Offset of `DBAHI` (ETR).
+pub const DBAHI: u32 = 0x11C;
 /// Offset of `FFSR`.
 pub const FFSR: u32 = 0x300;
 /// Offset of `FFCR`.
@@ -93,6 +111,15 @@ const STS_TRIGGERED: u32 = 1 << 1;
 const STS_TMCREADY: u32 = 1 << 2;
 const STS_FTEMPTY: u32 = 1 << 3;
 const STS_EMPTY: u32 = 1 << 4;
+const STS_MEMERR: u32 = 1 << 5;
+/// `AXICTL.ScatterGatherMode`.
+const AXICTL_SG: u32 = 1 << 7;
+/// The implemented bits of `AXICTL` (SoC-400 layout).
+const AXICTL_MASK: u32 = 0xFBF;
+/// `DEVID` bits of the modelled ETR: `NOSCAT` (24), `AXIAW` = 40 (23:17), `AXIAW_VALID` (16).
+const ETR_DEVID_BITS: u32 = (1 << 24) | (40 << 17) | (1 << 16);
+/// The address bits an ETR keeps (40-bit AXI addresses, 8-byte aligned).
+const ETR_ADDR_MASK: u64 = ((1 << 40) - 1) & !7;
 const FFSR_FLINPROG: u32 = 1 << 0;
 const FFSR_FTSTOPPED: u32 = 1 << 1;
 const FFCR_FLUSHMAN: u32 = 1 << 6;
@@ -109,6 +136,8 @@ pub enum TmcModelConfig {
     Etb,
     /// Embedded Trace FIFO (`CONFIGTYPE` 2).
     Etf,
+    /// Embedded Trace Router (`CONFIGTYPE` 1): trace goes to a buffer in system memory.
+    Etr,
 }
 
 /// How `RRD` misbehaves when the RAM-read fault is on.
@@ -339,8 +368,9 @@ enum State {
     Stopped,
 }
 
-/// A register-level model of a TMC-ETB or TMC-ETF.
+/// A register-level model of a TMC-ETB, TMC-ETF or TMC-ETR.
 pub struct TmcModel<'a> {
+    /// The trace RAM (ETB, ETF), or the system memory an ETR writes into.
     ram: &'a mut [u32],
     config: TmcModelConfig,
     memwidth_code: u32,
@@ -352,10 +382,20 @@ pub struct TmcModel<'a> {
     trg: u32,
     bufwm: u32,
     claim: u32,
-    /// Write pointer, a word index into the RAM.
+    /// Write pointer, a word index into the RAM (the ETR's buffer).
     wr: usize,
-    /// Read pointer, a word index into the RAM.
+    /// Read pointer, a word index into the RAM (the ETR's buffer).
     rd: usize,
+    /// ETR: the bus address of `ram[0]`.
+    etr_base: u64,
+    /// ETR: `DBA`.
+    dba: u64,
+    /// ETR: `RSZ`, written by the driver.
+    etr_rsz: u32,
+    /// ETR: `AXICTL`.
+    axictl: u32,
+    /// ETR: `STS.MemErr`.
+    memerr: bool,
     /// Words left to read through `RRD` in Stopped state.
     unread: usize,
     full: bool,
@@ -399,6 +439,11 @@ impl<'a> TmcModel<'a> {
             claim: 0,
             wr: 0,
             rd: 0,
+            etr_base: 0x8000_0000,
+            dba: 0,
+            etr_rsz: 0,
+            axictl: 0,
+            memerr: false,
             unread: 0,
             full: false,
             triggered: false,
@@ -433,6 +478,17 @@ impl<'a> TmcModel<'a> {
     /// Sets `DEVID.MEMWIDTH` (2: 32-bit, 3: 64-bit, 4: 128-bit, 5: 256-bit).
     pub fn set_memwidth_code(&mut self, code: u32) {
         self.memwidth_code = code & 0x7;
+    }
+
+    /// ETR: sets the bus address of the first word of the model's memory (0x8000_0000 unless
+    /// set); the driver's `DBA` must point into it.
+    pub fn set_etr_memory_base(&mut self, base: u64) {
+        self.etr_base = base & ETR_ADDR_MASK;
+    }
+
+    /// ETR: returns the bus address of the first word of the model's memory.
+    pub fn etr_memory_base(&self) -> u64 {
+        self.etr_base
     }
 
     /// Sets the value `AUTHSTATUS` reads.
@@ -470,14 +526,14 @@ impl<'a> TmcModel<'a> {
         self.counts = AccessCounts::new();
     }
 
-    /// Returns the trace RAM.
+    /// Returns the trace RAM (an ETR's: the memory it writes into).
     pub fn ram(&self) -> &[u32] {
         self.ram
     }
 
-    /// Returns `RSZ`, the RAM size in words.
+    /// Returns `RSZ`, the RAM (an ETR's: buffer) size in words.
     pub fn rsz(&self) -> usize {
-        self.ram.len()
+        self.size()
     }
 
     /// Returns the model's clock in microseconds.
@@ -504,15 +560,49 @@ impl<'a> TmcModel<'a> {
     ///
     /// Before any `RRD` read this is the number of words a drain returns.
     pub fn words_held(&self) -> usize {
+        let size = self.size().max(1);
         if self.full {
-            self.ram.len()
+            self.size()
         } else {
-            (self.wr + self.ram.len() - self.rd) % self.ram.len()
+            (self.wr + size - self.rd) % size
         }
     }
 
+    /// Returns the buffer size in words: the RAM's (ETB, ETF), `RSZ` (ETR).
+    fn size(&self) -> usize {
+        match self.config {
+            TmcModelConfig::Etr => usize::try_from(self.etr_rsz).unwrap_or(0),
+            _ => self.ram.len(),
+        }
+    }
+
+    /// Returns the index in `ram` of the buffer's first word, when the whole buffer is there.
+    fn base(&self) -> Option<usize> {
+        if self.config != TmcModelConfig::Etr {
+            return Some(0);
+        }
+        let off = self.dba.checked_sub(self.etr_base)?;
+        let first = usize::try_from(off / 4).ok()?;
+        let end = first.checked_add(self.size())?;
+        (self.size() > 0 && end <= self.ram.len()).then_some(first)
+    }
+
+    /// Returns the word at index `i` of the buffer.
+    fn word(&self, i: usize) -> u32 {
+        self.base()
+            .and_then(|b| self.ram.get(b.wrapping_add(i)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The bus address of word `i` of an ETR's buffer.
+    fn etr_addr(&self, i: usize) -> u64 {
+        // CAST: `usize` fits in `u64`.
+        self.dba.wrapping_add(i as u64 * 4)
+    }
+
     fn rsz_u32(&self) -> u32 {
-        u32::try_from(self.ram.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.size()).unwrap_or(u32::MAX)
     }
 
     fn memwords(&self) -> usize {
@@ -527,17 +617,31 @@ impl<'a> TmcModel<'a> {
     fn devid(&self) -> u32 {
         let cfg = match self.config {
             TmcModelConfig::Etb => 0,
+            TmcModelConfig::Etr => 1,
             TmcModelConfig::Etf => 2,
         };
-        (self.memwidth_code << 8) | (cfg << 6)
+        let etr = if self.config == TmcModelConfig::Etr {
+            ETR_DEVID_BITS
+        } else {
+            0
+        };
+        etr | (self.memwidth_code << 8) | (cfg << 6)
     }
 
     fn write_word(&mut self, w: u32) {
-        if let Some(slot) = self.ram.get_mut(self.wr) {
+        if self.memerr {
+            return;
+        }
+        let Some(base) = self.base().filter(|_| self.axictl & AXICTL_SG == 0) else {
+            // ETR: no buffer in memory (or scatter-gather asked for): a failed write.
+            self.memerr = true;
+            return;
+        };
+        if let Some(slot) = self.ram.get_mut(base.wrapping_add(self.wr)) {
             *slot = w;
         }
         self.wr += 1;
-        if self.wr >= self.ram.len() {
+        if self.wr >= self.size() {
             self.wr = 0;
             self.full = true;
         }
@@ -610,11 +714,12 @@ impl<'a> TmcModel<'a> {
 
     fn enter_stopped(&mut self) {
         self.state = State::Stopped;
+        let size = self.size().max(1);
         if self.full {
             self.rd = self.wr;
-            self.unread = self.ram.len();
+            self.unread = self.size();
         } else {
-            self.unread = (self.wr + self.ram.len() - self.rd) % self.ram.len();
+            self.unread = (self.wr + size - self.rd) % size;
         }
     }
 
@@ -655,6 +760,9 @@ impl<'a> TmcModel<'a> {
         if self.state == State::Stopped && self.unread == 0 {
             v |= STS_EMPTY;
         }
+        if self.memerr {
+            v |= STS_MEMERR;
+        }
         v
     }
 
@@ -667,27 +775,28 @@ impl<'a> TmcModel<'a> {
         if self.locked {
             return RRD_EMPTY;
         }
+        let size = self.size().max(1);
         match self.state {
             State::Running => RRD_EMPTY,
             State::Disabled => {
-                let w = self.ram.get(self.rd).copied().unwrap_or(0);
-                self.rd = (self.rd + 1) % self.ram.len();
+                let w = self.word(self.rd);
+                self.rd = (self.rd + 1) % size;
                 w
             }
             State::Stopped if self.mode != 0 => RRD_EMPTY,
             State::Stopped => match self.fault_ram {
-                Some(RamStuck::SameWord) => self.ram.get(self.rd).copied().unwrap_or(0),
+                Some(RamStuck::SameWord) => self.word(self.rd),
                 Some(RamStuck::NeverEmpty) => {
-                    let w = self.ram.get(self.rd).copied().unwrap_or(0);
-                    self.rd = (self.rd + 1) % self.ram.len();
+                    let w = self.word(self.rd);
+                    self.rd = (self.rd + 1) % size;
                     w
                 }
                 None => {
                     if self.unread == 0 {
                         return RRD_EMPTY;
                     }
-                    let w = self.ram.get(self.rd).copied().unwrap_or(0);
-                    self.rd = (self.rd + 1) % self.ram.len();
+                    let w = self.word(self.rd);
+                    self.rd = (self.rd + 1) % size;
                     self.unread -= 1;
                     w
                 }
@@ -703,6 +812,11 @@ impl<'a> TmcModel<'a> {
                 self.full = false;
                 self.triggered = false;
                 self.ft_stopped = false;
+                if self.config == TmcModelConfig::Etr {
+                    // No pointers kept across sessions: both start at `DBA`.
+                    self.wr = 0;
+                    self.memerr = false;
+                }
                 self.rd = self.wr;
                 self.unread = 0;
                 let id_every_frame = self.formatter.id_every_frame;
@@ -737,12 +851,66 @@ impl<'a> TmcModel<'a> {
         let word = word / self.memwords() * self.memwords();
         word % self.ram.len()
     }
+
+    /// ETR: the buffer index of a bus address, 0 outside the buffer.
+    fn etr_index(&self, addr: u64) -> usize {
+        addr.checked_sub(self.dba)
+            .and_then(|o| usize::try_from(o / 4).ok())
+            .filter(|&i| i < self.size())
+            .unwrap_or(0)
+    }
+
+    /// ETR: reads the registers the ETB and ETF do not have; `None` for the others.
+    fn read_etr(&self, offset: u32) -> Option<u32> {
+        if self.config != TmcModelConfig::Etr {
+            return None;
+        }
+        // CAST: each value is cut to its 32-bit half on purpose.
+        let (lo, hi) = (|a: u64| a as u32, |a: u64| (a >> 32) as u32);
+        Some(match offset {
+            RRP => lo(self.etr_addr(self.rd)),
+            RRPHI => hi(self.etr_addr(self.rd)),
+            RWP => lo(self.etr_addr(self.wr)),
+            RWPHI => hi(self.etr_addr(self.wr)),
+            AXICTL => self.axictl,
+            DBALO => lo(self.dba),
+            DBAHI => hi(self.dba),
+            _ => return None,
+        })
+    }
+
+    /// ETR: writes the registers the ETB and ETF do not have (in Disabled state); returns
+    /// whether `offset` is one of them.
+    fn write_etr(&mut self, offset: u32, value: u32) -> bool {
+        if self.config != TmcModelConfig::Etr {
+            return false;
+        }
+        let disabled = self.state == State::Disabled;
+        let lo = |a: u64| ((a & !0xFFFF_FFFF) | u64::from(value)) & ETR_ADDR_MASK;
+        let hi = |a: u64| ((a & 0xFFFF_FFFF) | (u64::from(value) << 32)) & ETR_ADDR_MASK;
+        match offset {
+            RSZ if disabled => self.etr_rsz = value & 0x7FFF_FFFF,
+            AXICTL if disabled => self.axictl = value & AXICTL_MASK,
+            DBALO if disabled => self.dba = lo(self.dba),
+            DBAHI if disabled => self.dba = hi(self.dba),
+            RRP if disabled => self.rd = self.etr_index(lo(self.etr_addr(self.rd))),
+            RRPHI if disabled => self.rd = self.etr_index(hi(self.etr_addr(self.rd))),
+            RWP if disabled => self.wr = self.etr_index(lo(self.etr_addr(self.wr))),
+            RWPHI if disabled => self.wr = self.etr_index(hi(self.etr_addr(self.wr))),
+            RSZ | AXICTL | DBALO | DBAHI | RRP | RRPHI | RWP | RWPHI => {}
+            _ => return false,
+        }
+        true
+    }
 }
 
 impl CsAccess for TmcModel<'_> {
     fn read32(&mut self, offset: u32) -> u32 {
         self.counts.count_read(offset);
         self.advance();
+        if let Some(v) = self.read_etr(offset) {
+            return v;
+        }
         match offset {
             RSZ => self.rsz_u32(),
             STS => self.sts(),
@@ -795,7 +963,7 @@ impl CsAccess for TmcModel<'_> {
             }
             return;
         }
-        if self.locked {
+        if self.locked || self.write_etr(offset, value) {
             return;
         }
         match offset {
@@ -807,10 +975,12 @@ impl CsAccess for TmcModel<'_> {
             RRP if self.state == State::Disabled => self.rd = self.ptr_from(value),
             RWP if self.state == State::Disabled => self.wr = self.ptr_from(value),
             RWD if self.state == State::Disabled => {
-                if let Some(w) = self.ram.get_mut(self.wr) {
-                    *w = value;
+                if let Some(b) = self.base() {
+                    if let Some(w) = self.ram.get_mut(b.wrapping_add(self.wr)) {
+                        *w = value;
+                    }
                 }
-                self.wr = (self.wr + 1) % self.ram.len();
+                self.wr = (self.wr + 1) % self.size().max(1);
             }
             CLAIMSET => self.claim |= value & 0xF,
             CLAIMCLR => self.claim &= !value,

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The registers of the Trace Memory Controller in its ETB and ETF configurations that the
-//! driver touches (Arm CoreSight TMC Technical Reference Manual, DDI 0461). The software lock
-//! (`LAR`, `LSR`) and `AUTHSTATUS` are the CoreSight ones of [`kernel::coresight::access`].
+//! The registers of the Trace Memory Controller that the driver touches, in its ETB, ETF and ETR
+//! configurations (Arm CoreSight TMC Technical Reference Manual, DDI 0461; the ETR's are
+//! `RRPHI`, `RWPHI`, `AXICTL`, `DBALO`, `DBAHI` and the `DEVID` fields of its AXI master). The
+//! software lock (`LAR`, `LSR`) and `AUTHSTATUS` are the CoreSight ones of
+//! [`kernel::coresight::access`].
 //!
 //! Shared with the host (`crates/cspd-hw`): uses only `kernel::io::register` and
 //! `kernel::num::Bounded`.
@@ -113,13 +115,13 @@ register! {
 
     /// RAM Read Pointer register.
     pub RRP(u32) @ 0x014 {
-        /// Byte address into the trace RAM.
+        /// Byte address into the trace RAM; for an ETR, bits 31:0 of the bus address.
         31:0 addr;
     }
 
     /// RAM Write Pointer register.
     pub RWP(u32) @ 0x018 {
-        /// Byte address into the trace RAM.
+        /// Byte address into the trace RAM; for an ETR, bits 31:0 of the bus address.
         31:0 addr;
     }
 
@@ -145,6 +147,44 @@ register! {
     pub BUFWM(u32) @ 0x034 {
         /// The water mark, in words.
         31:0 level;
+    }
+
+    /// RAM Read Pointer High register (ETR).
+    pub RRPHI(u32) @ 0x038 {
+        /// Bits 63:32 of the read pointer's bus address.
+        31:0 addr;
+    }
+
+    /// RAM Write Pointer High register (ETR).
+    pub RWPHI(u32) @ 0x03C {
+        /// Bits 63:32 of the write pointer's bus address.
+        31:0 addr;
+    }
+
+    /// AXI Control register (ETR), in the layout of a SoC-400 TMC.
+    pub AXICTL(u32) @ 0x110 {
+        /// Write burst length minus one, in transfers of the memory width.
+        11:8 wrburstlen;
+        /// The buffer is a scatter-gather table, not a flat buffer.
+        7:7 scattergather => bool;
+        /// `AWCACHE` of the writes.
+        5:2 cachectrl;
+        /// `AWPROT[1]`: non-secure writes.
+        1:1 protctrl1 => bool;
+        /// `AWPROT[0]`: privileged writes.
+        0:0 protctrl0 => bool;
+    }
+
+    /// Data Buffer Address Low register (ETR).
+    pub DBALO(u32) @ 0x118 {
+        /// Bits 31:0 of the buffer's bus address.
+        31:0 addr;
+    }
+
+    /// Data Buffer Address High register (ETR).
+    pub DBAHI(u32) @ 0x11C {
+        /// Bits 63:32 of the buffer's bus address.
+        31:0 addr;
     }
 
     /// Formatter and Flush Status register.
@@ -175,6 +215,12 @@ register! {
 
     /// Device Configuration register.
     pub DEVID(u32) @ 0xFC8 {
+        /// ETR: no scatter-gather (the buffer must be flat).
+        24:24 noscat => bool;
+        /// ETR: width of the AXI addresses, in bits, when `axiaw_valid`.
+        23:17 axiaw;
+        /// ETR: `axiaw` is valid.
+        16:16 axiaw_valid => bool;
         /// Width of the trace memory: 2..5 for 32, 64, 128 and 256 bits.
         10:8 memwidth;
         /// Which TMC configuration this is.
@@ -183,6 +229,15 @@ register! {
 }
 
 impl DEVID {
+    /// Returns the width of an ETR's AXI addresses in bits: `AXIAW` when valid and one the C
+    /// driver knows (32, 40, 44, 48, 52), else 40, as the TRM says of an ETR without the field.
+    pub fn address_bits(self) -> u32 {
+        match self.axiaw().get() {
+            w @ (32 | 40 | 44 | 48 | 52) if self.axiaw_valid() => w,
+            _ => 40,
+        }
+    }
+
     /// Returns the width of the trace memory in 32-bit words; an unknown encoding is 32 bits.
     pub fn memwidth_words(self) -> u32 {
         match self.memwidth().get() {

@@ -207,7 +207,7 @@ pub enum RecordKind {
     Identity = 1,
     /// The panic message and CPU ([`PanicInfo`](super::PanicInfo)).
     PanicInfo = 2,
-    /// A trace sink's buffer (TMC ETB/ETF RAM).
+    /// A trace sink's buffer (TMC ETB/ETF RAM, a TMC-ETR's buffer).
     Sink = 3,
     /// A trace source's state (`ETMv4` registers).
     Source = 4,
@@ -303,7 +303,6 @@ impl TryFrom<u16> for RecordStatus {
 /// another's (a C driver's sink record is not a TMC's).
 ///
 /// The values are those of `enum coresight_dump_payload` in `include/linux/coresight-panic-dump.h`.
-/// Value 4 is kept for the TMC-ETR payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u16)]
 pub enum PayloadType {
@@ -316,6 +315,8 @@ pub enum PayloadType {
     Etm4x = 2,
     /// A CPU's PC sample ([`super::cpu_debug`]).
     CpuDebug = 3,
+    /// A TMC-ETR's registers and trace buffer ([`super::etr`]).
+    Etr = 4,
 }
 
 impl PayloadType {
@@ -326,6 +327,7 @@ impl PayloadType {
             Self::Tmc => "tmc",
             Self::Etm4x => "etm4x",
             Self::CpuDebug => "cpu-debug",
+            Self::Etr => "etr",
         }
     }
 }
@@ -339,6 +341,7 @@ impl TryFrom<u16> for PayloadType {
             1 => Self::Tmc,
             2 => Self::Etm4x,
             3 => Self::CpuDebug,
+            4 => Self::Etr,
             _ => return Err(v),
         })
     }
