@@ -2,6 +2,7 @@
 
 #include <linux/buildid.h>
 #include <linux/crash_dump.h>
+#include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/of.h>
 #include <linux/panic_notifier.h>
@@ -104,12 +105,22 @@ __rust_helper phys_addr_t rust_helper_virt_to_phys(const void *address)
 	return virt_to_phys(address);
 }
 
-__rust_helper struct device_node *rust_helper_cspd_of_memory_region(struct device_node *np)
+__rust_helper struct device_node *
+rust_helper_cspd_of_memory_region_byname(struct device_node *np, const char *name)
 {
-	return of_parse_phandle(np, "memory-region", 0);
+	int i = of_property_match_string(np, "memory-region-names", name);
+
+	if (i < 0)
+		return NULL;
+	return of_parse_phandle(np, "memory-region", i);
 }
 
 __rust_helper void rust_helper_cspd_of_node_put(struct device_node *np)
 {
 	of_node_put(np);
+}
+
+__rust_helper int rust_helper_cspd_dma_mapping_error(struct device *dev, dma_addr_t addr)
+{
+	return dma_mapping_error(dev, addr);
 }

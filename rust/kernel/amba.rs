@@ -312,6 +312,10 @@ unsafe impl<Ctx: device::DeviceContext> device::AsBusDevice<Ctx> for Device<Ctx>
 kernel::impl_device_context_deref!(unsafe { Device });
 kernel::impl_device_context_into_aref!(Device);
 
+// AMBA primecells that master the bus (a CoreSight TMC-ETR's AXI port) use the DMA API like any
+// platform device.
+impl<'a> crate::dma::Device<'a> for Device<device::Core<'a>> {}
+
 // SAFETY: Instances of `Device` are always reference-counted.
 unsafe impl crate::sync::aref::AlwaysRefCounted for Device {
     fn inc_ref(&self) {

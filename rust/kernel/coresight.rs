@@ -9,6 +9,10 @@
 //! attribute, and builds trace paths through the connections that the firmware (the device tree
 //! graph) describes, including C funnels and replicators.
 //!
+//! A component can add its own sysfs attributes to that directory ([`Operations::ATTRIBUTES`],
+//! [`Operations::show`], [`Operations::store`]), as the C drivers add `buffer_size` or
+//! `stop_on_flush`.
+//!
 //! The core calls sysfs operations with its `coresight_mutex` held; perf calls link operations
 //! without it, in atomic context. Dropping a [`Registration`] disables a source that is still
 //! enabled through sysfs and then unregisters the component. A sink or link that is still on an
@@ -333,13 +337,80 @@ impl Connection {
     }
 }
 
+/// Most sysfs attributes a component adds ([`Operations::ATTRIBUTES`]).
+pub const MAX_ATTRIBUTES: usize = 4;
+
+/// A sysfs attribute of a component: a file in its directory on the CoreSight bus
+/// (`/sys/bus/coresight/devices/<name>/`), next to the core's `enable_sink` or `enable_source`.
+#[derive(Clone, Copy, Debug)]
+pub struct Attribute {
+    /// The file's name.
+    pub name: &'static CStr,
+    /// Root may write it (mode 0644; else 0444, read-only).
+    pub writable: bool,
+}
+
+/// What an attribute's `show` writes into: the page sysfs gives it, filled as text with
+/// [`core::fmt::Write`] (`writeln!(out, "{:#x}", size)`). What does not fit in the page is cut
+/// off.
+pub struct AttributeBuf<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl AttributeBuf<'_> {
+    /// Returns the bytes written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl core::fmt::Write for AttributeBuf<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len().saturating_sub(self.len);
+        let n = s.len().min(room);
+        if let Some(dst) = self.buf.get_mut(self.len..self.len + n) {
+            dst.copy_from_slice(&s.as_bytes()[..n]);
+        }
+        self.len += n;
+        if n < s.len() {
+            Err(core::fmt::Error)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// The operations of a component, called by the CoreSight core.
 ///
 /// Implement the ones the component's [`Kind`] needs: `sink_enable`/`sink_disable` for sinks,
 /// `link_enable`/`link_disable` for links, `source_enable`/`source_disable` for sources, and
-/// `trace_id` for sources that take an ID from the core.
+/// `trace_id` for sources that take an ID from the core; and `show` (and `store`, for writable
+/// ones) when the component has [`Operations::ATTRIBUTES`].
 #[vtable]
 pub trait Operations: Send + Sync {
+    /// The component's own sysfs attributes, at most [`MAX_ATTRIBUTES`]. Each is read through
+    /// [`Operations::show`] and, when writable, written through [`Operations::store`], with its
+    /// index in this list.
+    const ATTRIBUTES: &'static [Attribute] = &[];
+
+    /// Writes the value of attribute `index` of [`Operations::ATTRIBUTES`] into `out`, as text
+    /// ending in a newline.
+    fn show(&self, _csdev: &CsDevice, _index: usize, _out: &mut AttributeBuf<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Sets attribute `index` of [`Operations::ATTRIBUTES`] from `input`, what was written to
+    /// the file (a trailing newline included). An error is returned to the writer.
+    fn store(&self, _csdev: &CsDevice, _index: usize, _input: &[u8]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Returns the trace ID of this source for `mode` (`trace_id` op).
     fn trace_id(&self, _csdev: &CsDevice, _mode: Mode, _sink: Option<&CsDevice>) -> Result<u8> {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -472,6 +543,7 @@ impl<T: Operations> Registration<T> {
                 raw.name = desc.name.as_char_ptr();
                 raw.flags = flags;
                 raw.cpu = cpu;
+                raw.groups = OpsTable::<T>::groups();
                 // SAFETY: `raw` is fully initialised; the core copies what it keeps (the name
                 // with `dev_set_name()`) and releases `pdata` itself on failure. `ops` and
                 // `data` live in this pinned registration, which unregisters before they go.
@@ -562,6 +634,162 @@ impl<T: Operations> OpsTable<T> {
         helper_ops: core::ptr::null(),
         panic_ops: core::ptr::null(),
     };
+
+    /// The attributes of [`Operations::ATTRIBUTES`], as sysfs takes them.
+    const ATTRS: [bindings::device_attribute; MAX_ATTRIBUTES] = {
+        assert!(
+            T::ATTRIBUTES.len() <= MAX_ATTRIBUTES,
+            "a component has at most MAX_ATTRIBUTES attributes"
+        );
+        assert!(
+            T::ATTRIBUTES.is_empty() || T::HAS_SHOW,
+            "a component with attributes implements `show`"
+        );
+        // SAFETY: An all-zero `device_attribute` is valid: no name, no callbacks.
+        let mut a: [bindings::device_attribute; MAX_ATTRIBUTES] = unsafe { core::mem::zeroed() };
+        let mut i = 0;
+        while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
+            let attr = &T::ATTRIBUTES[i];
+            a[i].attr.name = attr.name.as_ptr();
+            a[i].attr.mode = if attr.writable { 0o644 } else { 0o444 };
+            a[i].show = Some(Self::show);
+            a[i].store = if attr.writable && T::HAS_STORE {
+                Some(Self::store)
+            } else {
+                None
+            };
+            i += 1;
+        }
+        a
+    };
+
+    /// [`Self::ATTRS`] in static memory, which the pointers below point into.
+    const ATTRS_STATIC: &'static [bindings::device_attribute; MAX_ATTRIBUTES] = &Self::ATTRS;
+
+    /// The NULL-terminated list of the attributes, for the group.
+    const ATTR_LIST: [*mut bindings::attribute; MAX_ATTRIBUTES + 1] = {
+        let mut p = [core::ptr::null_mut(); MAX_ATTRIBUTES + 1];
+        let mut i = 0;
+        while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
+            // The C side only reads through these pointers.
+            p[i] = (&raw const Self::ATTRS_STATIC[i].attr).cast_mut();
+            i += 1;
+        }
+        p
+    };
+
+    /// [`Self::ATTR_LIST`] in static memory.
+    const ATTR_LIST_STATIC: &'static [*mut bindings::attribute; MAX_ATTRIBUTES + 1] =
+        &Self::ATTR_LIST;
+
+    /// The attribute group of the component's directory.
+    const GROUP: bindings::attribute_group = {
+        // SAFETY: An all-zero `attribute_group` is valid: no name, no attributes.
+        let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
+        g.attrs = Self::ATTR_LIST_STATIC.as_ptr().cast_mut();
+        g
+    };
+
+    /// [`Self::GROUP`] in static memory.
+    const GROUP_STATIC: &'static bindings::attribute_group = &Self::GROUP;
+
+    /// The NULL-terminated list of groups `coresight_register()` takes.
+    const GROUPS: [*const bindings::attribute_group; 2] =
+        [Self::GROUP_STATIC as *const _, core::ptr::null()];
+
+    /// [`Self::GROUPS`] in static memory.
+    const GROUPS_STATIC: &'static [*const bindings::attribute_group; 2] = &Self::GROUPS;
+
+    /// Returns the attribute groups for `struct coresight_desc`: none without attributes.
+    fn groups() -> *mut *const bindings::attribute_group {
+        if T::ATTRIBUTES.is_empty() {
+            core::ptr::null_mut()
+        } else {
+            // The C core only reads the list (it becomes the device's `groups`).
+            Self::GROUPS_STATIC.as_ptr().cast_mut()
+        }
+    }
+
+    /// Returns the index in [`Operations::ATTRIBUTES`] of the attribute `attr`.
+    ///
+    /// # Safety
+    ///
+    /// `attr` is one of [`Self::ATTRS_STATIC`], as sysfs passes it to its callbacks.
+    unsafe fn attr_index(attr: *mut bindings::device_attribute) -> Option<usize> {
+        // SAFETY: `attr` is a valid attribute whose name is one of `T::ATTRIBUTES`' names.
+        let name = unsafe { CStr::from_char_ptr((*attr).attr.name) };
+        T::ATTRIBUTES.iter().position(|a| a.name == name)
+    }
+
+    /// Returns the operations' data and component of the device of a sysfs callback.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is the `struct device` embedded in a component registered by a `Registration<T>`.
+    unsafe fn data_of_dev<'a>(dev: *mut bindings::device) -> (&'a T, &'a CsDevice) {
+        // SAFETY: `dev` is the `dev` field of a `struct coresight_device`.
+        let csdev = unsafe { container_of!(dev, bindings::coresight_device, dev) };
+        // SAFETY: The component was registered by a `Registration<T>` and stays registered
+        // while sysfs calls into its attributes.
+        unsafe { Self::data(csdev.cast_mut()) }
+    }
+
+    /// The `show` callback of every attribute.
+    ///
+    /// # Safety
+    ///
+    /// Called by sysfs for an attribute of a component registered by a `Registration<T>`, with
+    /// `buf` a page.
+    unsafe extern "C" fn show(
+        dev: *mut bindings::device,
+        attr: *mut bindings::device_attribute,
+        buf: *mut c_char,
+    ) -> isize {
+        // SAFETY: sysfs passes one of our attributes.
+        let Some(index) = (unsafe { Self::attr_index(attr) }) else {
+            // CAST: an errno fits in `isize`.
+            return EINVAL.to_errno() as isize;
+        };
+        // SAFETY: sysfs calls this for a device registered by a `Registration<T>`.
+        let (data, cs) = unsafe { Self::data_of_dev(dev) };
+        // SAFETY: sysfs gives `show` a page to fill, which nothing else touches meanwhile.
+        let page =
+            unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), crate::page::PAGE_SIZE) };
+        let mut out = AttributeBuf { buf: page, len: 0 };
+        match data.show(cs, index, &mut out) {
+            // CAST: at most a page; an errno fits in `isize`.
+            Ok(()) => out.len as isize,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
+
+    /// The `store` callback of writable attributes.
+    ///
+    /// # Safety
+    ///
+    /// Called by sysfs for an attribute of a component registered by a `Registration<T>`, with
+    /// `buf` holding `count` bytes.
+    unsafe extern "C" fn store(
+        dev: *mut bindings::device,
+        attr: *mut bindings::device_attribute,
+        buf: *const c_char,
+        count: usize,
+    ) -> isize {
+        // SAFETY: sysfs passes one of our attributes.
+        let Some(index) = (unsafe { Self::attr_index(attr) }) else {
+            // CAST: an errno fits in `isize`.
+            return EINVAL.to_errno() as isize;
+        };
+        // SAFETY: sysfs calls this for a device registered by a `Registration<T>`.
+        let (data, cs) = unsafe { Self::data_of_dev(dev) };
+        // SAFETY: sysfs passes `count` readable bytes at `buf`.
+        let input = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), count) };
+        match data.store(cs, index, input) {
+            // CAST: `count` is at most a page; an errno fits in `isize`.
+            Ok(()) => count as isize,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
 
     /// Returns the operations' data of a component registered by [`Registration`].
     ///

@@ -13,11 +13,17 @@
 use core::ptr::NonNull;
 
 use crate::{
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::DmaAddress,
     io::{
         PhysAddr,
         ResourceSize, //
     },
-    prelude::*, //
+    prelude::*,
+    sync::aref::ARef, //
 };
 
 /// Where a reserved region came from, which decides how it may be mapped.
@@ -67,48 +73,101 @@ impl ReservedRegion {
     ///
     /// Returns [`ENOENT`] when there is no such node or region.
     pub fn from_of_compatible(compatible: &CStr, name: &CStr) -> Result<Self> {
-        // SAFETY: `compatible` is a valid NUL-terminated string; a null `from` and `type` search
-        // the whole tree.
-        let np = unsafe {
-            bindings::of_find_compatible_node(
-                core::ptr::null_mut(),
-                core::ptr::null(),
-                compatible.as_char_ptr(),
-            )
-        };
+        let mut found = Err(ENOENT);
+        Self::for_each_of_compatible(compatible, name, |r| {
+            found = Ok(r);
+            false
+        });
+        found
+    }
+
+    /// Calls `f` with the `memory-region` named `name` of every device-tree node compatible
+    /// with `compatible` that has one, in the tree's order, until `f` returns `false`.
+    ///
+    /// For a driver-independent view of a binding's regions, such as the trace buffers of every
+    /// TMC (`arm,coresight-tmc`, `tracedata`) whichever driver binds them.
+    pub fn for_each_of_compatible(
+        compatible: &CStr,
+        name: &CStr,
+        mut f: impl FnMut(ReservedRegion) -> bool,
+    ) {
+        let mut np: *mut bindings::device_node = core::ptr::null_mut();
+        loop {
+            // SAFETY: `compatible` is a valid NUL-terminated string; `np` is null or a node
+            // reference from the previous call, which this call releases.
+            np = unsafe {
+                bindings::of_find_compatible_node(np, core::ptr::null(), compatible.as_char_ptr())
+            };
+            if np.is_null() {
+                return;
+            }
+            // SAFETY: `np` is a valid node reference, held until the next call (or the put
+            // below).
+            if let Ok(r) = unsafe { Self::from_node(np, name) } {
+                if !f(r) {
+                    // SAFETY: `np` came from `of_find_compatible_node`, which took a reference.
+                    unsafe { bindings::cspd_of_node_put(np) };
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Looks up the `memory-region` named `name` (in `memory-region-names`) of `dev`'s
+    /// device-tree node, as a driver finds the regions its binding gives it.
+    ///
+    /// Returns [`ENOENT`] when the device has no device-tree node or no such region.
+    pub fn from_device(dev: &Device, name: &CStr) -> Result<Self> {
+        // SAFETY: `dev.as_raw()` is a valid `struct device`; `of_node` does not change while it
+        // is bound to a driver.
+        let np = unsafe { (*dev.as_raw()).of_node };
         if np.is_null() {
             return Err(ENOENT);
         }
+        // SAFETY: `np` is the device's node, which lives at least as long as the device.
+        unsafe { Self::from_node(np, name) }
+    }
+
+    /// Looks up the `memory-region` named `name` of the node `np`.
+    ///
+    /// # Safety
+    ///
+    /// `np` must be a valid device-tree node for the duration of the call.
+    unsafe fn from_node(np: *mut bindings::device_node, name: &CStr) -> Result<Self> {
         let mut res = bindings::resource::default();
-        // SAFETY: `np` is a valid node reference (released below); `name` is NUL-terminated and
-        // `res` is valid for writes.
+        // SAFETY: `np` is valid (the caller's guarantee); `name` is NUL-terminated and `res` is
+        // valid for writes.
         let ret = unsafe {
             bindings::of_reserved_mem_region_to_resource_byname(np, name.as_char_ptr(), &mut res)
         };
-        let no_map = if ret == 0 {
-            // SAFETY: `np` is a valid node reference.
-            let target = unsafe { bindings::cspd_of_memory_region(np) };
-            let no_map = !target.is_null()
-                // SAFETY: `target` is a valid node reference.
-                && unsafe { bindings::of_property_read_bool(target, c"no-map".as_char_ptr()) };
-            // SAFETY: `of_parse_phandle` returned a reference (or null, which `of_node_put`
-            // accepts).
-            unsafe { bindings::cspd_of_node_put(target) };
-            no_map
-        } else {
-            false
-        };
-        // SAFETY: `np` came from `of_find_compatible_node`, which took a reference.
-        unsafe { bindings::cspd_of_node_put(np) };
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
+        // SAFETY: `np` is valid; `name` is NUL-terminated.
+        let target = unsafe { bindings::cspd_of_memory_region_byname(np, name.as_char_ptr()) };
+        let no_map = !target.is_null()
+            // SAFETY: `target` is a valid node reference.
+            && unsafe { bindings::of_property_read_bool(target, c"no-map".as_char_ptr()) };
+        // SAFETY: `of_parse_phandle` returned a reference (or null, which `of_node_put`
+        // accepts).
+        unsafe { bindings::cspd_of_node_put(target) };
         let size = res.end.wrapping_sub(res.start).wrapping_add(1);
+        if res.start == 0 || size == 0 {
+            return Err(ENOENT);
+        }
         Ok(Self {
             base: res.start,
             size,
             origin: Origin::DeviceTree { no_map },
         })
+    }
+
+    /// Returns whether `[paddr, paddr + len)` lies inside the region.
+    pub fn contains(&self, paddr: PhysAddr, len: u64) -> bool {
+        paddr >= self.base
+            && paddr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.base.saturating_add(self.size))
     }
 
     /// Physical address of the first byte.
@@ -126,6 +185,34 @@ impl ReservedRegion {
         self.origin
     }
 
+    /// Maps the region for `dev` to write into by DMA (`dma_map_resource()`, as for memory the
+    /// device's driver did not allocate): the returned mapping holds the bus address to give the
+    /// device (the physical address when no IOMMU translates its accesses).
+    pub fn dma_map(&self, dev: &Device<Bound>) -> Result<DmaRegion> {
+        let size = usize::try_from(self.size).map_err(|_| EOVERFLOW)?;
+        // SAFETY: `dev` is a bound device; the range is a reserved region that stays reserved,
+        // and no mapping attributes are asked for.
+        let addr = unsafe {
+            bindings::dma_map_resource(
+                dev.as_raw(),
+                self.base,
+                size,
+                bindings::dma_data_direction_DMA_FROM_DEVICE,
+                0,
+            )
+        };
+        // SAFETY: `dev` is valid and `addr` came from `dma_map_resource` for it.
+        if unsafe { bindings::cspd_dma_mapping_error(dev.as_raw(), addr) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: `addr` maps `size` bytes for `dev`.
+        Ok(DmaRegion {
+            dev: dev.into(),
+            addr,
+            size,
+        })
+    }
+
     /// Maps the region: write-back for System RAM, write-combined for `no-map` regions (which
     /// `memremap` refuses to map write-back only when they are RAM).
     pub fn map(&self) -> Result<Mapping> {
@@ -134,6 +221,46 @@ impl ReservedRegion {
             _ => Cache::WriteBack,
         };
         Mapping::new(self.base, self.size, cache)
+    }
+}
+
+/// A reserved region mapped for a device's DMA ([`ReservedRegion::dma_map`]); unmapped on drop.
+///
+/// The device must be stopped before the mapping is dropped.
+///
+/// # Invariants
+///
+/// `addr` is the bus address `dma_map_resource()` returned for `size` bytes and `dev`.
+pub struct DmaRegion {
+    dev: ARef<Device>,
+    addr: DmaAddress,
+    size: usize,
+}
+
+impl DmaRegion {
+    /// Returns the bus address to give the device.
+    pub fn dma_address(&self) -> DmaAddress {
+        self.addr
+    }
+
+    /// Returns the size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl Drop for DmaRegion {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the mapping is live; it is unmapped once, here.
+        unsafe {
+            bindings::dma_unmap_resource(
+                self.dev.as_raw(),
+                self.addr,
+                self.size,
+                bindings::dma_data_direction_DMA_FROM_DEVICE,
+                0,
+            )
+        };
     }
 }
 

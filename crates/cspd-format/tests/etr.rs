@@ -90,7 +90,10 @@ fn parse_bounds_the_trace_and_names_bad_headers() {
     );
     let mut bad = b.clone();
     bad[0] = b'X';
-    assert_eq!(EtrRecord::parse(&bad).unwrap_err(), EtrRecordError::BadMagic);
+    assert_eq!(
+        EtrRecord::parse(&bad).unwrap_err(),
+        EtrRecordError::BadMagic
+    );
     let mut bad = b.clone();
     bad[4] = 2;
     assert_eq!(
@@ -106,7 +109,10 @@ fn parse_bounds_the_trace_and_names_bad_headers() {
     // A TMC record is not an ETR record.
     let mut tmc = vec![0u8; 200];
     tmc[..4].copy_from_slice(b"TMCD");
-    assert_eq!(EtrRecord::parse(&tmc).unwrap_err(), EtrRecordError::BadMagic);
+    assert_eq!(
+        EtrRecord::parse(&tmc).unwrap_err(),
+        EtrRecordError::BadMagic
+    );
 }
 
 #[test]
@@ -179,9 +185,13 @@ fn newest_keeps_the_end_of_the_stream_on_frame_boundaries() {
     let full = EtrLayout::from_registers(1024, ETR_STS_FULL, 0x8000_0310, 0x8000_0000).unwrap();
     // Room for everything: unchanged.
     assert_eq!(full.newest(8192), full);
-    assert!(!EtrLayout::from_registers(1024, 0, 0x8000_0100, 0x8000_0000)
-        .unwrap()
-        .starts_mid_stream(&EtrLayout::from_registers(1024, 0, 0x8000_0100, 0x8000_0000).unwrap()));
+    assert!(
+        !EtrLayout::from_registers(1024, 0, 0x8000_0100, 0x8000_0000)
+            .unwrap()
+            .starts_mid_stream(
+                &EtrLayout::from_registers(1024, 0, 0x8000_0100, 0x8000_0000).unwrap()
+            )
+    );
     // The newest 0x400 bytes end at RWP (0x310) and wrap back over the end of the buffer.
     let n = full.newest(0x400);
     assert_eq!((n.start, n.len), (4096 - 0xF0, 0x400));
@@ -228,7 +238,10 @@ fn attachments_round_trip_and_name_damage() {
     );
     let mut got = Vec::new();
     TracedataAttachment::parse_all(&tail, |x| got.push((x.paddr, x.data.to_vec()))).unwrap();
-    assert_eq!(got, vec![(0x7e00_0000, a.clone()), (0x7f00_0000, b.clone())]);
+    assert_eq!(
+        got,
+        vec![(0x7e00_0000, a.clone()), (0x7f00_0000, b.clone())]
+    );
     // Zeros after the region: nothing attached.
     TracedataAttachment::parse_all(&[0u8; 64], |_| panic!("no attachment")).unwrap();
     TracedataAttachment::parse_all(&[], |_| panic!("no attachment")).unwrap();
@@ -278,7 +291,7 @@ fn device_dump_names_carry_the_address() {
     let n = tracedata_dump_name(0, &mut out).unwrap();
     assert_eq!(&out[..n], b"coresight_tracedata@0");
     // The kernel's device dump names hold at most 43 bytes.
-    assert!(TRACEDATA_DUMP_NAME_MAX <= 43);
+    const { assert!(TRACEDATA_DUMP_NAME_MAX <= 43) };
     assert_eq!(tracedata_dump_name(0x7e00_0000, &mut [0u8; 10]), None);
     for bad in [
         &b"coresight_panic_dump"[..],

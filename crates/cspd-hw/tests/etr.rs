@@ -149,7 +149,6 @@ fn enable_programs_the_buffer_as_the_c_driver_does() {
     // Trace goes into memory at DBA.
     let w = pattern(64, 3);
     assert_eq!(m.push_raw_words(&w), 64);
-    drop(m);
     assert_eq!(&mem[0x400..0x440], &w[..]);
     assert!(mem[..0x400].iter().all(|&x| x == 0));
 
@@ -193,7 +192,6 @@ fn a_reserved_buffer_stays_in_place_and_the_record_says_where() {
     assert!(stop.was_running());
     assert_eq!(m.read32(CTL), 0, "left disabled");
     assert_eq!(m.read32(LSR) & 2, 2, "left locked");
-    drop(m);
     let (s, h, trace) = record(&stop, Some(&reserved()), 64);
     assert_eq!(s.outcome, EtrOutcome::Complete);
     assert!(h.has(ETR_REC_IN_PLACE));
@@ -222,11 +220,13 @@ fn a_dma_buffer_is_copied_oldest_first() {
     let w = pattern(200, 1);
     m.push_raw_words(&w);
     let stop = panic_stop(&mut m);
-    drop(m);
     let buf = Mem::buffer(&mem);
     let (s, h, trace) = record(&stop, Some(&copied(&buf)), BUF_BYTES as usize);
     assert_eq!(s.outcome, EtrOutcome::Complete);
-    assert_eq!(h.flags & (ETR_REC_IN_PLACE | ETR_REC_TRUNCATED | ETR_REC_WRAPPED), 0);
+    assert_eq!(
+        h.flags & (ETR_REC_IN_PLACE | ETR_REC_TRUNCATED | ETR_REC_WRAPPED),
+        0
+    );
     assert_eq!(trace, bytes(&w));
     assert_eq!(h.data_start, 0);
     assert_eq!(buf.read.get(), (800, 800));
@@ -240,7 +240,6 @@ fn a_wrapped_buffer_is_copied_from_rwp_on() {
     let w = pattern(1024 * 2 + 100, 5);
     m.push_raw_words(&w);
     let stop = panic_stop(&mut m);
-    drop(m);
     let buf = Mem::buffer(&mem);
     let (s, h, trace) = record(&stop, Some(&copied(&buf)), BUF_BYTES as usize);
     assert_eq!(s.outcome, EtrOutcome::Complete);
@@ -260,7 +259,6 @@ fn a_buffer_larger_than_the_slot_is_never_copied_past_it() {
     let w = pattern(1024 + 300, 11);
     m.push_raw_words(&w);
     let stop = panic_stop(&mut m);
-    drop(m);
     let buf = Mem::buffer(&mem);
     // Room for 1000 bytes: 62 whole frames (992 bytes) are kept, the newest.
     let (s, h, trace) = record(&stop, Some(&copied(&buf)), 1000);
@@ -290,9 +288,11 @@ fn an_etr_that_never_becomes_ready_is_given_up_within_the_bound() {
     let stop = panic_stop(&mut m);
     assert_eq!(m.counts().delays, TMC_POLL_TRIES);
     // The non-polling accesses are few, whatever the buffer.
-    assert!(m.counts().total_reads() + m.counts().total_writes() <= 2 * (u64::from(TMC_POLL_TRIES) + 1) + 26);
+    assert!(
+        m.counts().total_reads() + m.counts().total_writes()
+            <= 2 * (u64::from(TMC_POLL_TRIES) + 1) + 26
+    );
     assert_eq!(m.read32(LSR) & 2, 2);
-    drop(m);
     let buf = Mem::buffer(&mem);
     let (s, h, trace) = record(&stop, Some(&copied(&buf)), BUF_BYTES as usize);
     assert_eq!(s.outcome, EtrOutcome::ReadyTimeout);
@@ -318,7 +318,6 @@ fn a_formatter_stopped_by_a_flush_is_not_flushed_again() {
     m.reset_counts();
     let stop = panic_stop(&mut m);
     assert_eq!(m.counts().writes(FFCR), 0, "no second flush");
-    drop(m);
     let (s, h, _) = record(&stop, Some(&reserved()), 0);
     assert_eq!(s.outcome, EtrOutcome::Complete);
     assert!(h.has(ETR_REC_FLUSH_SKIPPED | ETR_REC_IN_PLACE));
@@ -337,7 +336,6 @@ fn a_memory_error_copies_nothing() {
     enable(&mut m, &s).unwrap();
     m.push_raw_words(&pattern(8, 1));
     let stop = panic_stop(&mut m);
-    drop(m);
     assert_eq!(stop.header().sts & STS_MEMERR, STS_MEMERR);
     let buf = Mem::buffer(&mem);
     let b = PanicBuffer {
@@ -358,7 +356,6 @@ fn pointers_of_another_buffer_are_not_followed() {
     enable(&mut m, &setup(false)).unwrap();
     m.push_raw_words(&pattern(64, 1));
     let stop = panic_stop(&mut m);
-    drop(m);
     let buf = Mem::buffer(&mem);
     // The driver's buffer is elsewhere, or smaller than RSZ says.
     for b in [
@@ -390,7 +387,6 @@ fn an_etr_not_capturing_is_left_alone() {
     assert!(!stop.was_running());
     assert_eq!(m.counts().writes(CTL), 0);
     assert_eq!(m.counts().writes(FFCR), 0);
-    drop(m);
     let (s, h, _) = record(&stop, Some(&reserved()), 0);
     assert_eq!(s.outcome, EtrOutcome::NotEnabled);
     assert_eq!(h.flags & ETR_REC_IN_PLACE, 0);

@@ -16,8 +16,15 @@ use crate::vmcore::Vmcore;
 use cspd_format::cpu_debug::CpuSample;
 use cspd_format::etm4x::SaveOutcome;
 use cspd_format::etm4x::SavedState;
+use cspd_format::etr::parse_tracedata_dump_name;
+use cspd_format::etr::EtrOutcome;
+use cspd_format::etr::EtrRecord;
+use cspd_format::etr::EtrRecordHeader;
+use cspd_format::etr::ETR_REC_IN_PLACE;
 use cspd_format::tmc::TmcRecord;
 use cspd_format::tmc::TmcRecordHeader;
+use cspd_format::tmc::CS_BARRIER_LEN;
+use cspd_format::tmc::CS_BARRIER_WORD;
 use cspd_format::tmc::CS_FRAME_LEN;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
@@ -94,8 +101,10 @@ pub struct Sink<'a> {
     pub name: String,
     /// The trace as drained (barrier included), borrowed from the input when possible.
     pub trace: Cow<'a, [u8]>,
-    /// The TMC record header, for a dump.
+    /// The TMC record header, for a dump's ETB or ETF.
     pub tmc: Option<TmcRecordHeader>,
+    /// The ETR record header, for a dump's ETR.
+    pub etr: Option<EtrRecordHeader>,
     /// How the trace is laid out.
     pub format: SinkFormat,
 }
@@ -242,6 +251,10 @@ impl<'a> Capture<'a> {
                             .push(format!("sink {name}: status {}, no trace", h.status.name()));
                         continue;
                     }
+                    if h.payload == PayloadType::Etr {
+                        c.add_etr_sink(located, name, h, rec.data);
+                        continue;
+                    }
                     if h.payload != PayloadType::Tmc {
                         c.warnings.push(format!(
                             "sink {name}: {} payload, not a TMC drain; no trace",
@@ -258,6 +271,7 @@ impl<'a> Capture<'a> {
                                 name,
                                 trace: Cow::Borrowed(trace),
                                 tmc: Some(tmc),
+                                etr: None,
                                 format: SinkFormat::Frames,
                             });
                         }
@@ -511,6 +525,7 @@ impl<'a> Capture<'a> {
                 name,
                 trace: Cow::Owned(bytes),
                 tmc: None,
+                etr: None,
                 format,
             });
         }
@@ -529,6 +544,50 @@ impl<'a> Capture<'a> {
         }
         c.finish();
         Ok(c)
+    }
+
+    /// Adds the trace of an ETR record: copied in the record, or left in the buffer and found
+    /// in the input ([`etr_trace`]).
+    fn add_etr_sink(
+        &mut self,
+        located: &Located<'_>,
+        name: String,
+        h: &cspd_format::RecordHeader,
+        data: &[u8],
+    ) {
+        let (etr, copied) = match EtrRecord::parse(data) {
+            Ok(x) => x,
+            Err(e) => {
+                self.warnings.push(format!("sink {name}: {e}; no trace"));
+                return;
+            }
+        };
+        if let Some(w) = etr_warning(&name, h, &etr) {
+            self.warnings.push(w);
+        }
+        match etr_trace(located, &etr, copied) {
+            Ok(Some(t)) => {
+                self.notes.push(format!(
+                    "sink {name}: {} bytes of ETR trace from {}{}",
+                    t.bytes.len(),
+                    t.from,
+                    if t.barrier {
+                        " (starts inside the stream: barrier packet over its first frame)"
+                    } else {
+                        ""
+                    }
+                ));
+                self.add_sink(Sink {
+                    name,
+                    trace: Cow::Owned(t.bytes),
+                    tmc: None,
+                    etr: Some(etr),
+                    format: SinkFormat::Frames,
+                });
+            }
+            Ok(None) => {}
+            Err(why) => self.warnings.push(format!("sink {name}: {why}; no trace")),
+        }
     }
 
     fn add_sink(&mut self, sink: Sink<'a>) {
@@ -711,6 +770,160 @@ fn drain_warning(
         tmc.rsz,
         tmc.trace_len
     ))
+}
+
+/// Returns a warning when an ETR's panic callback did not end cleanly, with what it recorded.
+fn etr_warning(name: &str, h: &cspd_format::RecordHeader, etr: &EtrRecordHeader) -> Option<String> {
+    let outcome = etr.outcome();
+    if h.status == RecordStatus::Ok
+        && matches!(
+            outcome,
+            Some(EtrOutcome::Complete | EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer)
+        )
+    {
+        return None;
+    }
+    let what = outcome.map_or_else(
+        || format!("unknown outcome {}", etr.outcome_code),
+        |o| o.name().to_string(),
+    );
+    Some(format!(
+        "sink {name}: ETR record ended {what} ({}): RSZ {:#x}, STS {:#x}, RWP {:#x}, DBA {:#x}; {} of {} trace bytes copied{}",
+        failure(h.status.name(), h.error),
+        etr.rsz,
+        etr.sts,
+        etr.rwp,
+        etr.dba,
+        etr.trace_len,
+        etr.data_len,
+        if etr.flags & ETR_REC_IN_PLACE != 0 {
+            " (the rest left in place)"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// An ETR's trace as the decoders take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtrTrace {
+    /// The trace, oldest byte first, the barrier packet over its first frame when it starts
+    /// inside the stream.
+    pub bytes: Vec<u8>,
+    /// Where it was read from, in words for the user.
+    pub from: String,
+    /// The barrier packet was put over the first frame (the buffer wrapped, or only its newest
+    /// bytes were copied).
+    pub barrier: bool,
+}
+
+/// Returns the trace of an ETR record (its header `h`, and `copied`, the bytes behind it).
+///
+/// A buffer copied at panic is in the record, oldest byte first. A buffer left in reserved
+/// memory ([`ETR_REC_IN_PLACE`]) is looked for, `RSZ` words from its physical address, in the
+/// trace buffers attached behind a region file (`last_dump` after a warm reboot), in the vmcore's
+/// device dumps (`coresight_tracedata@ADDRESS`, which a kdump capture kernel adds for a `no-map`
+/// region), then in the vmcore's memory; it is unwrapped as the record's registers say
+/// (`STS.Full`: the oldest byte at `RWP`, else from `DBA` to `RWP`). Either way, a trace that
+/// starts inside the stream gets the barrier packet over its first 16 bytes, as the C driver
+/// writes it, so that decoders synchronise on the frames after it.
+///
+/// `Ok(None)` when the record holds no trace to decode and that is no damage (capture was off);
+/// `Err` says why the trace cannot be had.
+pub fn etr_trace(
+    located: &Located<'_>,
+    h: &EtrRecordHeader,
+    copied: &[u8],
+) -> Result<Option<EtrTrace>, String> {
+    match h.outcome() {
+        Some(EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer) => return Ok(None),
+        Some(o) if !o.has_trace() => return Err(format!("ETR record outcome {o}")),
+        Some(_) => {}
+        None => return Err(format!("unknown ETR outcome {}", h.outcome_code)),
+    }
+    let layout = h
+        .layout()
+        .map_err(|e| format!("the recorded registers do not locate the trace: {e}"))?;
+    let (mut bytes, from, mid_stream) = if h.flags & ETR_REC_IN_PLACE == 0 {
+        (
+            copied.to_vec(),
+            "the record (copied at panic)".to_string(),
+            layout.wrapped || (copied.len() as u64) < layout.len,
+        )
+    } else {
+        let (buffer, from) = find_buffer(located, h.buf_paddr, layout.size)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(usize::try_from(layout.len).unwrap_or(usize::MAX))
+            .map_err(|_| format!("cannot allocate {:#x} bytes of trace", layout.len))?;
+        for (off, len) in layout.ranges() {
+            let (off, len) = (off as usize, len as usize);
+            out.extend_from_slice(buffer.get(off..off + len).unwrap_or(&[]));
+        }
+        (out, from, layout.wrapped)
+    };
+    let barrier = mid_stream && bytes.len() >= CS_BARRIER_LEN;
+    if barrier {
+        for chunk in bytes[..CS_BARRIER_LEN].chunks_exact_mut(4) {
+            chunk.copy_from_slice(&CS_BARRIER_WORD.to_le_bytes());
+        }
+    }
+    Ok(Some(EtrTrace {
+        bytes,
+        from,
+        barrier,
+    }))
+}
+
+/// Finds `len` bytes of a reserved trace buffer at physical address `paddr` in the input.
+fn find_buffer(located: &Located<'_>, paddr: u64, len: u64) -> Result<(Vec<u8>, String), String> {
+    let n = usize::try_from(len).map_err(|_| format!("a buffer of {len:#x} bytes"))?;
+    let inside = |base: u64, size: u64| {
+        paddr
+            .checked_sub(base)
+            .filter(|off| off.checked_add(len).is_some_and(|end| end <= size))
+    };
+    for a in &located.attachments {
+        if let Some(off) = inside(a.paddr, a.data.len() as u64) {
+            let off = off as usize;
+            return Ok((
+                a.data[off..off + n].to_vec(),
+                format!("the buffer at {paddr:#x} attached behind the region (read back after the reboot)"),
+            ));
+        }
+    }
+    let Some(core) = located.core.as_ref() else {
+        return Err(format!(
+            "the trace stayed in the reserved buffer at {paddr:#x} ({len:#x} bytes), which a region file does not hold: after a warm reboot, take last_dump, which carries it"
+        ));
+    };
+    for dd in core.device_dumps() {
+        let Some(base) = parse_tracedata_dump_name(dd.name.as_bytes()) else {
+            continue;
+        };
+        if let Some(off) = inside(base, dd.data_size) {
+            let bytes = core
+                .read_file(dd.data_offset + off, n, "trace buffer device dump")
+                .map_err(|e| e.to_string())?;
+            return Ok((bytes, format!("the vmcore device dump \"{}\"", dd.name)));
+        }
+    }
+    match core.read_phys(paddr, len) {
+        Ok(bytes) => Ok((
+            bytes,
+            format!("the vmcore's memory at physical address {paddr:#x}"),
+        )),
+        Err(e) => Err(format!(
+            "the trace stayed in the reserved buffer at {paddr:#x} ({len:#x} bytes), which this vmcore does not hold ({e}): a no-map tracedata region reaches a kdump vmcore only as the device dump {} that the capture kernel adds (it needs CONFIG_CORESIGHT_PANIC_DUMP and CONFIG_PROC_VMCORE_DEVICE_DUMP and the region's device-tree node)",
+            tracedata_name(paddr)
+        )),
+    }
+}
+
+/// The device dump name of the reserved buffer at `paddr`.
+fn tracedata_name(paddr: u64) -> String {
+    let mut b = [0u8; cspd_format::etr::TRACEDATA_DUMP_NAME_MAX];
+    let n = cspd_format::etr::tracedata_dump_name(paddr, &mut b).unwrap_or(0);
+    String::from_utf8_lossy(&b[..n]).into_owned()
 }
 
 /// Largest ini file of a snapshot csdump reads (1 MiB).

@@ -55,6 +55,15 @@ pub fn extract(
         let data = region.get(start..end).unwrap_or(&[]);
         write(&dir.join(name), data)?;
         written.push(name.clone());
+        // An ETR's trace, as the decoders take it.
+        if let Some(file) = rec.trace.as_ref().and_then(|t| t.file.clone()) {
+            if let Ok((h, copied)) = cspd_format::etr::EtrRecord::parse(data) {
+                if let Ok(Some(t)) = crate::capture::etr_trace(located, &h, copied) {
+                    write(&dir.join(&file), &t.bytes)?;
+                    written.push(file);
+                }
+            }
+        }
     }
     if let Some(p) = &report.panic {
         let mut text = p.message.clone();

@@ -3,10 +3,12 @@
 
 use std::fmt::Write as _;
 
+use cspd_format::etr::EtrRecord;
 use cspd_format::Commit;
 use cspd_format::FormatError;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
+use cspd_format::PayloadType;
 use cspd_format::Record;
 use cspd_format::RecordKind;
 use cspd_format::CPU_NONE;
@@ -56,7 +58,7 @@ pub struct RecordInfo {
     pub kind: String,
     /// Callback status (`ok`, `not-run`, …).
     pub status: String,
-    /// Layout of the data (`tmc`, `etm4x`, `cpu-debug`, `opaque`).
+    /// Layout of the data (`tmc`, `etr`, `etm4x`, `cpu-debug`, `opaque`).
     pub payload: String,
     /// Device name.
     pub name: String,
@@ -83,6 +85,25 @@ pub struct RecordInfo {
     /// The record kind.
     #[serde(skip)]
     pub record_kind: RecordKind,
+    /// An ETR sink's trace, as the decoders take it (copied in the record, or found where the
+    /// ETR left it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceInfo>,
+}
+
+/// Where an ETR record's trace is, and the file `extract` writes it to.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceInfo {
+    /// The file `extract` writes (`<index>-sink-<name>.trace.bin`), when the trace was found.
+    pub file: Option<String>,
+    /// Bytes of trace.
+    pub bytes: u64,
+    /// Where it was read from.
+    pub from: Option<String>,
+    /// It starts inside the stream and carries the barrier packet over its first frame.
+    pub barrier: bool,
+    /// Why it could not be had.
+    pub problem: Option<String>,
 }
 
 /// The identity record, decoded.
@@ -311,6 +332,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         data_offset: r.offset + RECORD_HEADER_SIZE,
         salvageable: true,
         record_kind: r.header.kind,
+        trace: None,
     };
     for item in region.records() {
         match item {
@@ -357,7 +379,11 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                     _ => {}
                 }
                 let index = report.records.len();
-                report.records.push(record_info(index, &r, None));
+                let mut info = record_info(index, &r, None);
+                if r.header.kind == RecordKind::Sink && r.header.payload == PayloadType::Etr {
+                    info.trace = etr_trace_info(located, &r, &info, &mut report.problems);
+                }
+                report.records.push(info);
             }
             Err(e) => {
                 report
@@ -386,6 +412,47 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
     }
     report.clean = report.problems.is_empty() && report.commit.state == CommitState::Ok;
     Ok(report)
+}
+
+/// The name of the file `extract` writes an ETR record's trace to.
+pub fn trace_file_name(record_file: &str) -> String {
+    let stem = record_file.strip_suffix(".bin").unwrap_or(record_file);
+    format!("{stem}.trace.bin")
+}
+
+/// Where an ETR record's trace is; a trace that cannot be had is a problem.
+fn etr_trace_info(
+    located: &Located<'_>,
+    r: &Record<'_>,
+    info: &RecordInfo,
+    problems: &mut Vec<Problem>,
+) -> Option<TraceInfo> {
+    let (h, copied) = EtrRecord::parse(r.data).ok()?;
+    match crate::capture::etr_trace(located, &h, copied) {
+        Ok(Some(t)) => Some(TraceInfo {
+            file: info.file.as_deref().map(trace_file_name),
+            bytes: t.bytes.len() as u64,
+            from: Some(t.from),
+            barrier: t.barrier,
+            problem: None,
+        }),
+        Ok(None) => None,
+        Err(why) => {
+            problems.push(problem(
+                located,
+                Some(r.offset),
+                "etr-trace-missing",
+                format!("offset {:#x}: sink {}: {why}", r.offset, info.name),
+            ));
+            Some(TraceInfo {
+                file: None,
+                bytes: 0,
+                from: None,
+                barrier: false,
+                problem: Some(why),
+            })
+        }
+    }
 }
 
 fn problem(
@@ -487,6 +554,22 @@ pub fn render_text(r: &Summary) -> String {
             if rec.crc_ok { "ok" } else { "BAD" },
             rec.file.as_deref().unwrap_or("-")
         );
+        if let Some(t) = &rec.trace {
+            let _ = match (&t.from, &t.problem) {
+                (Some(from), _) => writeln!(
+                    s,
+                    "       ETR trace: {} bytes from {from}{}",
+                    t.bytes,
+                    if t.barrier {
+                        ", barrier over the first frame"
+                    } else {
+                        ""
+                    }
+                ),
+                (None, Some(why)) => writeln!(s, "       ETR trace: MISSING: {why}"),
+                (None, None) => Ok(()),
+            };
+        }
     }
     let commit = match r.commit.state {
         CommitState::Ok => format!(

@@ -132,6 +132,20 @@ pub enum LocateError {
     NotFound(String),
 }
 
+/// A trace buffer carried behind the region in a region file (`last_dump` after a warm reboot):
+/// an ETR's reserved buffer, read by the next boot from where the ETR left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// Physical address of its first byte.
+    pub paddr: u64,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// Largest span of attachments read behind a region (a bound on what a damaged file can make
+/// csdump allocate).
+pub const MAX_ATTACHMENT_BYTES: u64 = 1 << 32;
+
 /// The region found in an input, and what the input told about the kernel.
 #[derive(Debug)]
 pub struct Located<'a> {
@@ -160,6 +174,8 @@ pub struct Located<'a> {
     pub notes: Vec<String>,
     /// The vmcore itself, for reading other memory (the running kernel's text).
     pub core: Option<Vmcore>,
+    /// Trace buffers carried behind the region (a region file after a warm reboot).
+    pub attachments: Vec<Attachment>,
 }
 
 impl Located<'_> {
@@ -227,13 +243,50 @@ fn raw_located(bytes: Cow<'_, [u8]>) -> Located<'_> {
         warnings: Vec::new(),
         notes: Vec::new(),
         core: None,
+        attachments: Vec::new(),
     }
+}
+
+/// Reads the trace buffers attached behind a region of `region_size` bytes, given `tail`, the
+/// bytes that follow it in a region file; what cannot be read is a warning.
+fn read_attachments(located: &mut Located<'_>, tail: &[u8]) {
+    let mut found = Vec::new();
+    let r = cspd_format::etr::TracedataAttachment::parse_all(tail, |a| {
+        found.push(Attachment {
+            paddr: a.paddr,
+            data: a.data.to_vec(),
+        })
+    });
+    if let Err(e) = r {
+        located
+            .warnings
+            .push(format!("trace buffers behind the region: {e}"));
+    }
+    for a in &found {
+        located.notes.push(format!(
+            "a trace buffer of {:#x} bytes at physical address {:#x} is attached behind the region (read by the boot after the panic from its reserved region)",
+            a.data.len(),
+            a.paddr
+        ));
+    }
+    located.attachments = found;
+}
+
+/// The region's size as its container header says, when it has a valid one.
+fn region_size_of(bytes: &[u8]) -> Option<usize> {
+    ContainerHeader::decode(bytes)
+        .ok()
+        .and_then(|h| usize::try_from(h.region_size).ok())
 }
 
 fn locate_raw(data: &[u8]) -> Result<Located<'_>, LocateError> {
     let mut located = raw_located(Cow::Borrowed(data));
     if data.starts_with(&CONTAINER_MAGIC) || data.len() < CONTAINER_HEADER_SIZE {
-        // The region itself (possibly damaged): the parser names what is wrong.
+        // The region itself (possibly damaged): the parser names what is wrong; what follows a
+        // valid region is the trace buffers attached to it.
+        if let Some(tail) = region_size_of(data).and_then(|n| data.get(n..)) {
+            read_attachments(&mut located, tail);
+        }
         return Ok(located);
     }
     let mut first_magic = None;
@@ -314,7 +367,16 @@ fn locate_raw_file(file: &File) -> Result<Located<'static>, LocateError> {
     let head = read_raw(file, 0, CONTAINER_MAGIC.len() as u64)?;
     if head.starts_with(&CONTAINER_MAGIC) || file_len < CONTAINER_HEADER_SIZE as u64 {
         let len = raw_region_len(file, 0, file_len)?;
-        return Ok(raw_located(Cow::Owned(read_raw(file, 0, len)?)));
+        let bytes = read_raw(file, 0, len)?;
+        let valid = region_size_of(&bytes).is_some_and(|n| n as u64 == len);
+        let mut located = raw_located(Cow::Owned(bytes));
+        if valid && len < file_len {
+            // The trace buffers a warm reboot attached behind the region.
+            let tail_len = (file_len - len).min(MAX_ATTACHMENT_BYTES);
+            let tail = read_raw(file, len, tail_len)?;
+            read_attachments(&mut located, &tail);
+        }
+        return Ok(located);
     }
     // A memory image: scan page starts, a window at a time (the address space and resident
     // memory stay bounded whatever the image's size).
@@ -509,6 +571,7 @@ fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
         warnings: core.warnings.clone(),
         notes: Vec::new(),
         core: None,
+        attachments: Vec::new(),
     };
 
     // 1. A device dump the capture kernel added (a no-map region the crash headers leave out).

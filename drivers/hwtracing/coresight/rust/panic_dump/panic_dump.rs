@@ -12,8 +12,9 @@
 //! the `memory-region` named "dump" of a device-tree node compatible with
 //! "linux,coresight-panic-dump", or (when `kernel_buffer_kib` is not zero) a kernel buffer, which
 //! only a kdump vmcore can read back. A persistent region that holds a committed dump from the
-//! previous boot is copied to debugfs (`coresight_panic_dump/last_dump`) before it is reset;
-//! writing 1 to `coresight_panic_dump/clear` frees that copy.
+//! previous boot is copied to debugfs (`coresight_panic_dump/last_dump`) before it is reset, with
+//! the trace buffers its ETR records left in reserved memory ([`tracedata`]); writing 1 to
+//! `coresight_panic_dump/clear` frees that copy.
 
 use kernel::{
     c_str,
@@ -66,6 +67,8 @@ use kernel::{
         KernelIdentity, //
     },
 };
+
+mod tracedata;
 
 module! {
     type: PanicDump,
@@ -653,6 +656,7 @@ impl kernel::Module for PanicDump {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         if crash_dump::is_kdump_kernel() {
             hand_over();
+            tracedata::hand_over();
             return Err(ENODEV);
         }
         let (map, buffer, source) = find_region().inspect_err(|_| {
@@ -667,6 +671,7 @@ impl kernel::Module for PanicDump {
         } else {
             (None, 0)
         };
+        let previous = previous.map(tracedata::attach_in_place);
 
         let mut boot_id = [0u8; BOOT_ID_SIZE];
         random::fill_bytes(&mut boot_id);

@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Arm CoreSight Trace Memory Controller driver, ETB and ETF configurations.
+//! Arm CoreSight Trace Memory Controller driver, ETB, ETF and ETR configurations.
 //!
-//! The TMC's trace RAM holds the last few kilobytes of trace. This driver registers each TMC with
-//! the CoreSight core as a sink, so that `echo 1 > /sys/bus/coresight/devices/<name>/enable_sink`
-//! selects it and enabling a source starts capture in Circular Buffer mode. At panic, in the panic
-//! dump's "drain sinks" phase, it flushes and stops the TMC and copies the whole RAM into its dump
-//! slot ([`hw::panic_drain`]): no allocation, no sleeping, every poll bounded, and a TMC that
-//! stops answering leaves a record that says where it stopped.
+//! An ETB's or ETF's trace RAM holds the last few kilobytes of trace; an ETR writes trace into a
+//! buffer in system memory. This driver registers each TMC with the CoreSight core as a sink, so
+//! that `echo 1 > /sys/bus/coresight/devices/<name>/enable_sink` selects it and enabling a source
+//! starts capture in Circular Buffer mode. At panic, in the panic dump's "drain sinks" phase, it
+//! flushes and stops the TMC and copies an ETB's or ETF's whole RAM into its dump slot
+//! ([`hw::panic_drain`]); an ETR's record says where its buffer is, and holds a copy of it
+//! unless it is the node's `tracedata` reserved region ([`etr`]). No allocation, no sleeping,
+//! every poll bounded, and a TMC that stops answering leaves a record that says where it stopped.
 //!
-//! Perf mode is not supported (there is no AUX buffer support); the C driver's `/dev` reader is
+//! Perf mode is not supported (there is no AUX buffer support); the C driver's `/dev` readers are
 //! not provided either: the trace is read from the dump.
 
 use kernel::prelude::*;
 
 mod driver;
+pub mod etr;
+mod etr_driver;
 pub mod hw;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 pub mod model;
@@ -29,6 +33,6 @@ module! {
     type: driver::TmcModule,
     name: "coresight_tmc",
     authors: ["coresight-panic-dump developers"],
-    description: "Arm CoreSight TMC-ETB/ETF driver with panic dump",
+    description: "Arm CoreSight TMC-ETB/ETF/ETR driver with panic dump",
     license: "GPL",
 }

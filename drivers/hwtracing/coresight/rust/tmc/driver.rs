@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The TMC driver: the AMBA driver, the CoreSight sink and link operations, and the panic
-//! callback that drains the trace RAM into the dump ([`hw::panic_drain`]).
+//! The TMC driver: the AMBA driver, the CoreSight sink and link operations of an ETB or ETF, and
+//! the panic callback that drains the trace RAM into the dump ([`hw::panic_drain`]). An ETR is
+//! probed here and driven by [`crate::etr_driver`].
 
 use kernel::{
     amba, c_str,
@@ -53,6 +54,10 @@ use kernel::{
 };
 
 use crate::{
+    etr_driver::{
+        probe_etr,
+        EtrDevice, //
+    },
     hw::{
         self,
         TmcError, //
@@ -68,18 +73,39 @@ use crate::{
 const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
-struct Tmc<B: Backend> {
+pub(crate) struct Tmc<B: Backend> {
     backend: B,
     /// Taken around every register sequence.
     in_use: InUse,
     /// Sources writing into this sink in sysfs mode.
     users: Atomic<u32>,
-    name: CString,
+    /// The name on the CoreSight bus and of the dump record.
+    pub(crate) name: CString,
 }
 
 impl<B: Backend> Tmc<B> {
+    /// Returns a TMC with no users, whose registers `backend` reaches.
+    pub(crate) fn new(backend: B, name: CString) -> Self {
+        Self {
+            backend,
+            in_use: InUse::new(),
+            users: Atomic::new(0),
+            name,
+        }
+    }
+
+    /// Adds a user to an enabled sink.
+    pub(crate) fn add_user(&self) {
+        self.users.fetch_add(1, Relaxed);
+    }
+
+    /// Sets the number of users (1 when a sink was just enabled).
+    pub(crate) fn set_users(&self, n: u32) {
+        self.users.store(n, Relaxed);
+    }
+
     /// Drops one user and returns how many are left (never below zero).
-    fn drop_user(&self) -> u32 {
+    pub(crate) fn drop_user(&self) -> u32 {
         let mut n = self.users.load(Relaxed);
         while n > 0 {
             match self.users.cmpxchg(n, n - 1, Relaxed) {
@@ -91,7 +117,7 @@ impl<B: Backend> Tmc<B> {
     }
 
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
-    fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
+    pub(crate) fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
         let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
         // SAFETY: Callers of `with_io` never overlap: each holds the claim.
         Ok(unsafe { self.backend.with_io(f) })
@@ -240,14 +266,14 @@ impl<B: Backend> DumpCallback for Drain<B> {
 /// A bound TMC.
 type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 
-/// Probes a TMC whose registers `backend` reaches.
+/// Probes a TMC in its ETB or ETF configuration whose registers `backend` reaches.
 fn probe_tmc<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
     backend: B,
+    devid: DEVID,
 ) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
     // SAFETY: Probe is the only user of the registers until the registrations below exist.
-    let (devid, rsz): (DEVID, RSZ) =
-        unsafe { backend.with_io(|io| (io.read(DEVID), io.read(RSZ))) };
+    let rsz: RSZ = unsafe { backend.with_io(|io| io.read(RSZ)) };
     let config = devid.configtype();
     let rsz = rsz.words().get();
     let (prefix, kind) = match config {
@@ -259,7 +285,7 @@ fn probe_tmc<'a, B: Backend + 'a>(
         _ => {
             dev_err!(
                 dev,
-                "TMC configuration {:#x} is not an ETB or ETF\n",
+                "TMC configuration {:#x} is not an ETB, ETF or ETR\n",
                 devid.into_raw()
             );
             return Err(ENODEV);
@@ -272,15 +298,7 @@ fn probe_tmc<'a, B: Backend + 'a>(
     let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
     let bound: &Device<Bound> = dev;
     let name = coresight::alloc_device_name(prefix, bound)?;
-    let tmc = Arc::new(
-        Tmc {
-            backend,
-            in_use: InUse::new(),
-            users: Atomic::new(0),
-            name,
-        },
-        GFP_KERNEL,
-    )?;
+    let tmc = Arc::new(Tmc::new(backend, name), GFP_KERNEL)?;
     dev_info!(
         dev,
         "{}: {} KiB trace RAM, dump slot {} bytes\n",
@@ -310,15 +328,25 @@ struct TmcAmba;
 kernel::amba_device_table!(
     AMBA_TABLE,
     [
-        // Coresight SoC-400 TMC, SoC-600 TMC-ETB and TMC-ETF.
+        // CoreSight SoC-400 TMC (ETB, ETF or ETR, as DEVID says), SoC-600 TMC-ETR/ETS, TMC-ETB
+        // and TMC-ETF.
         amba::DeviceId::new(0x000b_b961, 0x000f_ffff),
         amba::DeviceId::new(0x000b_b9e8, 0x000f_ffff),
         amba::DeviceId::new(0x000b_b9e9, 0x000f_ffff),
+        amba::DeviceId::new(0x000b_b9ea, 0x000f_ffff),
     ]
 );
 
+/// A bound TMC: a buffer (ETB, ETF) or a router to memory (ETR).
+pub(crate) enum TmcData<'bound> {
+    /// An ETB or ETF.
+    Buffer(Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>),
+    /// An ETR.
+    Router(Pin<KBox<EtrDevice<'bound, IoMem<'bound, FRAME>>>>),
+}
+
 impl amba::Driver for TmcAmba {
-    type Data<'bound> = Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>;
+    type Data<'bound> = TmcData<'bound>;
     const ID_TABLE: amba::IdTable = &AMBA_TABLE;
 
     fn probe<'bound>(
@@ -327,7 +355,13 @@ impl amba::Driver for TmcAmba {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let dev: &Device<Core<'_>> = adev.as_ref();
         let iomem = adev.io_request().iomap_sized::<FRAME>()?;
-        KBox::pin_init(probe_tmc(dev, iomem)?, GFP_KERNEL)
+        // SAFETY: Probe is the only user of the registers until a registration exists.
+        let devid: DEVID = unsafe { iomem.with_io(|io| io.read(DEVID)) };
+        Ok(if devid.configtype() == TmcConfigType::Etr {
+            TmcData::Router(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?)
+        } else {
+            TmcData::Buffer(KBox::pin_init(probe_tmc(dev, iomem, devid)?, GFP_KERNEL)?)
+        })
     }
 }
 

@@ -196,3 +196,172 @@ mod kunit {
         Ok(())
     }
 }
+
+/// The TMC-ETR panic path (`tmc/etr.rs`) against the model of an ETR writing into memory.
+#[kunit_tests(coresight_tmc_etr)]
+mod etr_kunit {
+    use crate::etr::{
+        enable,
+        panic_record,
+        panic_stop,
+        EtrMemory,
+        EtrSetup,
+        PanicBuffer, //
+    };
+    use crate::hw::TMC_POLL_TRIES;
+    use crate::model::{
+        TmcModel,
+        TmcModelConfig, //
+    };
+    use kernel::coresight::panic_dump::format::etr::{
+        EtrOutcome,
+        EtrRecord,
+        EtrRecordHeader,
+        ETR_RECORD_HEADER_LEN,
+        ETR_REC_IN_PLACE,
+        ETR_REC_READY_TIMEOUT,
+        ETR_REC_TRUNCATED,
+        ETR_REC_WRAPPED, //
+    };
+
+    use kernel::prelude::*;
+
+    /// Words of the model's memory, and the bus address of its first word.
+    const MEM_WORDS: usize = 2048;
+    const MEM_BASE: u64 = 0x8000_0000;
+    /// The buffer given to the ETR: 1024 words from word 512 on.
+    const BUF_WORD: usize = 512;
+    const BUF_WORDS: usize = 1024;
+
+    fn pattern(n: usize, seed: u32) -> Result<KVec<u32>> {
+        let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n as u32 {
+            v.push(
+                seed.wrapping_add(i.wrapping_mul(0x9E37_79B9)) & 0x7FFF_FFFE,
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(v)
+    }
+
+    fn setup() -> EtrSetup {
+        EtrSetup {
+            dba: MEM_BASE + (BUF_WORD as u64) * 4,
+            size: (BUF_WORDS as u64) * 4,
+            stop_on_flush: false,
+            save_restore: false,
+        }
+    }
+
+    /// The buffer, in the model's memory, as the panic callback reads it.
+    struct Words<'a>(&'a [u32]);
+
+    impl EtrMemory for Words<'_> {
+        fn size(&self) -> usize {
+            self.0.len() * 4
+        }
+
+        fn read(&self, offset: usize, out: &mut [u8]) -> bool {
+            if offset % 4 != 0 || out.len() % 4 != 0 || offset + out.len() > self.size() {
+                return false;
+            }
+            for (i, chunk) in out.chunks_exact_mut(4).enumerate() {
+                let w = self.0.get(offset / 4 + i).copied().unwrap_or(0);
+                chunk.copy_from_slice(&w.to_le_bytes());
+            }
+            true
+        }
+    }
+
+    /// Whether `bytes` are `words` in little-endian order.
+    fn same(bytes: &[u8], words: &[u32]) -> bool {
+        bytes.len() == words.len() * 4
+            && bytes
+                .chunks_exact(4)
+                .zip(words)
+                .all(|(b, w)| b == w.to_le_bytes())
+    }
+
+    /// Stops the model, records it with the buffer copied (or in place) into a slot of `cap`
+    /// trace bytes, and parses the record back: outcome, header, trace.
+    fn run(
+        mem: &mut [u32],
+        words: &[u32],
+        copy: bool,
+        cap: usize,
+        never_ready: bool,
+    ) -> Result<(EtrOutcome, EtrRecordHeader, KVec<u8>)> {
+        let mut m = TmcModel::new(TmcModelConfig::Etr, mem).ok_or(EINVAL)?;
+        m.set_etr_memory_base(MEM_BASE);
+        enable(&mut m, &setup()).map_err(|_| EIO)?;
+        m.push_raw_words(words);
+        m.set_fault_never_ready(never_ready);
+        let stop = panic_stop(&mut m);
+        let buf = Words(mem.get(BUF_WORD..BUF_WORD + BUF_WORDS).ok_or(EINVAL)?);
+        let b = PanicBuffer {
+            dba: setup().dba,
+            paddr: 0x7e00_0000,
+            size: setup().size,
+            copy_from: if copy { Some(&buf) } else { None },
+        };
+        let mut slot = KVec::from_elem(0u8, ETR_RECORD_HEADER_LEN + cap, GFP_KERNEL)?;
+        let s = panic_record(&stop, Some(&b), &mut slot).map_err(|_| EINVAL)?;
+        let (h, trace) =
+            EtrRecord::parse(slot.get(..s.record_len).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
+        let mut t = KVec::new();
+        t.extend_from_slice(trace, GFP_KERNEL)?;
+        Ok((s.outcome, h, t))
+    }
+
+    #[test]
+    fn reserved_buffer_is_left_in_place() -> Result {
+        let mut mem = KVec::from_elem(0u32, MEM_WORDS, GFP_KERNEL)?;
+        let words = pattern(300, 1)?;
+        let (o, h, t) = run(&mut mem, &words, false, 0, false)?;
+        assert!(o == EtrOutcome::Complete);
+        assert!(h.has(ETR_REC_IN_PLACE));
+        assert!(t.is_empty());
+        assert_eq!(h.buf_paddr, 0x7e00_0000);
+        assert_eq!(h.data_len, 300 * 4);
+        // The memory at DBA holds the words, as the record's layout says.
+        let l = h.layout().map_err(|_| EINVAL)?;
+        assert_eq!((l.start, l.len), (0, 1200));
+        assert!(mem.get(BUF_WORD..BUF_WORD + 300) == Some(&words[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn wrapped_dma_buffer_is_copied_oldest_first() -> Result {
+        let mut mem = KVec::from_elem(0u32, MEM_WORDS, GFP_KERNEL)?;
+        let words = pattern(BUF_WORDS * 2 + 100, 3)?;
+        let (o, h, t) = run(&mut mem, &words, true, BUF_WORDS * 4, false)?;
+        assert!(o == EtrOutcome::Complete);
+        assert!(h.has(ETR_REC_WRAPPED));
+        let newest = words.get(words.len() - BUF_WORDS..).ok_or(EINVAL)?;
+        assert!(same(&t, newest));
+        Ok(())
+    }
+
+    #[test]
+    fn buffer_larger_than_the_slot_keeps_the_newest_trace() -> Result {
+        let mut mem = KVec::from_elem(0u32, MEM_WORDS, GFP_KERNEL)?;
+        let words = pattern(BUF_WORDS + 40, 5)?;
+        let (o, h, t) = run(&mut mem, &words, true, 256, false)?;
+        assert!(o == EtrOutcome::Truncated);
+        assert!(h.has(ETR_REC_TRUNCATED));
+        let newest = words.get(words.len() - 64..).ok_or(EINVAL)?;
+        assert!(same(&t, newest));
+        Ok(())
+    }
+
+    #[test]
+    fn never_ready_etr_is_given_up_within_the_bound() -> Result {
+        let mut mem = KVec::from_elem(0u32, MEM_WORDS, GFP_KERNEL)?;
+        let words = pattern(100, 7)?;
+        let (o, h, _) = run(&mut mem, &words, true, BUF_WORDS * 4, true)?;
+        assert!(o == EtrOutcome::ReadyTimeout);
+        assert!(h.has(ETR_REC_READY_TIMEOUT));
+        assert_eq!(h.ready_delays, TMC_POLL_TRIES);
+        Ok(())
+    }
+}

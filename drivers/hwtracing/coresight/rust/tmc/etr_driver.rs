@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TMC in its ETR configuration: its buffer, its sink operations and sysfs attributes, and
+//! its panic callback ([`etr::panic_stop`], [`etr::panic_record`]).
+//!
+//! The buffer is the node's `tracedata` reserved region when it has one (the binding of the TMC
+//! crash data, `memory-region-names = "tracedata", "metadata"`; the `metadata` region is the C
+//! driver's and is not used), given to the ETR for every session and never copied: at panic the
+//! record says where the trace is. Otherwise each sysfs session allocates a DMA buffer of
+//! `buffer_size` bytes (1 MiB unless set), freed when the session ends, and at panic its newest
+//! trace is copied into the dump slot, which holds a buffer of the size the driver had at probe.
+
+use core::fmt::Write;
+
+use kernel::{
+    c_str,
+    coresight::{
+        self,
+        component::{
+            Backend,
+            Component,
+            ComponentInfo, //
+        },
+        panic_dump::{
+            format::etr::{
+                EtrOutcome,
+                EtrRecord,
+                ETR_RECORD_HEADER_LEN, //
+            },
+            DumpCallback,
+            DumpPayload,
+            DumpType, //
+        },
+        Attribute,
+        AttributeBuf,
+        CsDevice,
+        Kind,
+        Mode,
+        Path,
+        SinkKind, //
+    },
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    dma::{
+        self,
+        Coherent,
+        DmaMask, //
+    },
+    fmt,
+    io::{
+        io_project,
+        Io, //
+    },
+    page::PAGE_SIZE,
+    prelude::*,
+    reserved_mem::{
+        DmaRegion,
+        ReservedRegion, //
+    },
+    str::CString,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        new_spinlock, Arc, SpinLock,
+    },
+};
+
+use crate::{
+    driver::Tmc,
+    etr::{
+        self,
+        EtrMemory,
+        EtrSetup,
+        PanicBuffer,
+        ETR_MAX_BUFFER, //
+    },
+    regs::DEVID,
+};
+
+/// Size of the DMA buffer of a session when `buffer_size` was not written, as the C driver's.
+pub(crate) const ETR_DEFAULT_BUFFER: u32 = 1 << 20;
+
+/// The reserved `tracedata` region and its mapping for the ETR.
+struct Reserved {
+    region: ReservedRegion,
+    dma: DmaRegion,
+    /// The bytes given to the ETR: the region's size, cut to whole frames and the `RSZ` range.
+    size: u64,
+}
+
+/// One ETR, shared by its sink operations, its sysfs attributes and its panic callback.
+#[pin_data]
+pub(crate) struct Etr<'a, B: Backend> {
+    tmc: Tmc<B>,
+    /// The device the buffers are allocated for.
+    dev: &'a Device<Bound>,
+    reserved: Option<Reserved>,
+    /// The DMA buffer of the running session, when there is no reserved region. Taken with
+    /// `try_lock` at panic; a buffer is dropped only outside the lock.
+    #[pin]
+    dma: SpinLock<Option<Coherent<[u8]>>>,
+    /// `buffer_size`: bytes of the next session's DMA buffer.
+    buffer_size: Atomic<u32>,
+    /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
+    stop_on_flush: Atomic<bool>,
+    /// A SoC-600 TMC-ETR keeps its pointers across sessions: they are set for each.
+    save_restore: bool,
+}
+
+impl<B: Backend> Etr<'_, B> {
+    /// Gives the ETR a buffer and starts capture.
+    fn start(&self, csdev: &CsDevice) -> Result {
+        let (dba, size) = match &self.reserved {
+            Some(r) => (r.dma.dma_address(), r.size),
+            None => {
+                let size = self.buffer_size.load(Relaxed);
+                let size_bytes = usize::try_from(size).map_err(|_| EINVAL)?;
+                let buf = Coherent::<u8>::zeroed_slice(self.dev, size_bytes, GFP_KERNEL)
+                    .inspect_err(|e| {
+                        dev_err!(
+                            csdev.as_device(),
+                            "no DMA buffer of {size:#x} bytes: {e:?}\n"
+                        )
+                    })?;
+                let dba = buf.dma_address();
+                // Known before the ETR writes into it, so that a panic finds it.
+                let old = self.dma.lock().replace(buf);
+                drop(old);
+                (dba, u64::from(size))
+            }
+        };
+        let setup = EtrSetup {
+            dba,
+            size,
+            stop_on_flush: self.stop_on_flush.load(Relaxed),
+            save_restore: self.save_restore,
+        };
+        let r = self.tmc.io(|io| etr::enable(io, &setup)).and_then(|r| {
+            r.inspect_err(|e| dev_err!(csdev.as_device(), "ETR not enabled: {e}\n"))
+                .map_err(Error::from)
+        });
+        if r.is_err() {
+            self.free_dma();
+        } else {
+            dev_dbg!(
+                csdev.as_device(),
+                "TMC-ETR enabled: {size:#x} bytes at {dba:#x}\n"
+            );
+        }
+        r
+    }
+
+    /// Frees the session's DMA buffer, if any, outside the lock.
+    fn free_dma(&self) {
+        let old = self.dma.lock().take();
+        drop(old);
+    }
+}
+
+/// The ETR as a CoreSight sink.
+pub(crate) struct EtrOps<'a, B: Backend>(Arc<Etr<'a, B>>);
+
+/// Index of `buffer_size` in [`EtrOps`]' attributes.
+const ATTR_BUFFER_SIZE: usize = 0;
+/// Index of `stop_on_flush` in [`EtrOps`]' attributes.
+const ATTR_STOP_ON_FLUSH: usize = 1;
+
+/// Parses a number as the C driver's `kstrtoul(buf, 0, ...)` does: `0x` for hexadecimal, a
+/// leading `0` for octal, else decimal; a trailing newline is allowed.
+fn parse_number(input: &[u8]) -> Result<u64> {
+    let s = input.strip_suffix(b"\n").unwrap_or(input);
+    let (digits, radix) = if let Some(h) = s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.first() == Some(&b'0') {
+        (s.get(1..).unwrap_or(&[]), 8)
+    } else {
+        (s, 10)
+    };
+    if digits.is_empty() {
+        return Err(EINVAL);
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        let d = char::from(c).to_digit(radix).ok_or(EINVAL)?;
+        v = v
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+            .ok_or(ERANGE)?;
+    }
+    Ok(v)
+}
+
+/// Writes `v` as the C driver's `sprintf("%#x\n")` does (`0` for zero).
+fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
+    let r = if v == 0 {
+        writeln!(out, "0")
+    } else {
+        writeln!(out, "{v:#x}")
+    };
+    r.map_err(|_| EINVAL)
+}
+
+#[vtable]
+impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
+    const ATTRIBUTES: &'static [Attribute] = &[
+        Attribute {
+            name: c_str!("buffer_size"),
+            writable: true,
+        },
+        Attribute {
+            name: c_str!("stop_on_flush"),
+            writable: true,
+        },
+    ];
+
+    fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
+        let etr = &*self.0;
+        match index {
+            ATTR_BUFFER_SIZE => match &etr.reserved {
+                Some(r) => show_hex(out, r.size),
+                None => show_hex(out, u64::from(etr.buffer_size.load(Relaxed))),
+            },
+            ATTR_STOP_ON_FLUSH => show_hex(out, u64::from(etr.stop_on_flush.load(Relaxed))),
+            _ => Err(EINVAL),
+        }
+    }
+
+    fn store(&self, csdev: &CsDevice, index: usize, input: &[u8]) -> Result {
+        let etr = &*self.0;
+        let v = parse_number(input)?;
+        match index {
+            ATTR_BUFFER_SIZE => {
+                if let Some(r) = &etr.reserved {
+                    dev_info!(
+                        csdev.as_device(),
+                        "the buffer is the tracedata region at {:#x} ({:#x} bytes)\n",
+                        r.region.base(),
+                        r.size
+                    );
+                    return Err(EPERM);
+                }
+                // CAST: a page is far below `u64::MAX`.
+                if v == 0 || v % PAGE_SIZE as u64 != 0 || v > ETR_MAX_BUFFER {
+                    return Err(EINVAL);
+                }
+                etr.buffer_size
+                    .store(u32::try_from(v).map_err(|_| EINVAL)?, Relaxed);
+                Ok(())
+            }
+            ATTR_STOP_ON_FLUSH => {
+                etr.stop_on_flush.store(v != 0, Relaxed);
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    fn sink_enable(&self, csdev: &CsDevice, mode: Mode, _path: &Path) -> Result {
+        let etr = &*self.0;
+        if mode != Mode::Sysfs {
+            return Err(EINVAL);
+        }
+        if csdev.mode() == Mode::Sysfs {
+            etr.tmc.add_user();
+            return Ok(());
+        }
+        if !csdev.take_mode(Mode::Sysfs) {
+            return Err(EBUSY);
+        }
+        etr.start(csdev)
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        etr.tmc.set_users(1);
+        Ok(())
+    }
+
+    fn sink_disable(&self, csdev: &CsDevice) -> Result {
+        let etr = &*self.0;
+        if etr.tmc.drop_user() > 0 {
+            return Err(EBUSY);
+        }
+        if csdev.mode() == Mode::Disabled {
+            return Ok(());
+        }
+        let r = etr.tmc.io(|io| crate::hw::disable(io));
+        csdev.set_mode(Mode::Disabled);
+        match r {
+            Ok(Ok(())) => etr.free_dma(),
+            Ok(Err(e)) => {
+                // The ETR may still write: keep its buffer until the next session.
+                dev_warn!(csdev.as_device(), "ETR stop: {e}; its buffer is kept\n")
+            }
+            Err(e) => dev_warn!(
+                csdev.as_device(),
+                "ETR stop: registers busy ({}); its buffer is kept\n",
+                e.to_errno()
+            ),
+        }
+        dev_dbg!(csdev.as_device(), "TMC-ETR disabled\n");
+        Ok(())
+    }
+}
+
+/// The session's DMA buffer, as the panic callback reads it.
+struct DmaMemory<'a>(&'a Coherent<[u8]>);
+
+impl EtrMemory for DmaMemory<'_> {
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> bool {
+        let copy = || -> Result {
+            let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
+            io_project!(self.0, [try: offset..end]).copy_to_slice(out);
+            Ok(())
+        };
+        copy().is_ok()
+    }
+}
+
+/// The ETR's panic callback.
+pub(crate) struct EtrDrain<'a, B: Backend>(Arc<Etr<'a, B>>);
+
+impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
+    fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let etr = &*self.0;
+        let name = &*etr.tmc.name;
+        if buf.len() < ETR_RECORD_HEADER_LEN {
+            return Err(ENOSPC);
+        }
+        let Ok(stop) = etr.tmc.io(|io| etr::panic_stop(io)) else {
+            // A CPU stopped by the panic was in the middle of a register sequence.
+            pr_emerg!("{name}: registers in use by a stopped CPU; not stopped\n");
+            return Err(EBUSY);
+        };
+        let summary = match &etr.reserved {
+            Some(r) => {
+                let b = PanicBuffer {
+                    dba: r.dma.dma_address(),
+                    paddr: r.region.base(),
+                    size: r.size,
+                    copy_from: None,
+                };
+                etr::panic_record(&stop, Some(&b), buf)
+            }
+            None => match etr.dma.try_lock() {
+                Some(guard) => match guard.as_ref() {
+                    Some(coherent) => {
+                        let mem = DmaMemory(coherent);
+                        let b = PanicBuffer {
+                            dba: coherent.dma_address(),
+                            paddr: 0,
+                            // CAST: `usize` fits in `u64`.
+                            size: coherent.size() as u64,
+                            copy_from: Some(&mem),
+                        };
+                        etr::panic_record(&stop, Some(&b), buf)
+                    }
+                    None => etr::panic_record(&stop, None, buf),
+                },
+                // A stopped CPU was changing the buffer: none is known.
+                None => etr::panic_record(&stop, None, buf),
+            },
+        };
+        let summary = summary.map_err(|_| ENOSPC)?;
+        *written = summary.record_len;
+        let err = match summary.outcome {
+            EtrOutcome::Complete | EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer => {
+                return Ok(())
+            }
+            EtrOutcome::Locked => EACCES,
+            EtrOutcome::Truncated => ENOSPC,
+            EtrOutcome::FlushTimeout | EtrOutcome::ReadyTimeout => ETIMEDOUT,
+            EtrOutcome::MemErr => EIO,
+            EtrOutcome::BadPointers | EtrOutcome::NoBuffer => ENODATA,
+        };
+        pr_emerg!(
+            "{name}: trace record: {}, {} of {} trace bytes copied\n",
+            summary.outcome.name(),
+            summary.trace_len,
+            summary.data_len
+        );
+        Err(err)
+    }
+}
+
+/// A bound ETR.
+pub(crate) type EtrDevice<'a, B> = Component<EtrOps<'a, B>, EtrDrain<'a, B>>;
+
+/// Finds the node's `tracedata` region and maps it for the ETR.
+fn reserved_buffer(dev: &Device<Bound>) -> Result<Option<Reserved>> {
+    let Ok(region) = ReservedRegion::from_device(dev, c_str!("tracedata")) else {
+        return Ok(None);
+    };
+    // Whole frames, and an `RSZ` the register holds.
+    let size = (region.size() & !15).min(ETR_MAX_BUFFER);
+    if region.base() % 8 != 0 || size == 0 {
+        dev_err!(
+            dev,
+            "tracedata region at {:#x} ({:#x} bytes) is not 8-byte aligned or too small\n",
+            region.base(),
+            region.size()
+        );
+        return Err(EINVAL);
+    }
+    let dma = region.dma_map(dev).inspect_err(|e| {
+        dev_err!(
+            dev,
+            "tracedata region at {:#x} cannot be mapped for DMA: {e:?}\n",
+            region.base()
+        )
+    })?;
+    Ok(Some(Reserved { region, dma, size }))
+}
+
+/// Probes a TMC whose `DEVID` says it is an ETR.
+///
+/// Sets the DMA mask from `DEVID.AXIAW`, finds the `tracedata` region, and registers the sink and
+/// its panic callback, whose slot holds a copy of a default-sized DMA buffer when there is no
+/// reserved region and the record header only when there is.
+pub(crate) fn probe_etr<'a, B: Backend + 'a>(
+    adev: &'a kernel::amba::Device<Core<'_>>,
+    backend: B,
+    devid: DEVID,
+) -> Result<impl PinInit<EtrDevice<'a, B>, Error> + 'a> {
+    let dev: &Device<Core<'_>> = adev.as_ref();
+    let bits = devid.address_bits();
+    let mask = DmaMask::try_new(bits)?;
+    // SAFETY: At probe nothing allocates or maps DMA memory for this device yet.
+    unsafe { dma::Device::dma_set_mask_and_coherent(adev, mask) }
+        .inspect_err(|e| dev_err!(dev, "no {bits}-bit DMA mask: {e:?}\n"))?;
+    dev_info!(dev, "Detected dma mask {bits}bits\n");
+
+    let bound: &'a Device<Bound> = dev;
+    let reserved = reserved_buffer(bound)?;
+    let slot = match &reserved {
+        Some(_) => EtrRecord::slot_len_for(0),
+        None => EtrRecord::slot_len_for(ETR_DEFAULT_BUFFER as usize),
+    }
+    .ok_or(EINVAL)?;
+    // The SoC-600 TMC-ETR (part 0x9e8) keeps its pointers across sessions.
+    let save_restore = adev.periphid() & 0xFFF == 0x9E8;
+    let name = coresight::alloc_device_name(c_str!("tmc_etr"), bound)?;
+    match &reserved {
+        Some(r) => dev_info!(
+            dev,
+            "{}: trace buffer in the tracedata region at {:#x}, {} KiB, dump slot {} bytes\n",
+            &*name,
+            r.region.base(),
+            r.size / 1024,
+            slot
+        ),
+        None => dev_info!(
+            dev,
+            "{}: DMA trace buffer of buffer_size bytes ({} KiB), dump slot {} bytes\n",
+            &*name,
+            ETR_DEFAULT_BUFFER / 1024,
+            slot
+        ),
+    }
+    let record_name = CString::try_from_fmt(fmt!("{}", &*name))?;
+    let etr = Arc::pin_init(
+        try_pin_init!(Etr {
+            tmc: Tmc::new(backend, name),
+            dev: bound,
+            reserved,
+            dma <- new_spinlock!(None),
+            buffer_size: Atomic::new(ETR_DEFAULT_BUFFER),
+            stop_on_flush: Atomic::new(false),
+            save_restore,
+        }),
+        GFP_KERNEL,
+    )?;
+    Ok(Component::new(
+        bound,
+        ComponentInfo {
+            name: record_name,
+            kind: Kind::Sink(SinkKind::SysMem),
+            cpu: None,
+            dump: DumpType::Sink,
+            max_bytes: slot,
+            payload: DumpPayload::Etr,
+        },
+        EtrOps(etr.clone()),
+        EtrDrain(etr),
+    ))
+}
