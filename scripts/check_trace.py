@@ -4,8 +4,8 @@ the QEMU CoreSight plugin's components (scripts/qemu.py --coresight), then the k
 
 Everything is compared with what the plugin (tools/qemu-coresight) says the emulated hardware did,
 never with something the harness generated:
-- sysfs: the ETF, the funnel and one ETM per CPU on the CoreSight bus, enable_sink / enable_source
-  worked, including a source switched off and on again;
+- sysfs: the TMC (tmc_etf0, or --sink), the funnel and one ETM per CPU on the CoreSight bus,
+  enable_sink / enable_source worked, including a source switched off and on again;
 - the dump's TMC record (csdump extract) equals tmc.bin, what the emulated trace RAM held when
   capture stopped (plugin.log "tmc stopped: N bytes held, full B"): byte for byte, except that a
   wrapped buffer's first 16 bytes are the barrier packet the driver writes there;
@@ -16,6 +16,14 @@ never with something the harness generated:
   the dump equal the last 64 `taken`/`waypoint`/`exception` events of truth.json for that CPU
   (written by the plugin when that CPU's ETM stopped): same (from, to) pairs, in order, no gap, no
   extra;
+- a TMC-ETR (--sink tmc_etr0): its record (payload etr) and the trace csdump unwraps from it
+  (extract's trace file, read from where --etr-from says: the record's copy, the capture kernel's
+  device dump, the buffer attached to last_dump, the vmcore's memory) equal the buffer the plugin
+  wrote, oldest byte first (tmc.bin, "tmc stopped ... (etr: DBA, RSZ)"): byte for byte after the
+  barrier packet a wrapped buffer starts with, and the whole buffer decodes without one decoder
+  error, so the wrap point is no gap; with --etr-truncated (a DMA buffer larger than the slot)
+  the record is partial/-ENOSPC, keeps the newest bytes of the buffer that fit its slot and
+  nothing past it;
 - on the panicking CPU the decoded functions run through the given ones (--through, e.g.
   sysrq_handle_crash then panic) in that order;
 - the CPU debug sample of every other CPU is an address that CPU executed (its truth or its
@@ -231,8 +239,9 @@ def plugin_log(d):
         enabled[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16))
     for m in re.finditer(p + r"debug (\d+): EDPCSR read by cpu (\d+), sample (0x[0-9a-f]+)", text):
         samples[int(m.group(1))] = int(m.group(3), 16)
-    for m in re.finditer(p + r"tmc stopped: (\d+) bytes held, full (true|false)(?:, written to (\S+))?", text):
-        stops.append((int(m.group(1)), m.group(2) == "true", m.group(3)))
+    for m in re.finditer(p + r"tmc stopped: (\d+) bytes held, full (true|false)"
+                         r"(?: \(etr: DBA (0x[0-9a-f]+), RSZ (0x[0-9a-f]+) words\))?(?:, written to (\S+))?", text):
+        stops.append((int(m.group(1)), m.group(2) == "true", m.group(5)))
     if p + "exit:" not in text:
         raise Bad(f"{path} has no exit line: QEMU did not exit through its normal path")
     return enabled, samples, stops
@@ -264,8 +273,20 @@ def sink_record(out, recs):
     hlen = struct.unpack_from("<H", raw, 6)[0]
     outcome, flags = struct.unpack_from("<HH", raw, 8)
     rsz = struct.unpack_from("<I", raw, 12)[0]
+    if tmc[0]["payload"] == "etr":
+        # The ETR payload (format/etr.rs): the trace is what csdump found and unwrapped.
+        trace = tmc[0].get("trace") or {}
+        if not trace.get("file"):
+            raise Bad(f"csdump found no trace for the ETR record: {trace.get('problem')}")
+        data = open(os.path.join(out, trace["file"]), "rb").read()
+        return tmc[0], outcome, flags, rsz, data, None
     trace_len, words_read = struct.unpack_from("<II", raw, 12 + 10 * 4)
     return tmc[0], outcome, flags, rsz, raw[hlen:hlen + trace_len], words_read
+
+
+# ETR record flags (format/etr.rs).
+ETR_IN_PLACE, ETR_WRAPPED, ETR_TRUNCATED = 1 << 0, 1 << 1, 1 << 2
+ETR_HEADER_LEN = 120
 
 
 def check_sysfs(a, log, fault):
@@ -279,10 +300,10 @@ def check_sysfs(a, log, fault):
         names.append(tok)
     want_etms = [f"etm{c}" for c in range(a.cpus) if fault != ("etm-os-lock", c)]
     etms = sorted(n for n in names if re.fullmatch(r"etm\d+", n))
-    if "tmc_etf0" not in names or "funnel0" not in names or etms != want_etms:
-        raise Bad(f"expected tmc_etf0, funnel0 and {want_etms} on the CoreSight bus, got {names}")
-    if "enabled sink tmc_etf0: enable_sink=1" not in log:
-        raise Bad("enable_sink on tmc_etf0 did not take")
+    if a.sink not in names or "funnel0" not in names or etms != want_etms:
+        raise Bad(f"expected {a.sink}, funnel0 and {want_etms} on the CoreSight bus, got {names}")
+    if f"enabled sink {a.sink}: enable_sink=1" not in log:
+        raise Bad(f"enable_sink on {a.sink} did not take")
     for e in etms:
         if f"enabled source {e}: enable_source=1" not in log:
             raise Bad(f"enable_source on {e} did not take")
@@ -290,6 +311,65 @@ def check_sysfs(a, log, fault):
     if f"round trip {etms[-1]}: enable_source=1" not in log:
         raise Bad(f"disabling and re-enabling {etms[-1]} through sysfs did not work")
     return [int(e[3:]) for e in etms]
+
+
+def check_etr(a, out, recs, stops, rep, region):
+    """The ETR record and its trace against the buffer the plugin wrote (tmc.bin, oldest first)."""
+    rec, outcome, flags, rsz, data, _ = sink_record(out, recs)
+    if rec["payload"] != "etr" or rec["name"] != a.sink:
+        raise Bad(f"the sink record is {rec['name']} with a {rec['payload']} payload, not {a.sink}'s ETR record")
+    trace = rec["trace"]
+    if a.etr_from and a.etr_from not in (trace.get("from") or ""):
+        raise Bad(f"csdump read the ETR trace from {trace.get('from')!r}, not from {a.etr_from!r}")
+    if not stops:
+        raise Bad("the plugin never said the ETR stopped (plugin.log 'tmc stopped')")
+    held, full, path = stops[-1]
+    if not path:
+        raise Bad("the plugin did not write the ETR's buffer (tmc_dump=)")
+    ram = open(path, "rb").read()
+    if len(ram) != held or held == 0:
+        raise Bad(f"tmc.bin holds {len(ram)} bytes, the plugin said {held}")
+    want_full = ram if not full else BARRIER + ram[16:]
+    if a.etr_truncated:
+        if rec["status"] != "partial" or rec["error"] != -28 or outcome != 7 or not flags & ETR_TRUNCATED:
+            raise Bad(f"ETR record {rec['status']}/{rec['error']}, outcome {outcome}, flags {flags:#x}: "
+                      "expected partial/-ENOSPC, truncated (a buffer larger than the slot)")
+        if flags & ETR_IN_PLACE:
+            raise Bad("a DMA buffer's trace was not copied")
+        # Never more than the slot: the record's length is within its capacity, and holds the
+        # header and the trace only.
+        if rec["length"] > rec["capacity"] or rec["length"] != ETR_HEADER_LEN + len(data):
+            raise Bad(f"ETR record length {rec['length']}, capacity {rec['capacity']}, {len(data)} trace bytes")
+        if len(data) >= held or len(data) + 16 <= rec["capacity"] - ETR_HEADER_LEN:
+            raise Bad(f"{len(data)} bytes kept of a {held} byte buffer in a slot of {rec['capacity']}: "
+                      "expected the newest frames that fill the slot")
+        want = BARRIER + ram[len(ram) - len(data) + 16:]
+        if data != want:
+            raise Bad("the ETR record's trace is not the newest bytes of the buffer the plugin wrote")
+        print(f"ETR record: a {held} byte buffer in a {rec['capacity']} byte slot: the newest {len(data)} "
+              f"bytes kept (barrier first), equal to the end of the plugin's buffer; record partial/-ENOSPC, "
+              "nothing written past the slot")
+    else:
+        if rec["status"] != "ok" or outcome != 0:
+            raise Bad(f"ETR record {rec['status']}, outcome {outcome}: expected ok/complete")
+        if data != want_full:
+            raise Bad(f"the ETR trace csdump unwrapped ({len(data)} bytes) differs from the buffer the plugin "
+                      f"wrote ({held} bytes, full {full})")
+        print(f"ETR record: {held} bytes of trace, equal to the buffer the plugin wrote, oldest first"
+              + (" (wrapped: barrier packet, then the buffer from RWP on)" if full else ""))
+    if a.etr_wrapped and not (full and flags & ETR_WRAPPED):
+        raise Bad(f"the ETR buffer did not wrap (plugin full {full}, record flags {flags:#x}): "
+                  "the scenario must wrap it")
+    if region:
+        # Decoded against vmlinux as built (a region file holds no kernel text): code patched at
+        # boot may not match; the decode is judged where there is a vmcore.
+        print(f"ETR trace read from {trace['from']}; {rsz * 4} byte buffer")
+        return
+    if rep["decoder_error_count"]:
+        raise Bad(f"the ETR trace decodes with {rep['decoder_error_count']} decoder errors: "
+                  f"{rep['decoder_errors'][:3]}")
+    print(f"ETR trace read from {trace['from']}; {rsz * 4} byte buffer; the whole trace decodes "
+          "without a decoder error" + (", across the wrap point" if full else ""))
 
 
 def check_tmc(a, out, recs, stops):
@@ -636,7 +716,10 @@ def check(a):
         check_etms(a, out, recs, enabled, cpus, log, fault)
         print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
         return
-    check_tmc(a, out, recs, stops)
+    if a.sink.startswith("tmc_etr"):
+        check_etr(a, out, recs, stops, rep, not is_elf(raw))
+    else:
+        check_tmc(a, out, recs, stops)
     check_etms(a, out, recs, enabled, cpus, log, fault)
     print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
 
@@ -679,6 +762,9 @@ def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):
     if rec["status"] != "partial" or rec["error"] != -110 or outcome != want:
         raise Bad(f"TMC record {rec['status']}/{rec['error']}, outcome {TMC_OUTCOMES.get(outcome, outcome)}: "
                   f"expected partial/-110, {TMC_OUTCOMES[want]}")
+    if a.sink.startswith("tmc_etr"):
+        check_etr_fault(a, fault, log, vmcore, out, rec, outcome)
+        return
     m = re.search(r"tmc_etf0: trace drain: (\w+), (\d+) trace bytes kept", log)
     if not m or m.group(1) != TMC_OUTCOMES[want] or int(m.group(2)) != len(data):
         raise Bad(f"the panic log does not name the TMC fault: {m and m.group(0)}")
@@ -694,6 +780,33 @@ def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):
           f"words read (RSZ {rsz}), named in the panic log and by csdump report")
 
 
+def check_etr_fault(a, fault, log, vmcore, out, rec, outcome):
+    """An ETR that never becomes ready: its record names it, after the bounded wait, and the
+    panic log and csdump report say so."""
+    raw = open(os.path.join(out, rec["file"]), "rb").read()
+    ready_delays = struct.unpack_from("<I", raw, 112)[0]
+    # TMC_POLL_TRIES in tmc/hw.rs: the wait for TMCReady is bounded, and this one ran to its bound.
+    if fault == "tmc-never-ready" and ready_delays != 1000:
+        raise Bad(f"the ETR record waited {ready_delays} delays for TMCReady, not the bound (1000)")
+    m = re.search(rf"{a.sink}: trace record: (\w+), (\d+) of (\d+) trace bytes copied", log)
+    if not m or m.group(1) != TMC_OUTCOMES[outcome]:
+        raise Bad(f"the panic log does not name the ETR fault: {m and m.group(0)}")
+    stamps = [float(x) for x in re.findall(r"\[\s*(\d+\.\d+)\] (?:Kernel panic - not syncing|coresight_panic_dump: dump committed)", log)]
+    if len(stamps) < 2:
+        raise Bad("the panic log lacks the panic or the dump's commit line")
+    took = stamps[-1] - stamps[0]
+    # The bound: 1000 polls of 1 us and a few hundred register accesses, under the plugin; the
+    # other callbacks included. Seconds would mean an unbounded wait.
+    if took > 1.0:
+        raise Bad(f"the dump took {took:.3f} s from the panic to its commit with the ETR never ready")
+    r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux])
+    if r.returncode not in (0, 3) or f"ETR record ended {TMC_OUTCOMES[outcome]}" not in r.stderr:
+        raise Bad(f"csdump report ({r.returncode}) does not warn about the ETR: {r.stderr[-1500:]}")
+    print(f"ETR fault {fault}: record partial/-ETIMEDOUT, outcome {TMC_OUTCOMES[outcome]} after the bounded "
+          f"wait ({ready_delays} delays); the dump committed {took:.3f} s after the panic; named in the "
+          "panic log and by csdump report")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True)
@@ -705,6 +818,11 @@ def main():
                     help="functions the panicking CPU's decoded flow runs through, in order")
     ap.add_argument("--trigger", help="a function some CPU's decoded flow takes an exception in (an oops)")
     ap.add_argument("--fault", help="the plugin fault of the run (fault=NAME[@CPU])")
+    ap.add_argument("--sink", default="tmc_etf0", help="the TMC's name on the CoreSight bus (tmc_etr0: an ETR)")
+    ap.add_argument("--etr-from", help="ETR: where csdump must have read the trace (a part of its 'from')")
+    ap.add_argument("--etr-truncated", action="store_true",
+                    help="ETR: a DMA buffer larger than the slot: the record keeps its newest bytes")
+    ap.add_argument("--etr-wrapped", action="store_true", help="ETR: the buffer must have wrapped")
     ap.add_argument("--last", type=int, default=150000,
                     help="csdump report --last for the decoded flow (enough to reach the crash)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")

@@ -19,6 +19,15 @@ ETF through /dev/tmc_etf0 to a raw disk (etf.disk) and printed each ETM's sysfs 
   the comparison then ends one event earlier and checks that the missing one leaves the last
   decoded range.
 
+With --etr (scenario upstream-etr) it judges upstream's ETR crash-data path instead: the first
+boot selected the reserved buffer (buf_mode_preferred resrv, the device tree's "tracedata" and
+"metadata" regions), set each ETM's stop points at panic() and arm64_nmi_cpu_stop(), traced and
+panicked; the C driver's panic sync stopped the ETR and wrote its metadata; the next boot found
+"Valid crash tracedata", copied /dev/crash_tmc_etr0 to the disk (crash.bin) and the host took a
+memory dump of that boot (vmcore.elf: the same kernel at the same KASLR offset, for the text).
+The crash data must equal the buffer the plugin wrote (tmc.bin, oldest first; the driver's barrier
+packet first when it wrapped), and decode to each CPU's ground truth up to its stop point.
+
 Exits 1 on any difference, naming it.
 """
 
@@ -78,6 +87,60 @@ def guest_view(console, cpus):
     probes = [l.strip() for l in text.splitlines()
               if re.search(r"(coresight|etm4|tmc|funnel)", l, re.I) and "CSPD:" not in l]
     return regs, int(m.group(1)), m.group(2), trouble, probes
+
+
+def guest_view_etr(console, cpus):
+    text = open(console, errors="replace").read()
+    first, sep, second = text.partition("Kernel panic - not syncing")
+    if not sep:
+        raise Bad("the first boot did not panic")
+    m = re.search(r"CSPD: upstream: coresight devices: (.*)", first)
+    devs = m.group(1).split() if m else []
+    want = ["tmc_etr0", "funnel0"] + [f"etm{c}" for c in range(cpus)]
+    missing = [x for x in want if x not in devs]
+    if missing:
+        raise Bad(f"upstream's drivers did not register {missing} (CoreSight bus: {devs})")
+    lines = ["buf_mode_preferred resrv", "enabled sink tmc_etr0: enable_sink=1"] + \
+        [f"enabled source etm{c}: enable_source=1" for c in range(cpus)]
+    for line in lines:
+        if f"CSPD: upstream: {line}" not in first:
+            raise Bad(f"sysfs: no 'upstream: {line}' in the first boot (see the console)")
+    for c in range(cpus):
+        for n, fn in ((0, "panic"), (1, "arm64_nmi_cpu_stop")):
+            if not re.search(rf"CSPD: upstream: addr_stop etm{c} {n} {fn} 0x[0-9a-f]+", first):
+                raise Bad(f"etm{c}: the stop point at {fn} was not set through addr_stop")
+    regs = {}
+    for m in re.finditer(r"CSPD: upstream: reg (etm\d+|tmc_etr0) (\S+) (\S+)", first):
+        name, reg, value = m.groups()
+        v = int(value, 0) if re.fullmatch(r"(0x)?[0-9a-fA-F]+", value) else value
+        regs.setdefault(name, {})[reg] = v
+    if "coresight tmc_etr0: Valid crash tracedata found" not in second:
+        raise Bad("the next boot's C driver did not find valid crash tracedata")
+    m = re.search(r"CSPD: upstream: crash_tmc_etr0 (\d+) bytes, md5 ([0-9a-f]{32})", second)
+    if not m:
+        raise Bad("the next boot did not read /dev/crash_tmc_etr0 (no 'upstream: crash_tmc_etr0' line)")
+    trouble = [l.strip() for l in first.splitlines() if DRIVER_TROUBLE.search(l)]
+    trouble += [l.strip() for l in second.split("Booting Linux", 1)[-1].splitlines()
+                if DRIVER_TROUBLE.search(l)]
+    probes = [l.strip() for l in text.splitlines()
+              if re.search(r"(coresight|etm4|tmc|funnel)", l, re.I) and "CSPD:" not in l]
+    return regs, int(m.group(1)), m.group(2), trouble, probes
+
+
+def truth_to_stop(d, cpu):
+    """The plugin's truth of `cpu` for the session whose trace ended at a stop point, cut there."""
+    for name in ("truth.json", "truth.json.exit"):
+        path = os.path.join(d, name)
+        if not os.path.exists(path):
+            continue
+        for c in json.load(open(path))["cpus"]:
+            v = c.get("viewinst") or {}
+            if c["cpu"] != cpu or v.get("ended_by") != "stop-point":
+                continue
+            events = c["events"]
+            keep = len(events) - (c["total"] - v["total_at_stop"])
+            return dict(c, events=events[:max(keep, 0)], reason="stopped"), v["stopped_at"]
+    raise Bad(f"CPU{cpu}: the plugin's truth has no session that ended at a stop point")
 
 
 def plugin_view(path):
@@ -293,8 +356,11 @@ def main():
     p.add_argument("--cpus", type=int, required=True)
     p.add_argument("--last", type=int, default=LAST)
     p.add_argument("--trc-pkt-lister", default=shutil.which("trc_pkt_lister") or "trc_pkt_lister")
+    p.add_argument("--etr", action="store_true", help="the ETR crash-data path (scenario upstream-etr)")
     a = p.parse_args()
     d = a.dir
+    if a.etr:
+        return main_etr(a)
     try:
         regs, etf_len, etf_md5, trouble, probes = guest_view(os.path.join(d, "console.log"), a.cpus)
         print("upstream drivers, as the kernel logged them:")
@@ -366,6 +432,86 @@ def main():
         return 1
     print("check_upstream: upstream's C drivers bound, traced and read the ETF; OpenCSD decodes it to "
           "the plugin's ground truth on every CPU")
+    return 0
+
+
+def etm_registers(regs, cpus, enabled):
+    etms, ids = {}, {}
+    for c in range(cpus):
+        r = regs.get(f"etm{c}", {})
+        need = [f"trcidr/trcidr{n}" for n in TRCIDR_OFFSET if n not in (6, 7)] + \
+               ["mgmt/trcconfig", "mgmt/trctraceid", "mgmt/trcauthstatus", "cpu"]
+        miss = [x for x in need if not isinstance(r.get(x), int)]
+        if miss:
+            raise Bad(f"etm{c}: sysfs did not give {miss} ({ {k: r.get(k) for k in miss} })")
+        cpu = r["cpu"]
+        tid, cfg = r["mgmt/trctraceid"], r["mgmt/trcconfig"]
+        if cpu not in enabled:
+            raise Bad(f"the plugin never saw CPU{cpu}'s ETM enabled (plugin.log)")
+        if enabled[cpu] != (tid, cfg):
+            raise Bad(f"etm{c} (CPU{cpu}): sysfs says trace ID {tid:#x}, TRCCONFIGR {cfg:#x}; the plugin "
+                      f"saw {enabled[cpu][0]:#x}, {enabled[cpu][1]:#x} programmed")
+        etms[cpu] = [("TRCCONFIGR", TRCCONFIGR, cfg), ("TRCTRACEIDR", TRCTRACEIDR, tid),
+                     ("TRCAUTHSTATUS", TRCAUTHSTATUS, r["mgmt/trcauthstatus"])] + \
+            [(f"TRCIDR{n}", off, r[f"trcidr/trcidr{n}"]) for n, off in TRCIDR_OFFSET.items() if n not in (6, 7)]
+        ids[cpu] = tid
+    return etms, ids
+
+
+def main_etr(a):
+    d = a.dir
+    barrier = struct.pack("<4I", *[0x7FFFFFFF] * 4)
+    try:
+        regs, n, md5, trouble, probes = guest_view_etr(os.path.join(d, "console.log"), a.cpus)
+        print("upstream drivers, as the kernel logged them:")
+        for l in probes[:40]:
+            print(f"  {l}")
+        if trouble:
+            raise Bad("the upstream drivers reported trouble:\n  " + "\n  ".join(trouble[:20]))
+        crash = open(os.path.join(d, "crash.bin"), "rb").read()[:n]
+        if len(crash) != n or hashlib.md5(crash).hexdigest() != md5:
+            raise Bad(f"crash.bin does not hold the {n} bytes the guest read (md5 {md5})")
+        _, plog = plugin_view(os.path.join(d, "plugin.log"))
+        stops = re.findall(r"tmc stopped: (\d+) bytes held, full (true|false) \(etr: DBA (0x[0-9a-f]+), "
+                           r"RSZ (0x[0-9a-f]+) words\), written to (\S+)", plog)
+        if not stops:
+            raise Bad("the plugin never said the ETR stopped with its buffer written (plugin.log)")
+        held, full, dba, rsz, path = stops[-1]
+        ram = open(path, "rb").read()
+        want = barrier + ram[16:] if full == "true" else ram
+        if len(ram) != int(held) or crash != want:
+            raise Bad(f"/dev/crash_tmc_etr0 ({n} bytes) differs from the buffer the plugin wrote "
+                      f"({held} bytes at DBA {dba}, full {full})")
+        print(f"/dev/crash_tmc_etr0: {n} bytes, equal to the ETR's buffer at DBA {dba} ({int(rsz, 16) * 4} "
+              "bytes) as the plugin wrote it" + (", barrier packet first (wrapped)" if full == "true" else ""))
+
+        enabled, _ = plugin_view(os.path.join(d, "plugin.log"))
+        etms, ids = etm_registers(regs, a.cpus, enabled)
+        images, koff, patched = kernel_text(os.path.join(d, "vmcore.elf"), a.vmlinux)
+        print(f"kernel text from the next boot's vmcore: {sum(len(b) for _, _, b in images)} bytes in "
+              f"{len(images)} sections at KASLR offset {koff:#x}; {patched} bytes differ from vmlinux")
+        snap = os.path.join(d, "snapshot")
+        write_snapshot(snap, crash, images, etms)
+        by_id, errors, log = decode(snap, a.trc_pkt_lister)
+        if errors:
+            print(f"decoder errors ({len(errors)}), first: {errors[0]}")
+        failed = []
+        for cpu, tid in sorted(ids.items()):
+            dec, last_end = branches(by_id.get(tid, []))
+            try:
+                tc, stopped_at = truth_to_stop(d, cpu)
+                note = compare(cpu, dec, last_end, tc, a.last)
+                print(f"ground truth CPU{cpu} (trace ID {tid:#x}, trace stopped at {stopped_at}): "
+                      f"{len(dec)} branches, waypoints and exceptions decoded; {note}")
+            except Bad as e:
+                failed.append(str(e))
+        if failed:
+            raise Bad("\n".join(failed) + f"\n(decode: {log})")
+    except (Bad, OSError, ValueError, KeyError) as e:
+        print(f"check_upstream: FAIL: {e}", file=sys.stderr)
+        return 1
+    print("check_upstream: upstream's C ETR crash-data path on the emulated ETR: the crash data is the "
+          "buffer the ETR wrote and decodes to the plugin's ground truth on every CPU")
     return 0
 
 

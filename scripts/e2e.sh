@@ -53,6 +53,15 @@
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one branch dropped, added
 #                        or changed
+#   trace-etr-kdump      the TMC as an ETR (plugin tmc=etr) with upstream's tracedata region: the buffer
+#                        stays in place at panic, the capture kernel hands it over as a vmcore device
+#                        dump; the wrapped buffer against the plugin's and the ground truth
+#   trace-etr-warm-reboot  the same built in, the buffer read back by the next boot into last_dump
+#   trace-etr-dma        an ETR with a DMA buffer of buffer_size (2 MiB, set through sysfs) in a 1 MiB
+#                        slot: the newest trace copied, nothing past the slot
+#   trace-etr-never-ready  fault tmc-never-ready on the ETR: only its record is partial, in time
+#   upstream-etr         upstream's C ETR crash-data path (tracedata/metadata, warm reboot,
+#                        /dev/crash_tmc_etr0) on the same emulated ETR, decoded to the ground truth
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -224,6 +233,9 @@ PY
 # panicking CPU's trace after sysrq_handle_crash). The dump region is 4 MiB: the TMC record alone
 # takes the ETF's size.
 # CS_REGION=region adds the device-tree dump region (make_dtb) to the CoreSight device tree.
+# CS_TMC=etr makes the TMC an ETR (the plugin's tmc=etr, the node named etr@...), and
+# CS_TRACEDATA=1 gives it upstream's crash-data regions ("tracedata", "metadata"; see
+# coresight_nodes).
 CS_DTB=$RUNS/virt-coresight.dtb
 CS_TMC_SIZE=256K
 cs_qemu() {
@@ -231,8 +243,13 @@ cs_qemu() {
 	shift 4
 	mkdir -p "$RUNS"
 	[ "$region" = none ] || dtb=$RUNS/virt-coresight-region.dtb
+	local -a tmc=()
+	if [ "${CS_TMC:-etf}" = etr ]; then
+		dtb=${dtb%.dtb}-etr${CS_TRACEDATA:+-tracedata}.dtb
+		tmc=(--cs-arg tmc=etr)
+	fi
 	make_dtb "$dtb" "$region" coresight || { echo "could not make the coresight device tree" >&2; return 1; }
-	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" \
+	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" "${tmc[@]}" \
 		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $dtb" "$@"
 }
 
@@ -389,23 +406,49 @@ DTS
 }
 
 # The QEMU plugin's CoreSight components, in the register window at the top of the 1 GiB of RAM
-# (the kernel gets mem=1023M): the TMC (an ETF) at CS_WINDOW, the dynamic funnel at +0x1000, the
+# (the kernel gets mem=1023M): the TMC (an ETF; with CS_TMC=etr an ETR, and with CS_TRACEDATA=1
+# upstream's crash-data binding: memory-region-names "tracedata" and "metadata", two no-map
+# reserved regions at ETR_TRACEDATA and after it) at CS_WINDOW, the dynamic funnel at +0x1000, the
 # ETM of CPU n at +0x10000 + n*0x1000 and its CPU debug interface at +0x20000 + n*0x1000. The nodes
 # follow the upstream bindings (Documentation/devicetree/bindings/arm/arm,coresight-*.yaml): AMBA
 # primecells clocked by QEMU's own apb-pclk fixed clock, a board's topology (ETM per CPU -> funnel
 # in-port n -> ETF), so the same nodes would describe silicon.
 CS_WINDOW=0x7ff00000
+ETR_TRACEDATA=0x7e000000
+ETR_TRACEDATA_SIZE=0x100000
 cs_addr() { printf '%x' $((CS_WINDOW + $1)); }
 coresight_nodes() {
 	local c a clk='clocks = <&{/apb-pclk}>;
-		clock-names = "apb_pclk";'
+		clock-names = "apb_pclk";' tmc=${CS_TMC:-etf} regions=
 	echo "/ {"
 	a=$(cs_addr 0)
+	if [ "$tmc" = etr ] && [ -n "${CS_TRACEDATA:-}" ]; then
+		local meta
+		meta=$(printf '%x' $((ETR_TRACEDATA + ETR_TRACEDATA_SIZE)))
+		regions='memory-region = <&cs_etr_trace>, <&cs_etr_meta>;
+		memory-region-names = "tracedata", "metadata";'
+		cat <<DTS
+	reserved-memory {
+		#address-cells = <2>;
+		#size-cells = <2>;
+		ranges;
+		cs_etr_trace: etr-trace@${ETR_TRACEDATA#0x} {
+			reg = <0x0 $ETR_TRACEDATA 0x0 $ETR_TRACEDATA_SIZE>;
+			no-map;
+		};
+		cs_etr_meta: etr-meta@$meta {
+			reg = <0x0 0x$meta 0x0 0x1000>;
+			no-map;
+		};
+	};
+DTS
+	fi
 	cat <<DTS
-	etf@$a {
+	$tmc@$a {
 		compatible = "arm,coresight-tmc", "arm,primecell";
 		reg = <0x0 0x$a 0x0 0x1000>;
 		$clk
+		$regions
 		in-ports { port { cs_etf_in: endpoint { remote-endpoint = <&cs_funnel_out>; }; }; };
 	};
 DTS
@@ -635,6 +678,77 @@ scenario_trace-oops() {
 	check_trace "$d" mod --last 400000 --trigger lkdtm_EXCEPTION --through die,panic
 }
 
+# TMC-ETR (the plugin's tmc=etr): the production coresight_tmc drives the emulated ETR as a sysfs
+# sink; check_trace.py --sink tmc_etr0 compares the trace csdump unwraps from the ETR record with
+# the buffer the plugin wrote (tmc.bin) and the decode with the ground truth.
+#
+# trace-etr-kdump: the buffer is the node's "tracedata" region (upstream's binding, no-map): at
+# panic it stays there; the capture kernel hands the region over as the vmcore device dump
+# coresight_tracedata@ADDRESS, csdump unwraps it from there. The 1 MiB buffer has wrapped: the
+# trace across the wrap point decodes without a decoder error and equals the plugin's buffer.
+ETR_PROBED="tmc_etr0: trace buffer in the tracedata region at $ETR_TRACEDATA, 1024 KiB"
+scenario_trace-etr-kdump() {
+	local d=$RUNS/trace-etr-kdump
+	CS_TMC=etr CS_TRACEDATA=1 cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" ||
+		return 1
+	grep -qF "$ETR_PROBED" "$d/console.log" ||
+		{ echo "coresight_tmc did not take the tracedata region as the ETR's buffer" >&2; return 1; }
+	grep -qF "coresight_panic_dump: kdump capture kernel: trace buffer at $ETR_TRACEDATA (1024 KiB) added to /proc/vmcore as device dump coresight_tracedata@${ETR_TRACEDATA#0x}" \
+		"$d/console.log" || { echo "the capture kernel did not hand the trace buffer over" >&2; return 1; }
+	check_trace "$d" mod --sink tmc_etr0 --etr-from "device dump \"coresight_tracedata@${ETR_TRACEDATA#0x}\"" \
+		--etr-wrapped --perf
+}
+
+# trace-etr-warm-reboot: the same buffer, built in, read back after a warm reboot: the next boot
+# reads the buffer the previous dump left in place from the tracedata region and appends it to
+# last_dump, and csdump takes it from there.
+scenario_trace-etr-warm-reboot() {
+	local d=$RUNS/trace-etr-warm-reboot
+	CS_TMC=etr CS_TRACEDATA=1 cs_qemu warm builtin "$d" \
+		"panic=1 cspd.test=warm $TRACE_APPEND coresight_cpu_debug.enable=1" || return 1
+	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
+	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region into last_dump" \
+		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to last_dump" >&2; return 1; }
+	check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" --etr-wrapped
+}
+
+# trace-etr-dma: no tracedata region: each session's buffer is a DMA allocation of buffer_size
+# bytes, copied into the dump slot at panic. The slot was sized at probe for the default 1 MiB;
+# buffer_size is set to 2 MiB through sysfs (after a value that is not page-aligned is refused),
+# stop_on_flush to 1: the record keeps the newest 1 MiB, nothing past its slot.
+scenario_trace-etr-dma() {
+	local d=$RUNS/trace-etr-dma
+	CS_TMC=etr cs_qemu qemu-dump mod "$d" \
+		"cspd.test=panic $TRACE_MOD_APPEND cspd.cs_attr=tmc_etr0/buffer_size=0x1001,tmc_etr0/buffer_size=0x200000,tmc_etr0/stop_on_flush=1" ||
+		return 1
+	grep -q "CSPD: cs_attr tmc_etr0/buffer_size rejected 0x1001: reads 0x100000" "$d/console.log" &&
+		grep -q "CSPD: cs_attr tmc_etr0/buffer_size set 0x200000: reads 0x200000" "$d/console.log" &&
+		grep -q "CSPD: cs_attr tmc_etr0/stop_on_flush set 1: reads 0x1" "$d/console.log" ||
+		{ echo "buffer_size/stop_on_flush did not behave as upstream's: $(grep -a cs_attr "$d/console.log")" >&2; return 1; }
+	grep -qE "tmc_etr0: trace record: truncated, 1048576 of [0-9]+ trace bytes copied" "$d/console.log" ||
+		{ echo "the panic log does not say the 2 MiB buffer was cut to the slot" >&2; return 1; }
+	check_trace "$d" mod --sink tmc_etr0 --etr-from "copied at panic" --etr-truncated || return 1
+	# The session ran with FFCR.StopOnFl (stop_on_flush): the record's FFCR on entry has it.
+	python3 - "$d/extract/summary.json" "$d/extract" <<'PY'
+import json, os, struct, sys
+s = json.load(open(sys.argv[1]))
+rec = next(r for r in s["records"] if r["payload"] == "etr")
+ffcr = struct.unpack_from("<I", open(os.path.join(sys.argv[2], rec["file"]), "rb").read(), 28)[0]
+assert ffcr & (1 << 12), f"FFCR {ffcr:#x} without StopOnFl"
+assert all(r["crc_ok"] for r in s["records"]), "a record next to the ETR's is damaged"
+print(f"stop_on_flush: the session's FFCR {ffcr:#x} has StopOnFl; every record of the dump is sound")
+PY
+}
+
+# trace-etr-never-ready: the ETR never sets TMCReady (fault=tmc-never-ready): its record is
+# partial/-ETIMEDOUT after the bounded wait, the dump commits in time, everything else is intact.
+scenario_trace-etr-never-ready() {
+	local d=$RUNS/trace-etr-never-ready
+	CS_TMC=etr CS_TRACEDATA=1 cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" \
+		--cs-arg fault=tmc-never-ready &&
+		check_trace "$d" mod --sink tmc_etr0 --fault tmc-never-ready
+}
+
 # Plugin faults: each costs only its own record, which names it; the rest is checked as in the
 # other trace scenarios (the ground truth included wherever there is trace).
 # The TMC's RAM reads never end (fault=tmc-rrd-stuck): the drain stops after RSZ words.
@@ -757,6 +871,28 @@ scenario_upstream-drivers() {
 		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
 		--panic-timeout 300 || return 1
 	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
+		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
+}
+
+# Upstream's C ETR crash-data path on the same emulated ETR (the upstream kernel): the device tree's
+# ETR has "tracedata" and "metadata" regions; the first boot traces into the reserved buffer
+# (buf_mode_preferred resrv) with each ETM stopping at the panic path's entry, and panics; the C
+# driver syncs the crash data; after the warm reboot it finds it valid and /dev/crash_tmc_etr0 is
+# copied to the disk; a memory dump of that boot gives the kernel text. check_upstream.py --etr:
+# the crash data is the plugin's buffer, and decodes to the ground truth on every CPU.
+scenario_upstream-etr() {
+	local d=$RUNS/upstream-etr dtb=$RUNS/virt-coresight-etr-tracedata.dtb
+	mkdir -p "$RUNS"
+	CS_TMC=etr CS_TRACEDATA=1 make_dtb "$dtb" none coresight ||
+		{ echo "could not make the device tree" >&2; return 1; }
+	rm -rf "$d"
+	mkdir -p "$d"
+	python3 "$REPO/scripts/qemu.py" warm --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
+		--append "$BASE_APPEND panic=1 cspd.upstream=etr" --workdir "$d" --vmcore "$d/crash.bin" \
+		--coresight --cs-arg tmc=etr --cs-arg "tmc_dump=$d/tmc.bin" --qemu-arg "-dtb $dtb" \
+		--dump-at "CSPD: upstream: waiting for the host's memory dump" --second-vmcore "$d/vmcore.elf" \
+		--panic-timeout 300 || return 1
+	python3 "$REPO/scripts/check_upstream.py" --etr --dir "$d" --cpus "$SMP" \
 		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
 }
 
@@ -903,7 +1039,8 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
 	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
-	harness-coresight-wrong-id upstream-drivers)
+	harness-coresight-wrong-id upstream-drivers
+	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
 	ensure_cache_dir

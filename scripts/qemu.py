@@ -349,6 +349,10 @@ def run_warm(a, workdir):
     powers off; the disk, cut to the size it printed, becomes the region file. When the second
     boot finds no dump, the region file is not written and the run still succeeds: the caller
     judges the console.
+
+    With --dump-at TEXT the second boot does not power off: when TEXT is on the console, QMP
+    dump-guest-memory writes that boot's memory to --second-vmcore (the same kernel text as the
+    first boot, for a decoder), and QEMU is told to quit.
     """
     disk = os.path.abspath(a.vmcore)
     with open(disk, "wb") as f:
@@ -359,23 +363,35 @@ def run_warm(a, workdir):
         "-device", "virtio-blk-pci,drive=vmcore",
     ]
     qmp_path = os.path.join(workdir, "qmp.sock")
-    if a.reset_on:
+    if a.reset_on or a.dump_at:
         if os.path.exists(qmp_path):
             os.unlink(qmp_path)
         args += ["-qmp", f"unix:{qmp_path},server=on,wait=off"]
     proc = start(args, workdir)
     console = Console(os.path.join(workdir, "console.log"))
     try:
-        qmp = Qmp(qmp_path, 30) if a.reset_on else None
+        qmp = Qmp(qmp_path, 30) if a.reset_on or a.dump_at else None
         try:
             console.wait_for(PANIC_LINE, a.panic_timeout, proc, "the panic")
         except Failure as e:
             raise Failure(f"{e} (last console line: {last_line(console.text)!r})")
-        if qmp is not None:
+        if a.reset_on:
             # The guest will not reboot by itself: reset it as a watchdog would.
             console.wait_for(a.reset_on, 60, proc, repr(a.reset_on))
             time.sleep(1)
             qmp.command("system_reset")
+        if a.dump_at:
+            console.wait_for(a.dump_at, a.capture_timeout, proc, repr(a.dump_at))
+            out = os.path.abspath(a.second_vmcore)
+            if os.path.exists(out):
+                os.unlink(out)
+            qmp.command("stop")
+            t = time.monotonic()
+            qmp.command("dump-guest-memory", timeout=600, paging=False, protocol=f"file:{out}",
+                        format="elf")
+            print(f"warm: {os.path.getsize(out)} byte vmcore of the second boot in "
+                  f"{time.monotonic() - t:.1f} s: {out}")
+            qmp.command("quit")
         try:
             proc.wait(timeout=a.capture_timeout)
         except subprocess.TimeoutExpired:
@@ -522,6 +538,9 @@ def main():
     p.add_argument("--reset-on", help="warm: reset the machine (QMP system_reset) 1 s after this "
                    "console text, for a guest that hangs in its panic path")
     p.add_argument("--wait-for", default="CSPD: idle", help="console text that ends a 'boot' run")
+    p.add_argument("--dump-at", help="warm: when the second boot prints this, write its memory to "
+                   "--second-vmcore (QMP dump-guest-memory) and quit QEMU")
+    p.add_argument("--second-vmcore", help="warm --dump-at: where the second boot's vmcore goes")
     p.add_argument("--qemu-arg", action="append", help="extra QEMU arguments")
     p.add_argument("--coresight", action="store_true",
                    help="load the CoreSight TCG plugin on shared guest RAM, kernel mem=1023M")
@@ -536,6 +555,8 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     if a.mode != "boot" and not a.vmcore:
         p.error("--vmcore is required for a capture")
+    if a.dump_at and (a.mode != "warm" or not a.second_vmcore):
+        p.error("--dump-at is for a warm run and needs --second-vmcore")
     for f in (a.kernel, a.initrd):
         if not os.path.isfile(f):
             print(f"error: {f} does not exist", file=sys.stderr)

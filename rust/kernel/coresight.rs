@@ -731,7 +731,7 @@ impl<T: Operations> OpsTable<T> {
         let csdev = unsafe { container_of!(dev, bindings::coresight_device, dev) };
         // SAFETY: The component was registered by a `Registration<T>` and stays registered
         // while sysfs calls into its attributes.
-        unsafe { Self::data(csdev.cast_mut()) }
+        unsafe { Self::data(csdev) }
     }
 
     /// The `show` callback of every attribute.

@@ -219,23 +219,23 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
     ];
 
     fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
-        let etr = &*self.0;
+        let this = &*self.0;
         match index {
-            ATTR_BUFFER_SIZE => match &etr.reserved {
+            ATTR_BUFFER_SIZE => match &this.reserved {
                 Some(r) => show_hex(out, r.size),
-                None => show_hex(out, u64::from(etr.buffer_size.load(Relaxed))),
+                None => show_hex(out, u64::from(this.buffer_size.load(Relaxed))),
             },
-            ATTR_STOP_ON_FLUSH => show_hex(out, u64::from(etr.stop_on_flush.load(Relaxed))),
+            ATTR_STOP_ON_FLUSH => show_hex(out, u64::from(this.stop_on_flush.load(Relaxed))),
             _ => Err(EINVAL),
         }
     }
 
     fn store(&self, csdev: &CsDevice, index: usize, input: &[u8]) -> Result {
-        let etr = &*self.0;
+        let this = &*self.0;
         let v = parse_number(input)?;
         match index {
             ATTR_BUFFER_SIZE => {
-                if let Some(r) = &etr.reserved {
+                if let Some(r) = &this.reserved {
                     dev_info!(
                         csdev.as_device(),
                         "the buffer is the tracedata region at {:#x} ({:#x} bytes)\n",
@@ -248,12 +248,12 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 if v == 0 || v % PAGE_SIZE as u64 != 0 || v > ETR_MAX_BUFFER {
                     return Err(EINVAL);
                 }
-                etr.buffer_size
+                this.buffer_size
                     .store(u32::try_from(v).map_err(|_| EINVAL)?, Relaxed);
                 Ok(())
             }
             ATTR_STOP_ON_FLUSH => {
-                etr.stop_on_flush.store(v != 0, Relaxed);
+                this.stop_on_flush.store(v != 0, Relaxed);
                 Ok(())
             }
             _ => Err(EINVAL),
@@ -261,35 +261,35 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
     }
 
     fn sink_enable(&self, csdev: &CsDevice, mode: Mode, _path: &Path) -> Result {
-        let etr = &*self.0;
+        let this = &*self.0;
         if mode != Mode::Sysfs {
             return Err(EINVAL);
         }
         if csdev.mode() == Mode::Sysfs {
-            etr.tmc.add_user();
+            this.tmc.add_user();
             return Ok(());
         }
         if !csdev.take_mode(Mode::Sysfs) {
             return Err(EBUSY);
         }
-        etr.start(csdev)
+        this.start(csdev)
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        etr.tmc.set_users(1);
+        this.tmc.set_users(1);
         Ok(())
     }
 
     fn sink_disable(&self, csdev: &CsDevice) -> Result {
-        let etr = &*self.0;
-        if etr.tmc.drop_user() > 0 {
+        let this = &*self.0;
+        if this.tmc.drop_user() > 0 {
             return Err(EBUSY);
         }
         if csdev.mode() == Mode::Disabled {
             return Ok(());
         }
-        let r = etr.tmc.io(|io| crate::hw::disable(io));
+        let r = this.tmc.io(|io| crate::hw::disable(io));
         csdev.set_mode(Mode::Disabled);
         match r {
-            Ok(Ok(())) => etr.free_dma(),
+            Ok(Ok(())) => this.free_dma(),
             Ok(Err(e)) => {
                 // The ETR may still write: keep its buffer until the next session.
                 dev_warn!(csdev.as_device(), "ETR stop: {e}; its buffer is kept\n")
@@ -328,17 +328,17 @@ pub(crate) struct EtrDrain<'a, B: Backend>(Arc<Etr<'a, B>>);
 
 impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
-        let etr = &*self.0;
-        let name = &*etr.tmc.name;
+        let this = &*self.0;
+        let name = &*this.tmc.name;
         if buf.len() < ETR_RECORD_HEADER_LEN {
             return Err(ENOSPC);
         }
-        let Ok(stop) = etr.tmc.io(|io| etr::panic_stop(io)) else {
+        let Ok(stop) = this.tmc.io(|io| etr::panic_stop(io)) else {
             // A CPU stopped by the panic was in the middle of a register sequence.
             pr_emerg!("{name}: registers in use by a stopped CPU; not stopped\n");
             return Err(EBUSY);
         };
-        let summary = match &etr.reserved {
+        let summary = match &this.reserved {
             Some(r) => {
                 let b = PanicBuffer {
                     dba: r.dma.dma_address(),
@@ -348,8 +348,8 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
                 };
                 etr::panic_record(&stop, Some(&b), buf)
             }
-            None => match etr.dma.try_lock() {
-                Some(guard) => match guard.as_ref() {
+            None => match this.dma.try_lock() {
+                Some(guard) => match (*guard).as_ref() {
                     Some(coherent) => {
                         let mem = DmaMemory(coherent);
                         let b = PanicBuffer {
