@@ -228,7 +228,7 @@ fn attachments_round_trip_and_name_damage() {
     for (paddr, data) in [(0x7e00_0000u64, &a), (0x7f00_0000, &b)] {
         tail.extend_from_slice(&TracedataAttachment::header(paddr, data));
         tail.extend_from_slice(data);
-        while tail.len() % 8 != 0 {
+        while !tail.len().is_multiple_of(8) {
             tail.push(0);
         }
     }

@@ -245,7 +245,7 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                     return Err(EPERM);
                 }
                 // CAST: a page is far below `u64::MAX`.
-                if v == 0 || v % PAGE_SIZE as u64 != 0 || v > ETR_MAX_BUFFER {
+                if v == 0 || !v.is_multiple_of(PAGE_SIZE as u64) || v > ETR_MAX_BUFFER {
                     return Err(EINVAL);
                 }
                 this.buffer_size
@@ -399,7 +399,7 @@ fn reserved_buffer(dev: &Device<Bound>) -> Result<Option<Reserved>> {
     };
     // Whole frames, and an `RSZ` the register holds.
     let size = (region.size() & !15).min(ETR_MAX_BUFFER);
-    if region.base() % 8 != 0 || size == 0 {
+    if !region.base().is_multiple_of(8) || size == 0 {
         dev_err!(
             dev,
             "tracedata region at {:#x} ({:#x} bytes) is not 8-byte aligned or too small\n",

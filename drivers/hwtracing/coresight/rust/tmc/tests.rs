@@ -262,7 +262,10 @@ mod etr_kunit {
         }
 
         fn read(&self, offset: usize, out: &mut [u8]) -> bool {
-            if offset % 4 != 0 || out.len() % 4 != 0 || offset + out.len() > self.size() {
+            if !offset.is_multiple_of(4)
+                || !out.len().is_multiple_of(4)
+                || offset + out.len() > self.size()
+            {
                 return false;
             }
             for (i, chunk) in out.chunks_exact_mut(4).enumerate() {

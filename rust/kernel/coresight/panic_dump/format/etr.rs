@@ -449,7 +449,7 @@ impl EtrLayout {
         }
         let outside = EtrRecordError::PointerOutside { rwp, dba, size };
         let off = rwp.checked_sub(dba).ok_or(outside)?;
-        if off >= size || off % 4 != 0 {
+        if off >= size || !off.is_multiple_of(4) {
             return Err(outside);
         }
         Ok(if sts & ETR_STS_FULL != 0 {
