@@ -35,11 +35,14 @@ Input: a vmcore as kdump saves it -- makedumpfile's flattened format (-F, Debian
 /var/crash/<stamp>/dump.<stamp>, also gzip'ed), its kdump-compressed format (-c/-l/-p/-z, any
 dump level: Fedora's and RHEL's /var/crash/<host>-<date>/vmcore), an ELF64 vmcore (a copy of
 /proc/vmcore, QEMU's dump-guest-memory) -- or a raw image (the region itself, e.g. debugfs'
-last_dump after a warm reboot, or a memory image that holds it). In a vmcore the region is the
+last_dump after a warm reboot, with the trace buffers the next boot attached behind it, or a
+memory image that holds it). In a vmcore the region is the
 capture kernel's device dump coresight_panic_dump when there is one, else the one the
 CSPD_REGION_PADDR/CSPD_REGION_SIZE keys of VMCOREINFO name (checked against its container
 header), else found by scanning the vmcore's page starts for the container magic; the output
-says which, and which format it read.";
+says which, and which format it read. A TMC-ETR's buffer left in reserved memory is read from
+the trace buffer attached to last_dump, the capture kernel's device dump
+coresight_tracedata@ADDRESS, or the vmcore's memory, and unwrapped as its record says.";
 
 /// Reads a coresight-panic-dump from a vmcore or a region file.
 #[derive(Debug, Parser)]
@@ -53,10 +56,13 @@ struct Cli {
 enum Command {
     /// Writes each record's data to its own file, plus summary.json, in an output directory.
     ///
-    /// Files: `<index>-<kind>-<name>.bin` (a record's data, `length` bytes), panic.txt (the
-    /// panic message), vmcoreinfo.txt (when the input has one), summary.json (container header,
-    /// every record with its status and checks, identity, panic, commit state, how the region
-    /// was found). A damaged record is reported and the others are still written.
+    /// Files: `<index>-<kind>-<name>.bin` (a record's data, `length` bytes), for a TMC-ETR's
+    /// record also `<index>-sink-<name>.trace.bin` (its trace as the decoders take it: copied
+    /// in the record, or read where the ETR left it, unwrapped, the barrier packet first when
+    /// it starts inside the stream), panic.txt (the panic message), vmcoreinfo.txt (when the
+    /// input has one), summary.json (container header, every record with its status and
+    /// checks, an ETR's trace and where it came from, identity, panic, commit state, how the
+    /// region was found). A damaged record is reported and the others are still written.
     #[command(after_help = EXIT_HELP)]
     Extract {
         /// The vmcore or region file.

@@ -337,12 +337,12 @@ kernel::amba_device_table!(
     ]
 );
 
-/// A bound TMC: a buffer (ETB, ETF) or a router to memory (ETR).
-pub(crate) enum TmcData<'bound> {
+/// A bound TMC: a buffer (ETB, ETF) or a router to memory (ETR), registered until unbound.
+pub(crate) struct TmcData<'bound> {
     /// An ETB or ETF.
-    Buffer(Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>),
+    _buffer: Option<Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>>,
     /// An ETR.
-    Router(Pin<KBox<EtrDevice<'bound, IoMem<'bound, FRAME>>>>),
+    _router: Option<Pin<KBox<EtrDevice<'bound, IoMem<'bound, FRAME>>>>>,
 }
 
 impl amba::Driver for TmcAmba {
@@ -358,9 +358,15 @@ impl amba::Driver for TmcAmba {
         // SAFETY: Probe is the only user of the registers until a registration exists.
         let devid: DEVID = unsafe { iomem.with_io(|io| io.read(DEVID)) };
         Ok(if devid.configtype() == TmcConfigType::Etr {
-            TmcData::Router(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?)
+            TmcData {
+                _buffer: None,
+                _router: Some(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?),
+            }
         } else {
-            TmcData::Buffer(KBox::pin_init(probe_tmc(dev, iomem, devid)?, GFP_KERNEL)?)
+            TmcData {
+                _buffer: Some(KBox::pin_init(probe_tmc(dev, iomem, devid)?, GFP_KERNEL)?),
+                _router: None,
+            }
         })
     }
 }

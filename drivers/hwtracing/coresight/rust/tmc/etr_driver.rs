@@ -440,6 +440,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
     let reserved = reserved_buffer(bound)?;
     let slot = match &reserved {
         Some(_) => EtrRecord::slot_len_for(0),
+        // CAST: `u32` fits in `usize` on the 64-bit machines with CoreSight ETRs.
         None => EtrRecord::slot_len_for(ETR_DEFAULT_BUFFER as usize),
     }
     .ok_or(EINVAL)?;
