@@ -650,10 +650,10 @@ impl<T: Operations> OpsTable<T> {
         let mut i = 0;
         while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
             let attr = &T::ATTRIBUTES[i];
-            a[i].attr.name = attr.name.as_ptr();
+            a[i].attr.name = attr.name.to_bytes_with_nul().as_ptr().cast();
             a[i].attr.mode = if attr.writable { 0o644 } else { 0o444 };
-            a[i].show = Some(Self::show);
-            a[i].store = if attr.writable && T::HAS_STORE {
+            a[i].__bindgen_anon_1.show = Some(Self::show);
+            a[i].__bindgen_anon_2.store = if attr.writable && T::HAS_STORE {
                 Some(Self::store)
             } else {
                 None
@@ -667,26 +667,25 @@ impl<T: Operations> OpsTable<T> {
     const ATTRS_STATIC: &'static [bindings::device_attribute; MAX_ATTRIBUTES] = &Self::ATTRS;
 
     /// The NULL-terminated list of the attributes, for the group.
-    const ATTR_LIST: [*mut bindings::attribute; MAX_ATTRIBUTES + 1] = {
-        let mut p = [core::ptr::null_mut(); MAX_ATTRIBUTES + 1];
+    const ATTR_LIST: [*const bindings::attribute; MAX_ATTRIBUTES + 1] = {
+        let mut p = [core::ptr::null(); MAX_ATTRIBUTES + 1];
         let mut i = 0;
         while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
-            // The C side only reads through these pointers.
-            p[i] = (&raw const Self::ATTRS_STATIC[i].attr).cast_mut();
+            p[i] = &raw const Self::ATTRS_STATIC[i].attr;
             i += 1;
         }
         p
     };
 
     /// [`Self::ATTR_LIST`] in static memory.
-    const ATTR_LIST_STATIC: &'static [*mut bindings::attribute; MAX_ATTRIBUTES + 1] =
+    const ATTR_LIST_STATIC: &'static [*const bindings::attribute; MAX_ATTRIBUTES + 1] =
         &Self::ATTR_LIST;
 
     /// The attribute group of the component's directory.
     const GROUP: bindings::attribute_group = {
         // SAFETY: An all-zero `attribute_group` is valid: no name, no attributes.
         let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
-        g.attrs = Self::ATTR_LIST_STATIC.as_ptr().cast_mut();
+        g.__bindgen_anon_2.attrs_const = Self::ATTR_LIST_STATIC.as_ptr();
         g
     };
 
@@ -695,7 +694,7 @@ impl<T: Operations> OpsTable<T> {
 
     /// The NULL-terminated list of groups `coresight_register()` takes.
     const GROUPS: [*const bindings::attribute_group; 2] =
-        [Self::GROUP_STATIC as *const _, core::ptr::null()];
+        [core::ptr::from_ref(Self::GROUP_STATIC), core::ptr::null()];
 
     /// [`Self::GROUPS`] in static memory.
     const GROUPS_STATIC: &'static [*const bindings::attribute_group; 2] = &Self::GROUPS;

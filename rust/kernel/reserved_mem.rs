@@ -197,7 +197,7 @@ impl ReservedRegion {
                 dev.as_raw(),
                 self.base,
                 size,
-                bindings::dma_data_direction_DMA_FROM_DEVICE,
+                bindings::dma_data_direction::DMA_FROM_DEVICE,
                 0,
             )
         };
@@ -257,7 +257,7 @@ impl Drop for DmaRegion {
                 self.dev.as_raw(),
                 self.addr,
                 self.size,
-                bindings::dma_data_direction_DMA_FROM_DEVICE,
+                bindings::dma_data_direction::DMA_FROM_DEVICE,
                 0,
             )
         };

@@ -49,7 +49,6 @@ use kernel::{
         Coherent,
         DmaMask, //
     },
-    fmt,
     io::{
         io_project,
         Io, //
@@ -314,13 +313,15 @@ impl EtrMemory for DmaMemory<'_> {
     }
 
     fn read(&self, offset: usize, out: &mut [u8]) -> bool {
-        let copy = || -> Result {
-            let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
-            io_project!(self.0, [try: offset..end]).copy_to_slice(out);
-            Ok(())
-        };
-        copy().is_ok()
+        copy_out(self.0, offset, out).is_ok()
     }
+}
+
+/// Copies `out.len()` bytes at `offset` of `buf` into `out`.
+fn copy_out(buf: &Coherent<[u8]>, offset: usize, out: &mut [u8]) -> Result {
+    let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
+    io_project!(buf, [try: offset..end]).copy_to_slice(out);
+    Ok(())
 }
 
 /// The ETR's panic callback.
