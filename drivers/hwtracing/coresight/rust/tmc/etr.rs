@@ -20,8 +20,8 @@
 //! locked.
 //!
 //! Shared with the host (`crates/cspd-hw`): uses `core`, `kernel::coresight::access`,
-//! `kernel::num::Bounded`, the format's ETR payload (`kernel::coresight::panic_dump::format::etr`) and this folder's
-//! `regs.rs` and `hw.rs` (`super::`).
+//! `kernel::num::Bounded`, the format's ETR payload (`kernel::coresight::panic_dump::format::etr`)
+//! and this folder's `regs.rs` and `hw.rs` (`super::`).
 
 use kernel::{
     coresight::{
