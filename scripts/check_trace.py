@@ -21,7 +21,11 @@ never with something the harness generated:
   device dump, the buffer attached to last_dump, the vmcore's memory) equal the buffer the plugin
   wrote, oldest byte first (tmc.bin, "tmc stopped ... (etr: DBA, RSZ)"): byte for byte after the
   barrier packet a wrapped buffer starts with, and the whole buffer decodes without one decoder
-  error, so the wrap point is no gap; with --etr-truncated (a DMA buffer larger than the slot)
+  error; with --etr-wrapped the buffer must have wrapped, and the decode is continuous across the
+  wrap point: for each CPU, the branches decoded from the bytes before the wrap point (the trace
+  cut there) are followed, in the decode of the whole trace, by the ones after it exactly as the
+  CPU executed them (a run of the ground truth across the wrap point, truth_depth large enough);
+  with --etr-truncated (a DMA buffer larger than the slot)
   the record is partial/-ENOSPC, keeps the newest bytes of the buffer that fit its slot and
   nothing past it;
 - on the panicking CPU the decoded functions run through the given ones (--through, e.g.
@@ -313,7 +317,7 @@ def check_sysfs(a, log, fault):
     return [int(e[3:]) for e in etms]
 
 
-def check_etr(a, out, recs, stops, rep, region):
+def check_etr(a, out, recs, stops, rep, region, vmcore=None, truth=None, cpus=()):
     """The ETR record and its trace against the buffer the plugin wrote (tmc.bin, oldest first)."""
     rec, outcome, flags, rsz, data, _ = sink_record(out, recs)
     if rec["payload"] != "etr" or rec["name"] != a.sink:
@@ -369,7 +373,101 @@ def check_etr(a, out, recs, stops, rep, region):
         raise Bad(f"the ETR trace decodes with {rep['decoder_error_count']} decoder errors: "
                   f"{rep['decoder_errors'][:3]}")
     print(f"ETR trace read from {trace['from']}; {rsz * 4} byte buffer; the whole trace decodes "
-          "without a decoder error" + (", across the wrap point" if full else ""))
+          "without a decoder error")
+    if a.etr_wrapped and not a.etr_truncated:
+        # The wrap point in the trace: where the bytes from DBA on follow the ones up to the end.
+        raw = open(os.path.join(out, rec["file"]), "rb").read()
+        rwp, dba = struct.unpack_from("<QQ", raw, 56)
+        check_wrap_continuity(a, vmcore, data, rsz * 4 - (rwp - dba), truth, cpus)
+
+
+def branch_tuples(rc):
+    h = lambda x: int(x["addr"], 16) if x else None
+    return [(h(b["from"]), h(b["to"]), b["kind"] == "exception") for b in rc["branches"]]
+
+
+def find_run(hay, needle, start=0):
+    """The first index >= start at which `needle` is a contiguous run of `hay`, or -1."""
+    n = len(needle)
+    for i in range(start, len(hay) - n + 1):
+        if hay[i] == needle[0] and hay[i:i + n] == needle:
+            return i
+    return -1
+
+
+def check_wrap_continuity(a, vmcore, data, wrap_at, truth, cpus):
+    """The decode of a wrapped ETR buffer is continuous across its wrap point (see the module
+    documentation): a splice in the wrong place shows as a decoded run that the CPU never
+    executed. The same check on the buffer spliced where the ETR's memory ends (the bytes as they
+    lie from DBA, the first error a reader could make) must fail, or the check proves nothing."""
+    snap = os.path.join(a.dir, "wrap-snapshot" + a.tag)
+    r = run([a.csdump, "snapshot", vmcore, "-o", snap, "--vmlinux", a.vmlinux])
+    if r.returncode not in (0, 3):
+        raise Bad(f"csdump snapshot failed ({r.returncode}): {r.stderr[-1000:]}")
+    trace_file = os.path.join(snap, "cstrace.bin")
+    if open(trace_file, "rb").read() != data:
+        raise Bad("csdump's snapshot trace is not the trace extract wrote")
+    checked = wrap_run(a, snap, data, wrap_at, truth, cpus)
+    print(f"wrap point at trace byte {wrap_at:#x}: on CPU{', CPU'.join(map(str, checked))} the 16 branches "
+          "decoded before it and the 32 after it are a run of what the CPU executed: no gap")
+    # The self-test: the buffer as it lies in memory (from DBA), barrier first, spliced at RWP.
+    start = len(data) - wrap_at
+    physical = BARRIER + (data[wrap_at:] + data[:wrap_at])[16:]
+    try:
+        wrap_run(a, snap, physical, start, truth, cpus)
+    except Bad as e:
+        if "not a run of what the CPU executed" not in str(e):
+            raise Bad(f"the wrap check's self-test failed for another reason than the splice: {e}")
+        print(f"wrap check self-test: the buffer spliced at RWP instead (as it lies from DBA) is caught: {str(e)[:120]}")
+        return
+    finally:
+        with open(trace_file, "wb") as f:
+            f.write(data)
+    raise Bad("the wrap check passed a buffer spliced in the wrong place: it cannot be trusted")
+
+
+def wrap_run(a, snap, data, wrap_at, truth, cpus):
+    """For each CPU, the branches decoded before `wrap_at` are followed in the decode of all of
+    `data` by a run of the ground truth; returns the CPUs judged."""
+    trace_file = os.path.join(snap, "cstrace.bin")
+
+    def decoded(trace, last):
+        with open(trace_file, "wb") as f:
+            f.write(trace)
+        r = run([a.csdump, "report", snap, "--json", "--last", str(last)])
+        if r.returncode not in (0, 3):
+            raise Bad(f"csdump report of the snapshot failed ({r.returncode}): {r.stderr[-1000:]}")
+        return {c["cpu"]: branch_tuples(c) for c in json.loads(r.stdout)["cpus"]}
+
+    full = decoded(data, 1_000_000)
+    cut = decoded(data[:wrap_at], 64)
+    user = lambda t: any(x is not None and x < 0xFFFF000000000000 for x in t[:2])
+    checked = []
+    for cpu in cpus:
+        before = cut.get(cpu, [])[-18:-2]
+        if len(before) < 16:
+            print(f"wrap point: CPU{cpu} has no trace before it")
+            continue
+        p = find_run(full.get(cpu, []), before)
+        if p < 0:
+            raise Bad(f"CPU{cpu}: the branches decoded before the wrap point are not in the decode of the whole trace")
+        window = full[cpu][p:p + 16 + 32]
+        if len(window) < 48:
+            print(f"wrap point: CPU{cpu} has too little trace after it to judge")
+            continue
+        if any(user(t) for t in window):
+            print(f"wrap point: CPU{cpu} runs user code there, which the kernel's memory does not decode; not judged")
+            continue
+        tru = [(int(e["from"], 16), int(e["to"], 16), e["kind"] == "exception")
+               for e in truth[cpu]["events"] if e["kind"] in TRUTH_KINDS]
+        if find_run(tru, window) < 0:
+            raise Bad(f"CPU{cpu}: the 48 branches decoded across the wrap point (16 before it, 32 after) are not a "
+                      f"run of what the CPU executed: a gap or a splice at the wrap point (truth: {len(tru)} "
+                      "branches kept; truth_depth must reach back past it)")
+        checked.append(cpu)
+    if not checked:
+        raise Bad("no CPU's decode could be judged across the wrap point")
+    return checked
 
 
 def check_tmc(a, out, recs, stops):
@@ -717,7 +815,7 @@ def check(a):
         print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
         return
     if a.sink.startswith("tmc_etr"):
-        check_etr(a, out, recs, stops, rep, not is_elf(raw))
+        check_etr(a, out, recs, stops, rep, not is_elf(raw), vmcore, truth_of(a.dir), cpus)
     else:
         check_tmc(a, out, recs, stops)
     check_etms(a, out, recs, enabled, cpus, log, fault)
