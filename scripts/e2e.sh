@@ -501,7 +501,7 @@ scenario_harness-dt-kdump-no-core() {
 	# The capture kernel's log starts at its own command line; in a capture kernel the core always
 	# says what it did with the region, so no line of it means it did not run.
 	local capture
-	capture=$(sed -n '/Kernel command line: .*initcall_blacklist=__coresight_panic_dump_init/,$p' "$d/console.log")
+	capture=$(sed -n '/Kernel command line: .* reset_devices .*initcall_blacklist=__coresight_panic_dump_init/,$p' "$d/console.log")
 	[ -n "$capture" ] || { echo "the capture kernel did not boot with the core's initcall blacklisted" >&2; return 1; }
 	if grep -q "coresight_panic_dump: " <<<"$capture"; then
 		echo "the capture kernel still ran the core" >&2
