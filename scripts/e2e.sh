@@ -572,7 +572,8 @@ scenario_trace-gdb() {
 			"scenario_$s" || { echo "$s failed: nothing to replay" >&2; rc=1; continue; }
 		fi
 		local -a extra=()
-		[ "$v" = builtin ] && extra=(--snapshot)
+		# The mod kernel has a line table (configs/modules.config), the builtin one none.
+		if [ "$v" = builtin ]; then extra=(--snapshot); else extra=(--source); fi
 		python3 "$REPO/scripts/check_gdb.py" --dir "$src" --csdump "$CSDUMP" \
 			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" "${extra[@]}" 2>&1 | tee "$d/$s.txt"
 		[ "${PIPESTATUS[0]}" = 0 ] || rc=1
