@@ -187,6 +187,13 @@ def check_history(cpu, hist, stream, current, reloc, funcs, what):
     return named
 
 
+def inlined(vmlinux, addr):
+    """The functions llvm-addr2line names at addr, the inlined ones included."""
+    r = subprocess.run(["llvm-addr2line-19", "-f", "-i", "-e", vmlinux, f"{addr:#x}"],
+                       capture_output=True, text=True)
+    return set(r.stdout.splitlines()[0::2])
+
+
 def check(a):
     if shutil.which("gdb-multiarch") is None:
         raise Bad("gdb-multiarch is missing: run scripts/setup.sh (Debian package gdb-multiarch)")
@@ -222,6 +229,9 @@ def check(a):
         mark("history"), "record instruction-history",
         mark("pc"), "p/x $pc",
     ]
+    if a.source:
+        # The source line of the current instruction (vmlinux's line table).
+        cmds += [mark("line"), "info line *$pc"]
     for i in range(3):
         cmds += ["reverse-stepi", mark(f"step{i}"), "p/x $pc", "x/i $pc"]
     cmds += [
@@ -255,8 +265,12 @@ def check(a):
         if c == panic_cpu:
             if not row.startswith("*") or "panicked" not in row:
                 raise Bad(f"the panicking CPU{c} is not the selected, panicked thread: {row}")
-            fns = funcs(reloc(current))
-            if reloc.lo <= reloc(current) < reloc.hi and not any(f" in {f} " in row for f in fns):
+            fns = set(funcs(reloc(current)))
+            if a.source:
+                # With a line table GDB names the innermost function inlined there.
+                fns |= inlined(a.vmlinux, reloc(current))
+            if reloc.lo <= reloc(current) < reloc.hi and \
+                    not any(f" in {f} " in row or f") {f} (" in row for f in fns):
                 raise Bad(f"CPU{c}'s frame is not in {sorted(fns)}: {row}")
         lines += 1
     print(f"info threads: {len(rows)} threads, one per CPU, the panicking CPU{panic_cpu} selected")
@@ -281,6 +295,20 @@ def check(a):
         raise Bad(f"the current instruction is {pcs}, the truth says {reloc(current):#x}")
     lines += 1
     print(f"current instruction: {reloc(current):#x} <{sym(reloc(current))}>, where the truth says CPU{panic_cpu} went")
+    if a.source:
+        # GDB's line for the current instruction against llvm-addr2line's for the truth's address,
+        # both read from vmlinux's DWARF line table.
+        sec = out.get("line", "")
+        m = re.search(r'Line (\d+) of "([^"]+)"', sec)
+        want = reloc(current)
+        r = subprocess.run(["llvm-addr2line-19", "-e", a.vmlinux, f"{want:#x}"],
+                           capture_output=True, text=True)
+        ref = r.stdout.strip().rsplit(":", 1)
+        if not m or len(ref) != 2 or not ref[0].endswith(m.group(2)) or ref[1].split()[0] != m.group(1):
+            raise Bad(f"info line *$pc: {sec.strip()!r}; llvm-addr2line says {r.stdout.strip()!r} for {want:#x}")
+        lines += 1
+        print(f"source: the current instruction is line {m.group(1)} of {m.group(2)}, as llvm-addr2line "
+              f"reads the line table")
     for i in range(3):
         sec = out.get(f"step{i}", "")
         got = printed(sec)
@@ -360,6 +388,8 @@ def main():
     ap.add_argument("--system-map", help="default: System.map next to vmlinux")
     ap.add_argument("--through", default="sysrq_handle_crash,panic",
                     help="functions the panicking CPU's calls run through, in order")
+    ap.add_argument("--source", action="store_true",
+                    help="vmlinux has a line table: check the source line GDB shows")
     ap.add_argument("--snapshot", action="store_true",
                     help="also replay the dump written as an OpenCSD snapshot")
     a = ap.parse_args()

@@ -21,127 +21,50 @@ use std::time::Instant;
 
 use csdump::capture::Capture;
 use cspd_format::*;
-use cspd_hw::tmc::TmcRecordHeader;
-use cspd_hw::tmc::TMC_RECORD_HEADER_LEN;
-use cspd_hw::tmc::TMC_RECORD_VERSION;
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::snapshots::write_elf;
+use common::snapshots::BUILD_ID;
+use common::tmc_payload;
+use common::DumpWriter;
 
 const COPIES: usize = 256;
 const LOAD: u64 = 0xFFFF_0000_0808_0000;
-const BUILD_ID: [u8; 20] = [0xB1; 20];
 
+/// The committed dump of `trace` and the capture's ETMs, written with the kernel's writer.
 fn dump(cap: &Capture<'_>, trace: &[u8]) -> Vec<u8> {
-    let size = trace.len() + (1 << 20);
-    let mut r = vec![0u8; size];
-    let ch = ContainerHeader::new(size as u64, [7; 16], 1);
-    init_region(&mut r, &ch).unwrap();
-    let add = |r: &mut Vec<u8>, kind, name: &[u8], cpu: u32, data: &[u8]| {
-        let mut h = RecordHeader::new(kind, name, data.len().next_multiple_of(8) as u32, ch.stamp);
-        h.cpu = cpu;
-        let off = append_record(r, &h).unwrap();
-        h.status = RecordStatus::Ok;
-        write_record(&mut r[off..], &h, data).unwrap();
-    };
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
     id.set_build_id(&BUILD_ID).unwrap();
     id.text_addr = LOAD;
-    let mut b = vec![0u8; IDENTITY_SIZE];
-    id.encode(&mut b).unwrap();
-    add(&mut r, RecordKind::Identity, b"identity", CPU_NONE, &b);
-    let tmc = TmcRecordHeader {
-        version: TMC_RECORD_VERSION,
-        rsz: (trace.len() / 4) as u32,
-        trace_len: trace.len() as u32,
-        words_read: (trace.len() / 4) as u32,
-        ..TmcRecordHeader::default()
+    let panic = PanicInfo {
+        cpu: 0,
+        message: b"Kernel panic - not syncing: bench",
+        truncated: false,
     };
-    let mut sink = vec![0u8; TMC_RECORD_HEADER_LEN];
-    tmc.encode(&mut sink).unwrap();
-    sink.extend_from_slice(trace);
-    add(&mut r, RecordKind::Sink, b"tmc_etf0", CPU_NONE, &sink);
+    let mut w = DumpWriter::new(trace.len() + (1 << 20), [7; 16], &id, &panic);
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &tmc_payload(trace),
+    );
     for e in &cap.etms {
-        let mut b = vec![0u8; cspd_hw::etm4x::SAVED_STATE_SIZE];
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
         e.state.encode(&mut b).unwrap();
-        add(&mut r, RecordKind::Source, b"etm", e.state.cpu, &b);
+        let name = format!("etm{}", e.state.cpu);
+        w.add(
+            RecordKind::Source,
+            PayloadType::Etm4x,
+            name.as_bytes(),
+            e.state.cpu,
+            &b,
+        );
     }
-    write_commit(&mut r).unwrap();
-    r
-}
-
-/// A minimal ELF64 vmlinux: `.text` at `addr`, `_text`, one function per 4 KiB, a build ID.
-fn vmlinux(image: &[u8], addr: u64) -> Vec<u8> {
-    let shstr = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.note.gnu.build-id\0";
-    let mut strtab = b"\0_text\0".to_vec();
-    let mut syms = vec![0u8; 24];
-    let mut sym = |name: u32, info: u8, value: u64, size: u64| {
-        syms.extend_from_slice(&name.to_le_bytes());
-        syms.extend_from_slice(&[info, 0]);
-        syms.extend_from_slice(&1u16.to_le_bytes());
-        syms.extend_from_slice(&value.to_le_bytes());
-        syms.extend_from_slice(&size.to_le_bytes());
-    };
-    sym(1, 0x10, addr, 0);
-    for (i, a) in (0..image.len() as u64).step_by(0x1000).enumerate() {
-        let n = strtab.len() as u32;
-        strtab.extend_from_slice(format!("f_{i}\0").as_bytes());
-        sym(n, 0x12, addr + a, 0x1000);
-    }
-    let pad = |b: &mut Vec<u8>| b.resize(b.len().next_multiple_of(8), 0);
-    let mut body = vec![0u8; 0x1000];
-    body.extend_from_slice(image);
-    let str_off = body.len();
-    body.extend_from_slice(&strtab);
-    pad(&mut body);
-    let sym_off = body.len();
-    body.extend_from_slice(&syms);
-    let shs_off = body.len();
-    body.extend_from_slice(shstr);
-    pad(&mut body);
-    let note_off = body.len();
-    for v in [4u32, 20, 3] {
-        body.extend_from_slice(&v.to_le_bytes());
-    }
-    body.extend_from_slice(b"GNU\0");
-    body.extend_from_slice(&BUILD_ID);
-    let note_len = body.len() - note_off;
-    pad(&mut body);
-    let sh_off = body.len();
-    // name, type, flags, address, offset, size, link, info, entry size
-    type Row = (u32, u32, u64, u64, usize, usize, u32, u32, u64);
-    let rows: [Row; 6] = [
-        (0, 0, 0, 0, 0, 0, 0, 0, 0),
-        (1, 1, 6, addr, 0x1000, image.len(), 0, 0, 0),
-        (7, 2, 0, 0, sym_off, syms.len(), 3, 1, 24),
-        (15, 3, 0, 0, str_off, strtab.len(), 0, 0, 0),
-        (23, 3, 0, 0, shs_off, shstr.len(), 0, 0, 0),
-        (33, 7, 2, 0, note_off, note_len, 0, 0, 0),
-    ];
-    for (name, ty, flags, a, off, size, link, info, ent) in rows {
-        body.extend_from_slice(&name.to_le_bytes());
-        body.extend_from_slice(&ty.to_le_bytes());
-        body.extend_from_slice(&flags.to_le_bytes());
-        body.extend_from_slice(&a.to_le_bytes());
-        body.extend_from_slice(&(off as u64).to_le_bytes());
-        body.extend_from_slice(&(size as u64).to_le_bytes());
-        body.extend_from_slice(&link.to_le_bytes());
-        body.extend_from_slice(&info.to_le_bytes());
-        body.extend_from_slice(&8u64.to_le_bytes());
-        body.extend_from_slice(&ent.to_le_bytes());
-    }
-    let mut eh = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
-    eh.resize(16, 0);
-    eh.extend_from_slice(&2u16.to_le_bytes());
-    eh.extend_from_slice(&183u16.to_le_bytes());
-    eh.extend_from_slice(&1u32.to_le_bytes());
-    eh.extend_from_slice(&addr.to_le_bytes());
-    eh.extend_from_slice(&0u64.to_le_bytes());
-    eh.extend_from_slice(&(sh_off as u64).to_le_bytes());
-    eh.extend_from_slice(&0u32.to_le_bytes());
-    for v in [64u16, 56, 0, 64, 6, 4] {
-        eh.extend_from_slice(&v.to_le_bytes());
-    }
-    body[..64].copy_from_slice(&eh);
-    body
+    w.finish()
 }
 
 fn copy_snapshot(from: &Path, to: &Path, trace: &[u8]) {
@@ -256,7 +179,7 @@ fn main() {
     fs::write(&dump_path, dump(&cap, &trace)).unwrap();
     let image = fs::read(src.join("kernel_dump.bin")).unwrap();
     let vml = tmp.path().join("vmlinux");
-    fs::write(&vml, vmlinux(&image, LOAD)).unwrap();
+    write_elf(&image, LOAD, &vml);
     let scratch = tmp.path().join("tmpdir");
     let cwd = tmp.path().join("cwd");
     fs::create_dir_all(&scratch).unwrap();

@@ -523,10 +523,7 @@ fn read_region(
 fn header_at(core: &Vmcore, paddr: u64) -> Result<ContainerHeader, String> {
     let head = core
         .read_phys(paddr, CONTAINER_HEADER_SIZE as u64)
-        .map_err(|e| match e {
-            VmcoreError::NotMapped { .. } => format!("{e}. {OUTSIDE_THE_DUMP}"),
-            e => e.to_string(),
-        })?;
+        .map_err(|e| e.to_string())?;
     ContainerHeader::decode(&head).map_err(|e| format!("no valid container header there ({e})"))
 }
 
@@ -632,6 +629,7 @@ fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
     }
 
     // 2. vmcoreinfo's keys, checked against the container they point at.
+    let mut region_outside_memory = false;
     match keys {
         Some((Some(paddr), Some(size))) => match header_at(&core, paddr) {
             Ok(h) => {
@@ -650,9 +648,13 @@ fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
                     FoundBy::Vmcoreinfo { paddr, size },
                 ));
             }
-            Err(e) => located.warnings.push(format!(
-                "vmcoreinfo names the region at {VMCOREINFO_PADDR_KEY}={paddr:#x} ({VMCOREINFO_SIZE_KEY}={size:#x}), but it cannot be used: {e}; scanning memory"
-            )),
+            Err(e) => {
+                region_outside_memory =
+                    matches!(core.read_phys(paddr, 1), Err(VmcoreError::NotMapped { .. }));
+                located.warnings.push(format!(
+                    "vmcoreinfo names the region at {VMCOREINFO_PADDR_KEY}={paddr:#x} ({VMCOREINFO_SIZE_KEY}={size:#x}), but it cannot be used: {e}; scanning memory"
+                ))
+            }
         },
         Some(_) => located.warnings.push(format!(
             "vmcoreinfo has no valid {VMCOREINFO_PADDR_KEY}/{VMCOREINFO_SIZE_KEY}: scanning memory"
@@ -682,6 +684,10 @@ fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
         for w in &located.warnings {
             why.push_str("; ");
             why.push_str(w);
+        }
+        if region_outside_memory {
+            why.push_str(". ");
+            why.push_str(OUTSIDE_THE_DUMP);
         }
         return Err(LocateError::NotFound(why));
     };
