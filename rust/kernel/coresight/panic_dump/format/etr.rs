@@ -160,7 +160,7 @@ impl core::fmt::Display for EtrOutcome {
     }
 }
 
-/// Errors of [`EtrRecord::parse`], [`EtrLayout::from_header`] and the driver's panic callback.
+/// Errors of [`EtrRecord::parse`], [`EtrLayout::from_registers`] and the driver's panic callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EtrRecordError {
     /// The buffer is shorter than the header (or the slot cannot hold one).
