@@ -16,7 +16,7 @@ use kernel::{
             Backend,
             Component,
             ComponentInfo,
-            InUse, //
+            Regs, //
         },
         panic_dump::{
             format::tmc::{
@@ -68,10 +68,11 @@ use crate::{
 const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
+#[pin_data]
 struct Tmc<B: Backend> {
-    backend: B,
-    /// Taken around every register sequence.
-    in_use: InUse,
+    /// The registers, claimed around every register sequence.
+    #[pin]
+    regs: Regs<B>,
     /// Sources writing into this sink in sysfs mode.
     users: Atomic<u32>,
     name: CString,
@@ -92,9 +93,8 @@ impl<B: Backend> Tmc<B> {
 
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
     fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
-        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
-        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
-        Ok(unsafe { self.backend.with_io(f) })
+        let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
+        Ok(claim.with_io(f))
     }
 }
 
@@ -243,11 +243,10 @@ type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 /// Probes a TMC whose registers `backend` reaches.
 fn probe_tmc<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
-    backend: B,
+    mut backend: B,
 ) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
-    // SAFETY: Probe is the only user of the registers until the registrations below exist.
-    let (devid, rsz): (DEVID, RSZ) =
-        unsafe { backend.with_io(|io| (io.read(DEVID), io.read(RSZ))) };
+    // Probe owns the registers until they are put behind the lock below.
+    let (devid, rsz): (DEVID, RSZ) = backend.with_io(|io| (io.read(DEVID), io.read(RSZ)));
     let config = devid.configtype();
     let rsz = rsz.words().get();
     let (prefix, kind) = match config {
@@ -272,13 +271,12 @@ fn probe_tmc<'a, B: Backend + 'a>(
     let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
     let bound: &Device<Bound> = dev;
     let name = coresight::alloc_device_name(prefix, bound)?;
-    let tmc = Arc::new(
-        Tmc {
-            backend,
-            in_use: InUse::new(),
+    let tmc = Arc::pin_init(
+        pin_init!(Tmc {
+            regs <- Regs::new(backend),
             users: Atomic::new(0),
             name,
-        },
+        }),
         GFP_KERNEL,
     )?;
     dev_info!(
