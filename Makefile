@@ -7,7 +7,7 @@ CSPD_CACHE ?= /var/tmp/coresight-panic-dump
 # The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
 export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
-.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-csdump help
+.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -59,10 +59,15 @@ plugin:
 e2e: plugin
 	bash scripts/e2e.sh
 
-## bench            the plugin's cost (boot-to-panic time, QEMU's RSS) and csdump's (make bench-csdump)
+## bench            the plugin's cost (boot-to-panic time, QEMU's RSS), the panic path's (make bench-panic) and csdump's (make bench-csdump)
 bench: plugin
 	bash scripts/bench-plugin.sh
+	bash scripts/bench-panic.sh
 	$(MAKE) bench-csdump
+
+## bench-panic      the panic path on the emulated components: time and register accesses per phase (2 and 8 CPUs), trace bytes it adds
+bench-panic: plugin
+	bash scripts/bench-panic.sh
 
 ## bench-csdump     csdump report on a 16 MiB trace (peak RSS, stray files) and decode MB/s vs trc_pkt_lister
 bench-csdump:

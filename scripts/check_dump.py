@@ -6,7 +6,9 @@
 Expects (see samples/rust/coresight_panic_dump/): a committed dump; `rust-sample` holding byte
 i = (i * 7 + 3) % 256 for 4096 bytes; `c-sample` holding "c sample record\\n" then 1024 bytes
 i = 255 - i % 256; `rust-failing` with status partial, error -EIO (-5) and the data "half"; no
-record named `rust-deleted` (it was removed with dump_del); the panic message the test triggered.
+record named `rust-deleted` (it was removed with dump_del); the panic message the test triggered;
+the phase times: every phase ran, in order, and the "other" phase ran one callback per record of
+kind other, as many failed as those records say.
 """
 
 import argparse
@@ -59,8 +61,24 @@ def main():
         msg = (s.get("panic") or {}).get("message")
         if msg != a.message:
             raise Bad(f"panic message {msg!r}, expected {a.message!r}")
+        ph = s.get("phases")
+        if not ph:
+            raise Bad("no phase times in the dump")
+        phases = {p["phase"]: p for p in ph["phases"]}
+        order = ["stop-sources", "sample-cpus", "drain-sinks", "other", "commit"]
+        if list(phases) != order or not all(p["ran"] for p in phases.values()):
+            raise Bad(f"phase times: {ph}")
+        starts = [phases[n]["start_us"] for n in order]
+        if starts != sorted(starts) or ph["frequency_hz"] <= 0:
+            raise Bad(f"phase times out of order or without a counter frequency: {ph}")
+        other = [r for r in s["records"] if r["kind"] == "other"]
+        failed = [r for r in other if r["status"] != "ok"]
+        if (phases["other"]["callbacks"], phases["other"]["errors"]) != (len(other), len(failed)):
+            raise Bad(f"phase other ran {phases['other']['callbacks']} callbacks ({phases['other']['errors']} "
+                      f"failed); the dump has {len(other)} other records ({len(failed)} not ok)")
         print(f"dump checked: {len(s['records'])} records, samples byte-exact, failing callback "
-              f"isolated, deleted registration absent, panic message {msg!r}")
+              f"isolated, deleted registration absent, panic message {msg!r}, phases in order "
+              f"({ph['total_us']} us in all)")
         return 0
     except (Bad, OSError, KeyError, ValueError) as e:
         print(f"error: {a.dir}: {e}", file=sys.stderr)

@@ -36,8 +36,19 @@ never with something the harness generated:
 - `perf script -k vmlinux` decodes csdump's perf.data;
 - with --hw-stop FUNCS (the ETMs' ViewInst stop points at the crash path's entries): the plugin's
   truth says the panicking CPU's start/stop logic stopped its trace (viewinst.ended_by
-  "stop-point") at the entry of one of FUNCS, and the last branch csdump decodes for that CPU goes
-  there; with --no-hw-stop, no CPU's trace was stopped by a stop point.
+  "stop-point") at the entry of one of FUNCS, the last branch csdump decodes for that CPU goes
+  there (nothing after it: no console or CPU debug code), and csdump reports the stop reached;
+  with --no-hw-stop, no CPU's trace was stopped by a stop point and the panicking CPU's decoded
+  trace runs on past panic()'s entry (--through's last function);
+- the panic path's order, as the emulated hardware saw it (plugin.log): every ETM stopped before
+  the first EDPCSR read, every EDPCSR read before the TMC stopped, and no trace byte reached the
+  TMC after the last source stopped (the counters the plugin logs at each of those moments); the
+  dump's phase times (csdump info) ran in that order and their callbacks match the records;
+- after the commit the panicking CPU cleaned the dump to the point of coherency (the plugin counts
+  its DC CVAC/CIVAC after the TMC stopped: at least one per 64-byte line of the used region)
+  when the kernel says the region is cached, and the guest's stop_at refused an unknown name;
+- with --budget-ms N (a CPU debug fault on every CPU): the CPU debug phase took at most N ms
+  (and a little for printing), and every CPU's record says why it was not sampled.
 
 A dump that is a region file (warm reboot) holds no kernel text as it ran, so csdump decodes
 against vmlinux as built and code patched at boot decodes otherwise than it ran: there the records
@@ -524,7 +535,7 @@ def check_samples(a, rep, samples, log, fault):
     got = {c["cpu"]: c.get("sample") for c in rep["cpus"]}
     for cpu in range(a.cpus):
         s = got.get(cpu)
-        if isinstance(fault, tuple) and fault[1] == cpu and fault[0] in DEBUG_FAULTS:
+        if isinstance(fault, tuple) and fault[1] in (cpu, "all") and fault[0] in DEBUG_FAULTS:
             why = DEBUG_FAULTS[fault[0]]
             if s and s.get("outcome") == "sampled":
                 raise Bad(f"CPU{cpu}'s debug interface has fault {fault[0]}, yet csdump shows a sample: {s}")
@@ -637,12 +648,26 @@ def check_panic_path(a, rep, sym, panic_cpu):
 def check_hw_stop(a, truth, rep, sym, panic_cpu):
     """The hardware stop: where the plugin's ETM stopped the panicking CPU's trace (truth.json
     viewinst, tools/qemu-coresight/README.md) and where csdump's decode of it ends."""
+    rc = next((c for c in rep["cpus"] if c["cpu"] == panic_cpu), None)
     if a.no_hw_stop:
         stopped = {c: t["viewinst"]["stopped_at"] for c, t in truth.items()
                    if t.get("viewinst", {}).get("stopped_at")}
         if stopped:
             raise Bad(f"no hardware stop was asked for, yet the plugin's ETMs stopped at a stop point: {stopped}")
-        print("hardware stop off: no CPU's trace was stopped by a ViewInst stop point")
+        if rc and rc.get("hw_stop"):
+            raise Bad(f"no hardware stop was asked for, yet csdump reports one: {rc['hw_stop']}")
+        # The trace runs on past the crash entry: panic()'s own code and what it calls.
+        last = a.through.split(",")[-1]
+        names = [sym(int(f["start"], 16)) for f in rc["functions"]] if rc else []
+        if last not in names:
+            raise Bad(f"panicking CPU{panic_cpu}: {last} is not in the decoded trace")
+        after = [n for n in names[names.index(last) + 1:] if n != last]
+        if len(after) < 10:
+            raise Bad(f"panicking CPU{panic_cpu}: only {after} decoded after {last}: the trace seems to "
+                      "end at the crash entry although the hardware stop is off")
+        print(f"hardware stop off: no CPU's trace was stopped by a ViewInst stop point; the panicking "
+              f"CPU's trace runs on past {last} ({len(after)} function runs after it, "
+              f"e.g. {', '.join(sorted(set(after))[:6])})")
         return
     want = a.hw_stop.split(",")
     v = truth.get(panic_cpu, {}).get("viewinst")
@@ -655,13 +680,155 @@ def check_hw_stop(a, truth, rep, sym, panic_cpu):
     if name not in want:
         raise Bad(f"panicking CPU{panic_cpu}: the stop point {addr:#x} ({sym(addr)}) is not the entry of "
                   f"one of {want}")
-    rc = next((c for c in rep["cpus"] if c["cpu"] == panic_cpu), None)
     last = rc["branches"][-1] if rc and rc["branches"] else None
     to = int(last["to"]["addr"], 16) if last and last.get("to") else None
-    if to != addr:
+    via = ""
+    t = truth.get(panic_cpu, {})
+    tl = (t.get("events") or [None])[-1]
+    if (to is None and last and str(last.get("kind", "")).startswith("iBR") and tl
+            and int(tl["from"], 16) == int(last["from"]["addr"], 16) and tl.get("to")
+            and int(tl["to"], 16) == addr and v.get("total_at_stop") == t.get("total")):
+        # An indirect branch into the stop point: the exception return of an interrupt taken at
+        # the function's first instruction (or an indirect call). The trace ends at its target,
+        # so it carries no target address; the plugin's truth says this branch went to the stop
+        # point and nothing was traced after it.
+        via = (f" (entered through {last['kind']} at {last['from'].get('symbol')}, whose target the "
+               f"trace does not carry; the truth's last branch goes there)")
+    elif to != addr:
         raise Bad(f"panicking CPU{panic_cpu}: the decoded trace ends with {last}, not a branch to {name} ({addr:#x})")
-    print(f"hardware stop: panicking CPU{panic_cpu}'s trace ends at the entry of {name} ({addr:#x}), "
-          f"in the plugin's truth and in csdump's decode")
+    hs = rc.get("hw_stop") or {}
+    if not hs.get("reached") or hs.get("stop_points", 0) < 1:
+        raise Bad(f"panicking CPU{panic_cpu}: csdump does not report the hardware stop reached: {hs}")
+    print(f"hardware stop: panicking CPU{panic_cpu}'s trace ends at the entry of {name} ({addr:#x}){via}, "
+          f"in the plugin's truth and in csdump's decode; its ETM record says the stop point was "
+          f"reached ({hs['stop_points']} armed)")
+
+
+COUNTERS = re.compile(r"\[counters: accesses tmc=(\d+) funnel=(\d+) etm=(\d+) debug=(\d+); "
+                      r"trace bytes (\d+) by cpu ([\d,]+)\]")
+
+
+def plugin_milestones(d):
+    """The plugin log's lines in order, with their counters: (kind, cpu, text, counters)."""
+    out = []
+    p = "qemu-coresight: "
+    for line in open(os.path.join(d, "plugin.log"), errors="replace"):
+        if p not in line:
+            continue
+        text = line.split(p, 1)[1].strip()
+        m = COUNTERS.search(text)
+        c = None
+        if m:
+            c = {"tmc": int(m.group(1)), "funnel": int(m.group(2)), "etm": int(m.group(3)),
+                 "debug": int(m.group(4)), "bytes": int(m.group(5))}
+        if re.match(r"etm \d+: stopped", text):
+            out.append(("etm-stop", int(text.split()[1].rstrip(":")), text, c))
+        elif re.match(r"debug \d+: EDPCSR read", text):
+            out.append(("edpcsr", int(text.split()[1].rstrip(":")), text, c))
+        elif text.startswith("tmc stopped:"):
+            out.append(("tmc-stop", None, text, c))
+        elif re.match(r"etm \d+: stop point", text):
+            out.append(("stop-point", int(text.split()[1].rstrip(":")), text, c))
+        elif text.startswith("exit:"):
+            out.append(("exit", None, text, c))
+    return out
+
+
+def check_order(a, cpus, fault):
+    """The panic path's phases as the emulated hardware saw them: sources stopped, then CPUs
+    sampled, then the sink drained; no trace after the last source stopped."""
+    ms = plugin_milestones(a.dir)
+    # The TMC's stop; a TMC that never stops (a fault) is judged at the plugin's exit.
+    tmc = [i for i, m in enumerate(ms) if m[0] == "tmc-stop"]
+    ends = tmc or [i for i, m in enumerate(ms) if m[0] == "exit"]
+    if not ends:
+        raise Bad("the plugin logged neither the TMC stopping nor its exit")
+    end = ends[-1]
+    # The ETM stops of the panic: the last one of each CPU before the TMC stopped.
+    stops = {}
+    for i, m in enumerate(ms[:end]):
+        if m[0] == "etm-stop":
+            stops[m[1]] = i
+    reads = [i for i, m in enumerate(ms[:end]) if m[0] == "edpcsr"]
+    want = [c for c in cpus if not (isinstance(fault, tuple) and fault[0] == "etm-never-idle"
+                                    and fault[1] == c)]
+    missing = [c for c in want if c not in stops]
+    if missing:
+        raise Bad(f"the plugin never saw the ETMs of CPUs {missing} stopped before the TMC stopped")
+    last_stop = max(stops[c] for c in want)
+    if reads and min(reads) < last_stop:
+        raise Bad(f"an EDPCSR read ({ms[min(reads)][2]}) came before the last ETM stopped "
+                  f"({ms[last_stop][2]}): CPU debug sampling ran while a source traced")
+    c_stop, c_tmc = ms[last_stop][3], ms[end][3]
+    if not c_stop or not c_tmc:
+        raise Bad("the plugin's milestones carry no counters")
+    added = c_tmc["bytes"] - c_stop["bytes"]
+    if added != 0:
+        raise Bad(f"{added} trace bytes reached the TMC after the last source stopped")
+    print(f"panic path order (plugin): {len(want)} ETMs stopped, then {len(reads)} EDPCSR reads, then "
+          f"the TMC stopped; no trace byte reached the TMC after the last source stopped")
+
+
+def check_phases(a, vmcore, recs, fault):
+    """The dump's phase times: every phase ran, in order, with the callbacks the records show;
+    with --budget-ms, the CPU debug phase within it."""
+    r = run([a.csdump, "info", vmcore, "--json"])
+    info = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+    p = info.get("phases")
+    if not p:
+        raise Bad(f"csdump info shows no phase times ({r.returncode}): {r.stderr[-500:]}")
+    ph = {x["phase"]: x for x in p["phases"]}
+    order = ["stop-sources", "sample-cpus", "drain-sinks", "other", "commit"]
+    if [x["phase"] for x in p["phases"]] != order or not all(ph[n]["ran"] for n in order):
+        raise Bad(f"phase times: {p}")
+    starts = [ph[n]["start_us"] for n in order]
+    if starts != sorted(starts):
+        raise Bad(f"phases out of order: {starts}")
+    kinds = {"stop-sources": "source", "sample-cpus": "cpu-debug", "drain-sinks": "sink"}
+    for n, k in kinds.items():
+        want = sum(1 for x in recs if x["kind"] == k)
+        if ph[n]["callbacks"] != want:
+            raise Bad(f"phase {n}: {ph[n]['callbacks']} callbacks, the dump has {want} {k} records")
+    if a.budget_ms is not None:
+        took = ph["sample-cpus"]["duration_us"] / 1000
+        # The budget bounds the sampling (register accesses and waits); the phase also prints
+        # each CPU's report lines, which the budget does not count: 5 ms per CPU, and 5 ms for
+        # the last wait's overshoot.
+        slack = 5 + 5 * a.cpus
+        if took > a.budget_ms + slack:
+            raise Bad(f"the CPU debug phase took {took:.1f} ms, the budget is {a.budget_ms} ms "
+                      f"(and {slack} ms for printing)")
+        print(f"CPU debug phase: {took:.1f} ms, within the {a.budget_ms} ms budget and {slack} ms "
+              f"for printing {a.cpus} CPUs' reports")
+    print("phase times: " + ", ".join(f"{n} {ph[n]['duration_us']:.0f} us" for n in order)
+          + f"; {p['total_us']:.0f} us in all")
+
+
+def check_cache_clean(a, log, vmcore, panic_cpu):
+    """After the commit, the panicking CPU cleaned the dump to the point of coherency: the
+    kernel says so, and the plugin counted its DC CVAC/CIVAC (one per 64-byte line at least)."""
+    m = re.search(r"coresight_panic_dump: dump committed at \S+ \(sequence \d+\): .*; (.*)", log)
+    if not m:
+        raise Bad("the panic log has no 'dump committed' line")
+    how = m.group(1).strip()
+    if how.startswith("written through"):
+        print("cache: the region is not cached (a no-map region, write-combined): nothing to clean")
+        return
+    if not how.startswith("cleaned to the point of coherency"):
+        raise Bad(f"the dump was not cleaned from the data cache: {how}")
+    r = run([a.csdump, "info", vmcore, "--json"])
+    used = json.loads(r.stdout)["commit"]["used_bytes"]
+    text = open(os.path.join(a.dir, "plugin.log"), errors="replace").read()
+    d = re.findall(r"data cache cleans to the point of coherency since the TMC stopped, by cpu: ([\d,]+)", text)
+    if not d:
+        raise Bad("the plugin logged no count of data cache cleans")
+    counts = [int(x) for x in d[-1].split(",")]
+    n = counts[panic_cpu] if panic_cpu < len(counts) else 0
+    if n < used // 64:
+        raise Bad(f"CPU{panic_cpu} ran {n} data cache cleans after the TMC stopped; the dump's "
+                  f"{used} bytes are {used // 64} lines")
+    print(f"cache: the kernel cleaned the dump to the point of coherency; the panicking CPU ran {n} "
+          f"DC CVAC/CIVAC after the TMC stopped, for the {used} bytes ({used // 64} lines) in use")
 
 
 def check_trigger(a, rep, sym):
@@ -752,6 +919,8 @@ def parse_fault(f):
     if not f:
         return None
     name, _, cpu = f.partition("@")
+    if cpu == "all":
+        return (name, "all")
     return (name, int(cpu)) if cpu else name
 
 
@@ -809,6 +978,12 @@ def check(a):
     panic_cpu = rep["panic_cpu"]
     pcs = check_samples(a, rep, samples, log, fault)
 
+    if "stop_at refused an unknown function; still: " not in log:
+        raise Bad("the guest did not see stop_at refuse an unknown function name")
+    if not a.vmcore:
+        check_order(a, cpus, fault)
+        check_phases(a, vmcore, recs, fault)
+        check_cache_clean(a, log, raw, panic_cpu)
     if fault in TMC_FAULTS:
         check_tmc_fault(a, fault, log, vmcore, out, recs, stops)
         check_etms(a, out, recs, enabled, cpus, log, fault)
@@ -845,7 +1020,7 @@ def check(a):
         check_panic_path(a, rep, sym, panic_cpu)
     if a.trigger:
         check_trigger(a, rep, sym)
-    if a.hw_stop or a.no_hw_stop:
+    if (a.hw_stop or a.no_hw_stop) and panic_cpu in cpus:
         check_hw_stop(a, truth, rep, sym, panic_cpu)
     check_other_samples(a, truth, rep, pcs, panic_cpu, sym)
     if a.perf:
@@ -929,7 +1104,10 @@ def main():
                          "the panicking CPU's trace must end at one of them (give --through the functions "
                          "before it: nothing of the stopped function is decoded)")
     ap.add_argument("--no-hw-stop", action="store_true",
-                    help="the hardware stop is off: no CPU's trace may end at a stop point")
+                    help="the hardware stop is off: no CPU's trace may end at a stop point, and the "
+                         "panicking CPU's runs on past --through's last function")
+    ap.add_argument("--budget-ms", type=int,
+                    help="the CPU debug phase's time budget (coresight_cpu_debug.budget_ms) it must keep")
     ap.add_argument("--compare-only", action="store_true",
                     help="only the ground-truth comparison, on --decoded (harness self-test)")
     ap.add_argument("--decoded", help="a decoded report (DIR/ground/report.json, possibly altered)")

@@ -10,7 +10,8 @@
 #   sample-builtin       builtin variant (sample built in), QMP dump-guest-memory
 #   dump-qemu-dump       panic-dump core + Rust and C clients, QMP dump, csdump extract checked
 #   dump-builtin         the same with the core and both clients built into the image
-#   dump-kdump           the same through kdump (the core sets crash_kexec_post_notifiers itself);
+#   dump-kdump           the same through kdump (crash_kexec_post_notifiers on the command line: the
+#                        core sets it only while a trace sink or source is registered);
 #                        the capture kernel also saves makedumpfile's -F -c -d 31 (plain and
 #                        gzip'ed) and -l -d 31 files, and csdump extracts the same from them
 #   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
@@ -46,6 +47,9 @@
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
+#   trace-no-hw-stop     stop_at emptied through sysfs: no hardware stop, the trace runs past panic()
+#   trace-debug-all-off  every CPU's debug power domain stays down: the CPU debug phase keeps its
+#                        time budget and every CPU's record says why it was not sampled
 #   trace-tmc-stuck, trace-tmc-never-ready, trace-tmc-flush-stuck, trace-debug-power-off,
 #   trace-debug-ignore-corepurq, trace-debug-double-lock, trace-etm-os-lock, trace-etm-never-idle
 #                        one plugin fault each (all eight): only the faulty component's record is
@@ -152,7 +156,7 @@ check_vmcores() {
 
 scenario_dump-kdump() {
 	local d=$RUNS/dump-kdump
-	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $DUMP_APPEND" --makedumpfile &&
+	qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M crash_kexec_post_notifiers $DUMP_APPEND" --makedumpfile &&
 		check_dump "$d" && check_vmcores "$d"
 }
 
@@ -178,7 +182,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 names = sorted(r["name"] for r in s["records"])
 assert s["commit"]["state"] == "ok", s["commit"]
-assert names == ["identity", "panic", "rust-failing", "rust-sample"], names
+assert names == ["identity", "panic", "phases", "rust-failing", "rust-sample"], names
 print("region full: c-sample refused at registration; the others dumped and committed:", names)
 PY
 }
@@ -226,12 +230,10 @@ for cpu in range(ncpu):
 PY
 }
 
-# The CoreSight device tree and plugin options of the scenarios on emulated CoreSight. The ETF is
-# 256 KiB (tmc_size; the plugin's default is 64 KiB): until the hardware stop of the panic path
-# exists, the ETMs trace until their own panic callbacks stop them, so panic()'s printing and the
-# dump must fit in the ETF after the crash (measured: more than half of a 256 KiB ETF is the
-# panicking CPU's trace after sysrq_handle_crash). The dump region is 4 MiB: the TMC record alone
-# takes the ETF's size.
+# The CoreSight device tree and plugin options of the scenarios on emulated CoreSight. The ETMs
+# stop tracing in hardware at the crash path's entry (the core's stop_at), so the ETF holds the
+# trace up to the crash whatever panic() prints after it; CS_TMC_SIZE is its size (see
+# README.md for what was measured). The dump region is 4 MiB.
 # CS_REGION=region adds the device-tree dump region (make_dtb) to the CoreSight device tree.
 # CS_TMC=etr makes the TMC an ETR (the plugin's tmc=etr, the node named etr@...), and
 # CS_TRACEDATA=1 gives it upstream's crash-data regions ("tracedata", "metadata"; see
@@ -282,7 +284,7 @@ scenario_dump-warm-reboot() {
 	check_dump "$d" || return 1
 	local size
 	size=$(stat -c %s "$d/vmcore.elf")
-	grep -q "coresight_panic_dump: previous dump: 5 records" "$d/console.log" ||
+	grep -q "coresight_panic_dump: previous dump: 6 records" "$d/console.log" ||
 		{ echo "the second boot did not report the previous dump" >&2; return 1; }
 	grep -q "CSPD: clear rejected a bad value; last dump still $size bytes" "$d/console.log" ||
 		{ echo "writing 2 to clear was not rejected, or changed the dump" >&2; return 1; }
@@ -510,7 +512,7 @@ scenario_dump-dt-region() {
 # /proc/vmcore, so the capture kernel's core hands the dump over as a vmcore device dump
 # (NT_VMCOREDD note "coresight_panic_dump"), which csdump takes. The capture kernel is the same
 # Image (the core built in) and gets the same device tree from kexec_file_load.
-DT_KDUMP_APPEND="cspd.test=kdump crashkernel=256M cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
+DT_KDUMP_APPEND="cspd.test=kdump crashkernel=256M crash_kexec_post_notifiers cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
 HANDED_OVER="coresight_panic_dump: kdump capture kernel: dump at $DT_REGION (.*) added to /proc/vmcore as device dump coresight_panic_dump"
 
 # Checks that the capture kernel handed the dump over and that csdump read it from the device dump.
@@ -567,18 +569,35 @@ TRACE_MODS=coresight_tmc.ko,coresight_etm4x.ko,coresight_cpu_debug.ko
 TRACE_APPEND="reserve_mem=4M:4096:coresight_dump cspd.trace=1"
 TRACE_MOD_APPEND="$TRACE_APPEND cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1"
 
-check_trace() {
+# The hardware stop of a sysrq panic: the trace ends at panic()'s entry, right after
+# sysrq_handle_crash (nothing of panic() itself is decoded).
+SYSRQ_STOP=(--through sysrq_handle_crash --hw-stop panic,die,die_kernel_fault)
+
+check_trace_with() {
 	local dir=$1 variant=$2
 	shift 2
 	# Its findings also go to the run's check.txt (make demo prints them).
 	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "$@" 2>&1 | tee "$dir/check.txt"
+	return "${PIPESTATUS[0]}"
+}
+
+# check_trace DIR VARIANT [ARGS]: the checks of a sysrq panic with the hardware stop on.
+check_trace() {
+	local dir=$1 variant=$2
+	shift 2
+	check_trace_with "$dir" "$variant" "${SYSRQ_STOP[@]}" "$@"
 }
 
 scenario_trace-kdump() {
 	local d=$RUNS/trace-kdump
-	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" --makedumpfile &&
-		check_trace "$d" mod --perf && check_vmcores "$d" &&
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" --makedumpfile || return 1
+	# Nothing on the command line: the core set crash_kexec_post_notifiers when the trace
+	# drivers registered, so the dump ran before the capture kernel.
+	grep -q "coresight_panic_dump: crash_kexec_post_notifiers set: trace sinks/sources registered" \
+		"$d/console.log" && grep -q "CSPD: crash_kexec_post_notifiers: Y" "$d/console.log" ||
+		{ echo "the core did not set crash_kexec_post_notifiers for the trace drivers" >&2; return 1; }
+	check_trace "$d" mod --perf && check_vmcores "$d" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.kdump"
@@ -595,10 +614,33 @@ scenario_trace-dt-kdump() {
 	check_device_dump "$d"
 }
 
+# Built in, with stop_at given on the kernel command line.
 scenario_trace-builtin() {
 	local d=$RUNS/trace-builtin
-	cs_qemu qemu-dump builtin "$d" "cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1" &&
-		check_trace "$d" builtin
+	cs_qemu qemu-dump builtin "$d" \
+		"cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1 coresight_panic_dump.stop_at=panic" &&
+		tr -d '\r' <"$d/console.log" | grep -q "^CSPD: stop_at: panic$" &&
+		check_trace_with "$d" builtin --through sysrq_handle_crash --hw-stop panic
+}
+
+# The hardware stop switched off through sysfs (stop_at emptied before the sources are enabled):
+# no stop point, and the panicking CPU's trace runs on past panic()'s entry, through what panic()
+# prints, until the panic path stops the ETM.
+scenario_trace-no-hw-stop() {
+	local d=$RUNS/trace-no-hw-stop
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.stop_at=off" &&
+		grep -q "CSPD: stop_at set: ''" "$d/console.log" &&
+		check_trace_with "$d" mod --through sysrq_handle_crash,panic --no-hw-stop
+}
+
+# Every CPU's debug power domain stays down (fault=debug-power-off@all): each CPU waits for its
+# core to power up only for its share of the CPU debug phase's budget (budget_ms, 50 ms here), the
+# phase ends within it, and every CPU's record says why it was not sampled.
+scenario_trace-debug-all-off() {
+	local d=$RUNS/trace-debug-all-off
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND,budget_ms=50" \
+		--cs-arg fault=debug-power-off@all &&
+		check_trace "$d" mod --fault debug-power-off@all --budget-ms 50
 }
 
 # GDB replays the dumps of trace-kdump (modules, kdump) and trace-builtin (built in, QMP dump; also
@@ -617,8 +659,11 @@ scenario_trace-gdb() {
 		local -a extra=()
 		# The mod kernel has a line table (configs/modules.config), the builtin one none.
 		if [ "$v" = builtin ]; then extra=(--snapshot); else extra=(--source); fi
+		# The ETM stops at panic()'s entry (the hardware stop): nothing of panic() is in the
+		# history, the current instruction is its entry.
 		python3 "$REPO/scripts/check_gdb.py" --dir "$src" --csdump "$CSDUMP" \
-			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" "${extra[@]}" 2>&1 | tee "$d/$s.txt"
+			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" --through sysrq_handle_crash "${extra[@]}" 2>&1 |
+			tee "$d/$s.txt"
 		[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 	done
 	# The check must fail when the truth is one instruction off: the panicking CPU's last branch
@@ -666,12 +711,13 @@ scenario_trace-warm-reboot() {
 
 # An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
 # decoded flow takes the data abort in lkdtm_EXCEPTION (the task may then move: one run faulted on
-# CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through die() into panic(). The
-# oops prints registers and a backtrace before panic() prints its own, and the run is longer than
-# sysrq's: the ETF is 1 MiB here (256 KiB did not hold lkdtm_EXCEPTION in one run of two).
+# CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through __do_kernel_fault to the
+# hardware stop: die_kernel_fault() is inlined into __do_kernel_fault in these kernels (not a
+# symbol, so the core leaves it out of stop_at and says so), and the trace ends at die()'s entry,
+# before the registers and the backtrace are printed.
 scenario_trace-oops() {
 	local d=$RUNS/trace-oops rc=0
-	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" \
+	cs_qemu qemu-dump mod "$d" \
 		"cspd.test=panic cspd.trigger=lkdtm cspd.lkdtm=EXCEPTION panic_on_oops=1 $TRACE_MOD_APPEND" || rc=1
 	if grep -qa "CSPD: no LKDTM" "$d/console.log" 2>/dev/null; then
 		echo "the kernel has no LKDTM (/sys/kernel/debug/provoke-crash is missing): it needs CONFIG_LKDTM=y" >&2
@@ -679,7 +725,8 @@ scenario_trace-oops() {
 	fi
 	[ $rc = 0 ] || return 1
 	grep -qa "Internal error: Oops" "$d/console.log" || { echo "LKDTM EXCEPTION did not oops" >&2; return 1; }
-	check_trace "$d" mod --last 400000 --trigger lkdtm_EXCEPTION --through die,panic
+	check_trace_with "$d" mod --last 400000 --trigger lkdtm_EXCEPTION --through __do_kernel_fault \
+		--hw-stop die_kernel_fault,die
 }
 
 # TMC-ETR (the plugin's tmc=etr): the production coresight_tmc drives the emulated ETR as a sysfs
@@ -779,12 +826,10 @@ scenario_trace-tmc-flush-stuck() {
 }
 
 # CPU 1's debug power domain stays off (fault=debug-power-off@1): its record says it was not sampled.
-# The panicking CPU polls for the power-up until its timeout while every ETM still traces (the
-# panic-path order issue): with a 256 KiB ETF that polling can evict the other CPU's trace, so the
-# ETF is 1 MiB here and in trace-debug-ignore-corepurq.
+# The panicking CPU polls for the power-up after every ETM has stopped: nothing of it is traced.
 scenario_trace-debug-power-off() {
 	local d=$RUNS/trace-debug-power-off
-	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-power-off@1 &&
 		check_trace "$d" mod --fault debug-power-off@1
 }
 
@@ -792,7 +837,7 @@ scenario_trace-debug-power-off() {
 # zero): its record says it was not sampled, powered down.
 scenario_trace-debug-ignore-corepurq() {
 	local d=$RUNS/trace-debug-ignore-corepurq
-	CS_TMC_SIZE=1M cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-ignore-corepurq@1 &&
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=debug-ignore-corepurq@1 &&
 		check_trace "$d" mod --fault debug-ignore-corepurq@1
 }
 
@@ -938,11 +983,16 @@ cspd.unbind=coresight-etm4x/7ff11000.etm cspd.rmmod=coresight_etm4x,coresight_tm
 		echo "the kernel complained while unloading" >&2
 		return 1
 	fi
+	grep -q "CSPD: crash_kexec_post_notifiers: Y" "$d/console.log" &&
+		grep -q "CSPD: after rmmod, crash_kexec_post_notifiers: N" "$d/console.log" &&
+		grep -q "coresight_panic_dump: crash_kexec_post_notifiers cleared: no trace sink/source left" \
+			"$d/console.log" ||
+		{ echo "crash_kexec_post_notifiers was not set while tracing and put back after the unload" >&2; return 1; }
 	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
 	python3 - "$d/extract/summary.json" <<'PY'
 import json, sys
 kinds = [r["kind"] for r in json.load(open(sys.argv[1]))["records"]]
-assert kinds == ["identity", "panic-info"], kinds
+assert kinds == ["identity", "panic-info", "phases"], kinds
 print("after unload the dump holds only the core's records:", kinds)
 PY
 }
@@ -1041,8 +1091,8 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-tmc-stuck trace-tmc-never-ready trace-tmc-flush-stuck
-	trace-debug-power-off trace-debug-ignore-corepurq trace-debug-double-lock trace-etm-os-lock
+	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-ready
+	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
 	harness-coresight-wrong-id upstream-drivers
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)

@@ -60,6 +60,12 @@ main() {
 		die "the KUnit build warns about this project's code (see $log)"
 	fi
 	[ "$rc" = 0 ] || die "KUnit failed (status $rc): see above, $log and $out/test.log"
+	# Lockdep (CONFIG_PROVE_LOCKING) saw every lock the tests took: any report is a failure.
+	if grep -E "WARNING: (possible|inconsistent)|BUG: (sleeping|spinlock|lock held)" "$out/test.log"; then
+		die "lockdep reported a problem during the KUnit tests (see $out/test.log)"
+	fi
+	grep -q "Lock dependency validator" "$out/test.log" ||
+		die "the KUnit kernel ran without lockdep (CONFIG_PROVE_LOCKING): $out/test.log"
 	[ -n "$filter" ] && return 0
 
 	# A suite that silently dropped out of the build (a lost config symbol) is a failure too.

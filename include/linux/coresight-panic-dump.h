@@ -4,8 +4,8 @@
  * memory region when the kernel panics.
  *
  * Each registration gets a fixed slot of @max_bytes in the region when it is added, so nothing
- * is allocated at panic time. At panic the core calls the callbacks in phases (CPU debug
- * samples, then trace sources, then trace sinks, then the rest), each phase in registration
+ * is allocated at panic time. At panic the core calls the callbacks in phases (trace
+ * sources, then CPU debug samples, then trace sinks, then the rest), each phase in registration
  * order, on the panicking CPU with the other CPUs stopped. A callback must not sleep, allocate,
  * take a lock another CPU may hold, or wait without a bound. It writes at most @size bytes at
  * @buf, stores how many it wrote in *@len, and returns 0 or a negative errno; an error costs only
@@ -19,8 +19,8 @@
 
 /* What a registration dumps; decides its phase at panic time. */
 enum coresight_dump_type {
-	CORESIGHT_DUMP_CPU_DEBUG = 1,	/* phase 1: sample CPUs */
-	CORESIGHT_DUMP_SOURCE = 2,	/* phase 2: stop trace sources */
+	CORESIGHT_DUMP_CPU_DEBUG = 1,	/* phase 2: sample CPUs */
+	CORESIGHT_DUMP_SOURCE = 2,	/* phase 1: stop trace sources */
 	CORESIGHT_DUMP_SINK = 3,	/* phase 3: stop and drain trace sinks */
 	CORESIGHT_DUMP_OTHER = 4,	/* phase 4: anything else */
 };
@@ -40,10 +40,13 @@ enum coresight_dump_payload {
 /* No CPU: the registration is not tied to one. */
 #define CORESIGHT_DUMP_NO_CPU (-1)
 
+/* Most crash-path entry addresses coresight_dump_stop_addrs() gives. */
+#define CORESIGHT_DUMP_MAX_STOP_ADDRS 16
+
 typedef int (*coresight_dump_fn)(void *data, void *buf, size_t size, size_t *len);
 
 struct coresight_dump_desc {
-	const char *name;		/* device name, up to 31 bytes are kept */
+	const char *name;		/* device name, copied; up to 31 bytes are kept */
 	enum coresight_dump_type type;
 	int cpu;			/* CPU number or CORESIGHT_DUMP_NO_CPU */
 	size_t max_bytes;		/* slot size reserved in the region */
@@ -52,11 +55,23 @@ struct coresight_dump_desc {
 	void *data;			/* passed to @dump */
 };
 
+/* A registration, opaque: what coresight_dump_add() returns and coresight_dump_del() takes. */
 struct coresight_dump_entry;
 
+/*
+ * coresight_dump_add() copies the description (the name included): @desc may go once it
+ * returns; @dump and @data must stay valid until coresight_dump_del(). It returns the
+ * registration or an ERR_PTR: -EINVAL for a bad description, -ENOSPC when the region has no
+ * room (or the core no free registration), -ENODEV without the core or a region.
+ *
+ * coresight_dump_stop_addrs() copies up to @max of the crash path's entry addresses (the core's
+ * stop_at parameter) to @addrs and returns how many: a trace source driver programs them as
+ * stop points when it starts tracing, so that its trace ends where the crash began.
+ */
 #if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
 struct coresight_dump_entry *coresight_dump_add(const struct coresight_dump_desc *desc);
 void coresight_dump_del(struct coresight_dump_entry *entry);
+int coresight_dump_stop_addrs(unsigned long *addrs, unsigned int max);
 #else
 static inline struct coresight_dump_entry *
 coresight_dump_add(const struct coresight_dump_desc *desc)
@@ -65,6 +80,11 @@ coresight_dump_add(const struct coresight_dump_desc *desc)
 }
 
 static inline void coresight_dump_del(struct coresight_dump_entry *entry) { }
+
+static inline int coresight_dump_stop_addrs(unsigned long *addrs, unsigned int max)
+{
+	return 0;
+}
 #endif
 
 #endif /* _LINUX_CORESIGHT_PANIC_DUMP_H */

@@ -1,6 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <linux/coresight.h>
+#ifdef CONFIG_ARM64
+#include <asm/virt.h>
+#endif
+
+__rust_helper bool rust_helper_cspd_kernel_in_hyp_mode(void)
+{
+#ifdef CONFIG_ARM64
+	return is_kernel_in_hyp_mode();
+#else
+	return false;
+#endif
+}
 
 __rust_helper enum cs_mode rust_helper_coresight_get_mode(struct coresight_device *csdev)
 {

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <linux/buildid.h>
+#include <linux/cacheflush.h>
 #include <linux/crash_dump.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/of.h>
 #include <linux/panic_notifier.h>
+#include <linux/timekeeping.h>
 #include <linux/utsname.h>
 #include <linux/vmcore_info.h>
 #include <asm/sections.h>
+#ifdef CONFIG_ARM64
+#include <clocksource/arm_arch_timer.h>
+#endif
 
 __rust_helper phys_addr_t rust_helper_page_to_phys(struct page *page)
 {
@@ -20,27 +25,72 @@ __rust_helper bool rust_helper_is_kdump_kernel(void)
 	return is_kdump_kernel();
 }
 
-__rust_helper void rust_helper_cspd_set_crash_kexec_post_notifiers(bool on)
+__rust_helper bool rust_helper_cspd_swap_crash_kexec_post_notifiers(bool on)
 {
+	bool was = crash_kexec_post_notifiers;
+
 	crash_kexec_post_notifiers = on;
+	return was;
+}
+
+/* vmcoreinfo_append_str() is variadic and built-in only: take one preformatted line. */
+__rust_helper int rust_helper_cspd_vmcoreinfo_append(const char *line)
+{
+#ifdef CONFIG_VMCORE_INFO
+	if (!vmcoreinfo_data)
+		return -ENODEV;
+	vmcoreinfo_append_str("%s", line);
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
 }
 
 /*
- * vmcoreinfo_append_str() is variadic and built-in only: take one preformatted line. The ELF note
- * that crash tools read is rebuilt from the data only at boot and at kdump time; rebuild it here
- * too (as update_vmcoreinfo_note() does), so that a hypervisor's memory dump sees the line.
+ * Rebuilds the vmcoreinfo ELF note from its data, as kernel/vmcore_info.c's static
+ * update_vmcoreinfo_note() does (see kernel::vmcore_info::refresh_note for why).
  */
-__rust_helper int rust_helper_cspd_vmcoreinfo_append(const char *line)
+__rust_helper int rust_helper_cspd_vmcoreinfo_refresh_note(void)
 {
 #ifdef CONFIG_VMCORE_INFO
 	u32 *buf;
 
 	if (!vmcoreinfo_data || !vmcoreinfo_note)
 		return -ENODEV;
-	vmcoreinfo_append_str("%s", line);
 	buf = append_elf_note(vmcoreinfo_note, VMCOREINFO_NOTE_NAME, 0, vmcoreinfo_data,
 			      vmcoreinfo_size);
 	final_note(buf);
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/* A free-running count for the panic path's phase times: the arm64 virtual counter. */
+__rust_helper u64 rust_helper_cspd_counter_read(void)
+{
+#ifdef CONFIG_ARM64
+	return arch_timer_read_counter();
+#else
+	return ktime_get_mono_fast_ns();
+#endif
+}
+
+/* The frequency of rust_helper_cspd_counter_read() in Hz; 0 when unknown. */
+__rust_helper u64 rust_helper_cspd_counter_frequency(void)
+{
+#ifdef CONFIG_ARM64
+	return arch_timer_get_rate();
+#else
+	return NSEC_PER_SEC;
+#endif
+}
+
+/* Cleans [addr, addr + len) of the data cache to the point of coherency. */
+__rust_helper int rust_helper_cspd_dcache_clean_poc(void *addr, size_t len)
+{
+#ifdef CONFIG_ARM64
+	dcache_clean_poc((unsigned long)addr, (unsigned long)addr + len);
 	return 0;
 #else
 	return -EOPNOTSUPP;

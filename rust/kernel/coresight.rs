@@ -65,6 +65,13 @@ pub fn get_cpu(dev: &Device) -> Result<u32> {
     u32::try_from(cpu).map_err(|_| ENODEV)
 }
 
+/// Returns whether the kernel runs at EL2 (arm64 with VHE): a trace unit's address comparators
+/// must then match Non-secure EL2, where the kernel's code runs, instead of excluding it.
+pub fn kernel_at_el2() -> bool {
+    // SAFETY: The helper reads a boot-time CPU state and has no requirement.
+    unsafe { bindings::cspd_kernel_in_hyp_mode() }
+}
+
 /// Returns the CoreSight bus name for the next component of `dev` with `prefix`, such as
 /// `tmc_etf0` (`coresight_alloc_device_name()`): the same device gets the same index again
 /// when it is bound again.

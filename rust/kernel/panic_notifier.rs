@@ -151,13 +151,57 @@ impl<T: PanicHandler> Registration<T> {
     }
 }
 
-/// Sets whether `panic()` runs the panic notifiers before starting a kdump capture kernel.
+/// Sets whether `panic()` runs the panic notifiers before starting a kdump capture kernel, and
+/// returns the previous setting.
 ///
 /// This is the `crash_kexec_post_notifiers` command line switch. Without it a loaded capture
-/// kernel starts right away and no notifier runs.
-pub fn set_crash_kexec_post_notifiers(on: bool) {
+/// kernel starts right away and no notifier runs. The kernel's own users (Hyper-V, powerpc
+/// fadump) set it while their feature needs the notifiers; a user of this function restores what
+/// it found when it no longer does.
+pub fn set_crash_kexec_post_notifiers(on: bool) -> bool {
     // SAFETY: Writing the flag has no requirement; `panic()` reads it once when it starts.
-    unsafe { bindings::cspd_set_crash_kexec_post_notifiers(on) };
+    unsafe { bindings::cspd_swap_crash_kexec_post_notifiers(on) }
+}
+
+/// A free-running counter a panic handler can read to time what it does: one register read, no
+/// lock, valid with interrupts off and the other CPUs stopped (on arm64, the architected timer's
+/// virtual count `CNTVCT_EL0`; elsewhere the NMI-safe monotonic clock in nanoseconds).
+pub struct Counter;
+
+impl Counter {
+    /// Returns the current count.
+    pub fn read() -> u64 {
+        // SAFETY: Reading the counter has no requirement.
+        unsafe { bindings::cspd_counter_read() }
+    }
+
+    /// Returns the counter's frequency in Hz, 0 when unknown.
+    pub fn frequency() -> u64 {
+        // SAFETY: Reading the frequency has no requirement.
+        unsafe { bindings::cspd_counter_frequency() }
+    }
+
+    /// Returns the counts in `us` microseconds at `frequency` Hz (saturating).
+    pub fn ticks_in_us(us: u64, frequency: u64) -> u64 {
+        // 64-bit arithmetic only (modules have no 128-bit division): exact unless `us * frequency`
+        // overflows, hours at any real frequency, then rounded to whole seconds.
+        match us.checked_mul(frequency) {
+            Some(v) => v / 1_000_000,
+            None => (us / 1_000_000).saturating_mul(frequency),
+        }
+    }
+
+    /// Returns the microseconds `ticks` counts last at `frequency` Hz (saturating; 0 when the
+    /// frequency is unknown).
+    pub fn us_in_ticks(ticks: u64, frequency: u64) -> u64 {
+        if frequency == 0 {
+            return 0;
+        }
+        match ticks.checked_mul(1_000_000) {
+            Some(v) => v / frequency,
+            None => (ticks / frequency).saturating_mul(1_000_000),
+        }
+    }
 }
 
 #[pinned_drop]

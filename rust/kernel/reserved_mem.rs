@@ -282,6 +282,7 @@ pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     phys: PhysAddr,
+    cache: Cache,
 }
 
 // SAFETY: The mapping is plain memory; it can be used and unmapped from any thread.
@@ -307,7 +308,12 @@ impl Mapping {
         let ptr = unsafe { bindings::memremap(phys, len, flags as usize) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` maps `len` bytes at `phys`.
-        Ok(Self { ptr, len, phys })
+        Ok(Self {
+            ptr,
+            len,
+            phys,
+            cache,
+        })
     }
 
     /// Size of the mapping in bytes.
@@ -323,6 +329,38 @@ impl Mapping {
     /// Physical address of the first byte.
     pub fn phys_addr(&self) -> PhysAddr {
         self.phys
+    }
+
+    /// Caching attribute of the mapping.
+    pub fn cache(&self) -> Cache {
+        self.cache
+    }
+
+    /// Makes what was written to `offset..offset + len` reach memory: cleans those bytes of the
+    /// data cache to the point of coherency when the mapping is write-back (on arm64,
+    /// `dcache_clean_poc()`), and waits for the writes of a write-combined one (`wmb()`).
+    ///
+    /// For memory that must survive a reset which does not write dirty cache lines back, such
+    /// as a warm reboot on many arm64 systems. Returns whether a clean was issued; [`EOPNOTSUPP`]
+    /// for a write-back mapping on an architecture without the helper. Usable at panic time: no
+    /// lock, no allocation.
+    pub fn clean_to_poc(&self, offset: usize, len: usize) -> Result<bool> {
+        self.check(offset, len)?;
+        match self.cache {
+            Cache::WriteBack => {
+                // SAFETY: `offset..offset + len` is inside the live mapping (checked above,
+                // invariant); cleaning cache lines does not change their content.
+                let ret = unsafe {
+                    bindings::cspd_dcache_clean_poc(self.ptr.as_ptr().add(offset).cast(), len)
+                };
+                crate::error::to_result(ret)?;
+                Ok(true)
+            }
+            Cache::WriteCombine => {
+                crate::sync::barrier::mb(crate::sync::barrier::Write);
+                Ok(false)
+            }
+        }
     }
 
     fn check(&self, offset: usize, len: usize) -> Result {

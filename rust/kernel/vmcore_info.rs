@@ -14,16 +14,30 @@ use crate::{
     str::CStrExt, //
 };
 
-/// Appends `line` (which should end in `\n`) to the vmcoreinfo note.
+/// Appends `line` (which should end in `\n`) to vmcoreinfo (`vmcoreinfo_append_str()`).
 ///
-/// The note is rebuilt at once, so a hypervisor's memory dump (QEMU `dump-guest-memory` with the
-/// `vmcoreinfo` device) sees the line too. Only code built into the kernel can do this, and it
-/// must happen before user space loads a capture kernel with `kexec -p`: the note is copied then.
+/// A kdump capture kernel's `/proc/vmcore` has it: the kernel rebuilds the ELF note from the
+/// data when it crashes into the capture kernel. Only code built into the kernel can do this.
 /// Returns [`EOPNOTSUPP`] when the kernel has no vmcoreinfo (`CONFIG_VMCORE_INFO`), [`ENODEV`]
 /// before it is set up.
 pub fn append(line: &CStr) -> Result {
     // SAFETY: `line` is a valid NUL-terminated string, formatted with "%s" by the helper.
     to_result(unsafe { bindings::cspd_vmcoreinfo_append(line.as_char_ptr()) })
+}
+
+/// Rebuilds the vmcoreinfo ELF note from the data, so that what [`append`] added is in the note
+/// now, not only after a crash into a capture kernel.
+///
+/// Why: a hypervisor's memory dump of the guest (QEMU `dump-guest-memory` with the `vmcoreinfo`
+/// device, which reads the note at the address the kernel gave it at boot) takes the note as it
+/// is in memory when the guest is dumped. The kernel builds the note at boot and again only in
+/// `crash_save_vmcoreinfo()` on the way into a capture kernel, so a line appended after boot is
+/// missing from such a dump unless the note is rebuilt; `kernel/vmcore_info.c` has the function
+/// that does it (`update_vmcoreinfo_note()`) but keeps it static. Call it once after the lines
+/// are appended, before user space can load a capture kernel.
+pub fn refresh_note() -> Result {
+    // SAFETY: The helper rebuilds the note from the data with the kernel's own functions.
+    to_result(unsafe { bindings::cspd_vmcoreinfo_refresh_note() })
 }
 
 /// Where the running kernel is and which one it is: what a tool needs to symbolise its addresses.

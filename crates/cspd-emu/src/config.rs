@@ -63,8 +63,12 @@ pub struct Config {
     /// Where the TMC's trace RAM goes, oldest word first, each time capture stops
     /// (`tmc_dump=`); `None` writes none.
     pub tmc_dump: Option<PathBuf>,
-    /// Faults (`fault=NAME` or `fault=NAME@CPU`, repeatable).
+    /// Faults (`fault=NAME`, `fault=NAME@CPU` or `fault=NAME@all`, repeatable).
     pub faults: Faults,
+    /// An address whose first execution by a traced vCPU is logged with the counters
+    /// (`mark=ADDR`), for a benchmark to measure from there (a function's entry, as a crash
+    /// path's when no stop point marks it).
+    pub mark: Option<u64>,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             log: None,
             tmc_dump: None,
             faults: Faults::default(),
+            mark: None,
         }
     }
 }
@@ -161,6 +166,7 @@ impl Config {
                 "log" => c.log = Some(PathBuf::from(v)),
                 "tmc_dump" => c.tmc_dump = Some(PathBuf::from(v)),
                 "fault" => c.fault(v)?,
+                "mark" => c.mark = Some(number(key, v)?),
                 _ => return Err(format!("unknown argument '{key}' (in '{arg}')")),
             }
         }
@@ -168,6 +174,26 @@ impl Config {
     }
 
     fn fault(&mut self, v: &str) -> Result<(), String> {
+        // `NAME@all`: the fault on every CPU the machine can have.
+        if let Some(name) = v.strip_suffix("@all") {
+            if !FAULT_NAMES
+                .iter()
+                .any(|f| f.strip_suffix("@CPU") == Some(name))
+            {
+                return Err(format!(
+                    "fault={v}: @all applies to the per-CPU faults ({})",
+                    FAULT_NAMES
+                        .iter()
+                        .filter_map(|f| f.strip_suffix("@CPU"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            for cpu in 0..bus::MAX_CPUS {
+                self.fault(&format!("{name}@{cpu}"))?;
+            }
+            return Ok(());
+        }
         let (name, cpu) = match v.split_once('@') {
             Some((n, c)) => {
                 let cpu = usize::try_from(number("fault", c)?)
@@ -214,5 +240,26 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_per_cpu_fault_applies_to_one_cpu_or_all() {
+        let c = Config::parse(["fault=debug-power-off@1"]).unwrap();
+        assert!(c.faults.debug_of(1).power_stays_off);
+        assert!(!c.faults.debug_of(0).power_stays_off);
+        let c = Config::parse(["fault=debug-power-off@all", "fault=debug-double-lock@3"]).unwrap();
+        for cpu in 0..bus::MAX_CPUS {
+            assert!(c.faults.debug_of(cpu).power_stays_off, "CPU {cpu}");
+        }
+        assert!(c.faults.debug_of(3).double_lock);
+        assert!(!c.faults.debug_of(2).double_lock);
+        let e = Config::parse(["fault=tmc-never-ready@all"]).unwrap_err();
+        assert!(e.contains("@all applies to the per-CPU faults"), "{e}");
+        assert!(Config::parse(["fault=debug-power-off@x"]).is_err());
     }
 }

@@ -117,11 +117,34 @@ struct Vcpu {
     tracker: Mutex<Tracker>,
 }
 
+/// Register accesses by component kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccessCounts {
+    /// To the TMC.
+    pub tmc: u64,
+    /// To the funnel.
+    pub funnel: u64,
+    /// To the ETMs.
+    pub etm: u64,
+    /// To the CPU debug interfaces.
+    pub debug: u64,
+}
+
+/// The most CPUs whose trace bytes are counted apart.
+pub const COUNTED_CPUS: usize = 8;
+
 /// Counts for the exit line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuStats {
     /// Register reads and writes.
     pub mmio: u64,
+    /// Register reads and writes by component kind.
+    pub accesses: AccessCounts,
+    /// Trace bytes that reached the TMC, by source CPU (the first [`COUNTED_CPUS`]).
+    pub trace_bytes_by_cpu: [u64; COUNTED_CPUS],
+    /// Data cache clean instructions (`DC CVAC`, `DC CIVAC`) each vCPU executed since the TMC
+    /// last stopped capture (the first [`COUNTED_CPUS`]).
+    pub dc_clean_since_tmc_stop: [u64; COUNTED_CPUS],
     /// Trace bytes that reached the TMC.
     pub trace_bytes: u64,
     /// Trace bytes dropped because the path was closed.
@@ -130,6 +153,29 @@ pub struct EmuStats {
     pub sessions: u64,
     /// Per-vCPU tracker counts, summed.
     pub tracker: TrackerStats,
+}
+
+impl EmuStats {
+    /// The counters the log lines of the panic path's milestones carry (stop point reached,
+    /// ETM stopped, TMC stopped, exit), for a benchmark to take differences of.
+    pub fn counters(&self, cpus: usize) -> String {
+        let a = &self.accesses;
+        let by_cpu: Vec<String> = self
+            .trace_bytes_by_cpu
+            .iter()
+            .take(cpus.min(COUNTED_CPUS))
+            .map(u64::to_string)
+            .collect();
+        format!(
+            "[counters: accesses tmc={} funnel={} etm={} debug={}; trace bytes {} by cpu {}]",
+            a.tmc,
+            a.funnel,
+            a.etm,
+            a.debug,
+            self.trace_bytes,
+            by_cpu.join(",")
+        )
+    }
 }
 
 /// The emulated CoreSight components and the trace of the vCPUs.
@@ -149,6 +195,8 @@ pub struct Emu {
     staged_pc: Box<[AtomicU64]>,
     /// The TMC had stopped capture at the last access.
     tmc_stopped: AtomicBool,
+    /// The `mark=` address was reached.
+    marked: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -205,6 +253,7 @@ impl Emu {
             events: Mutex::new(Vec::new()),
             staged_pc: (0..cpus).map(|_| AtomicU64::new(0)).collect(),
             tmc_stopped: AtomicBool::new(false),
+            marked: AtomicBool::new(false),
             cfg,
         };
         {
@@ -298,17 +347,35 @@ impl Emu {
         if !v.tracing.load(Ordering::Relaxed) {
             return;
         }
-        let bytes = {
+        let (bytes, stop) = {
             let mut t = lock(&v.tracker);
+            let before = t.stopped_at();
             t.exec(prev, tb, &self.vectors);
-            if t.pending_bytes() >= PUSH_CHUNK {
-                t.take_bytes()
-            } else {
-                return;
-            }
+            let after = t.stopped_at();
+            let stop = after.filter(|_| after != before);
+            let bytes = (t.pending_bytes() >= PUSH_CHUNK).then(|| t.take_bytes());
+            (bytes, stop)
         };
-        let mut d = lock(&self.devices);
-        self.route(&mut d, vcpu, &bytes);
+        if let Some(at) = stop {
+            let c = lock(&self.stats).counters(self.cpus);
+            self.event(format!("etm {vcpu}: stop point {at:#x} reached {c}"));
+        }
+        if self.cfg.mark == Some(tb.start) && !self.marked.swap(true, Ordering::Relaxed) {
+            let c = lock(&self.stats).counters(self.cpus);
+            self.event(format!("cpu {vcpu}: mark {:#x} reached {c}", tb.start));
+        }
+        if let Some(bytes) = bytes {
+            let mut d = lock(&self.devices);
+            self.route(&mut d, vcpu, &bytes);
+        }
+    }
+
+    /// vCPU `vcpu` executes a data cache clean to the point of coherency (`DC CVAC` or
+    /// `DC CIVAC`).
+    pub fn dc_clean(&self, vcpu: usize) {
+        if let Some(n) = lock(&self.stats).dc_clean_since_tmc_stop.get_mut(vcpu) {
+            *n += 1;
+        }
     }
 
     /// vCPU `vcpu` is about to run `mrs x<reg>, elr_el1`.
@@ -377,6 +444,9 @@ impl Emu {
         };
         let mut s = lock(&self.stats);
         s.trace_bytes += taken as u64;
+        if let Some(n) = s.trace_bytes_by_cpu.get_mut(cpu) {
+            *n += taken as u64;
+        }
         s.dropped_bytes += (bytes.len() - taken.min(bytes.len())) as u64;
     }
 
@@ -392,7 +462,17 @@ impl Emu {
         let Some((target, off)) = bus::decode(woff, self.cpus) else {
             return true;
         };
-        lock(&self.stats).mmio += 1;
+        {
+            let mut s = lock(&self.stats);
+            s.mmio += 1;
+            let a = &mut s.accesses;
+            match target {
+                Target::Tmc => a.tmc += 1,
+                Target::Funnel => a.funnel += 1,
+                Target::Etm(_) => a.etm += 1,
+                Target::Debug(_) => a.debug += 1,
+            }
+        }
         let mut d = lock(&self.devices);
         let word = off & !3;
         let words: &[u32] = if size == 8 && word & 7 == 0 {
@@ -459,6 +539,11 @@ impl Emu {
         }
         let (bytes, full) = d.tmc.held();
         let mut e = format!("tmc stopped: {} bytes held, full {full}", bytes.len());
+        let counters = {
+            let mut s = lock(&self.stats);
+            s.dc_clean_since_tmc_stop = [0; COUNTED_CPUS];
+            s.counters(self.cpus)
+        };
         if let Sink::Etr(etr) = &d.tmc {
             e.push_str(&format!(
                 " (etr: DBA {:#x}, RSZ {:#x} words)",
@@ -472,6 +557,8 @@ impl Emu {
                 Err(err) => e.push_str(&format!(", not written to {}: {err}", path.display())),
             }
         }
+        e.push(' ');
+        e.push_str(&counters);
         self.event(e);
     }
 
@@ -583,8 +670,9 @@ impl Emu {
             Some((a, _)) => format!(", ViewInst stopped at {a:#x}"),
             None => String::new(),
         };
+        let counters = lock(&self.stats).counters(self.cpus);
         self.event(format!(
-            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth{stop}",
+            "etm {cpu}: {reason}, {} trace bytes flushed, {} events in the truth{stop} {counters}",
             bytes.len(),
             truth.events().len()
         ));

@@ -29,4 +29,4 @@ pub mod truth;
 pub mod config;
 mod emu;
 
-pub use emu::{Emu, EmuStats, GuestMem};
+pub use emu::{AccessCounts, Emu, EmuStats, GuestMem, COUNTED_CPUS};

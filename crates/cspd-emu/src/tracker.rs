@@ -484,6 +484,15 @@ impl Tracker {
         self.session.is_some()
     }
 
+    /// Returns the address of the stop point that stopped the open session's start/stop logic,
+    /// if one did.
+    pub fn stopped_at(&self) -> Option<u64> {
+        self.session
+            .as_ref()
+            .and_then(|s| s.truth.stop())
+            .map(|(a, _)| a)
+    }
+
     /// Returns whether an exception waits for its `ELR_EL1`.
     pub fn waiting_for_elr(&self) -> bool {
         self.session.as_ref().is_some_and(|s| s.pending.is_some())

@@ -572,6 +572,8 @@ struct Run {
     untraced_branches: u64,
     /// The stop points that stopped the start/stop logic (the execution's record).
     stops: Vec<u64>,
+    /// The plugin's log events of the run.
+    events: Vec<String>,
 }
 
 /// The ViewInst programming of a run, as the kernel's driver would write it.
@@ -587,6 +589,9 @@ struct ViewSetup {
     started: bool,
     /// `TRCACATRn` of every comparator.
     acatr: u32,
+    /// The stop points are programmed by the kernel driver's own configuration
+    /// (`TraceConfig::with_stop_points`), not written here.
+    by_driver: bool,
 }
 
 /// `TRCACATRn` as the C driver programs it for a kernel not in hypervisor mode: every Secure
@@ -604,6 +609,8 @@ struct Setup {
     /// A TMC-ETR with a flat buffer of this many bytes in guest memory at this address,
     /// instead of the ETF.
     etr: Option<(u64, u32)>,
+    /// The plugin's `mark=` address.
+    mark: Option<u64>,
 }
 
 impl Setup {
@@ -616,6 +623,7 @@ impl Setup {
             view: None,
             crash_after: None,
             etr: None,
+            mark: None,
         }
     }
 }
@@ -648,18 +656,20 @@ fn run_setup(setup: Setup) -> Run {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let truth_file = dir.with_extension("truth.json");
-    let cfg = Config::parse([
-        format!("tmc_size={tmc_size}").as_str(),
+    let mut args = vec![
+        format!("tmc_size={tmc_size}"),
         if setup.etr.is_some() {
             "tmc=etr"
         } else {
             "tmc=etf"
-        },
-        "cpus=1",
-        format!("truth={}", truth_file.display()).as_str(),
-        format!("tmc_dump={}", dir.with_extension("tmc.bin").display()).as_str(),
-    ])
-    .unwrap();
+        }
+        .to_string(),
+        "cpus=1".to_string(),
+        format!("truth={}", truth_file.display()),
+        format!("tmc_dump={}", dir.with_extension("tmc.bin").display()),
+    ];
+    args.extend(setup.mark.map(|m| format!("mark={m:#x}")));
+    let cfg = Config::parse(args.iter().map(String::as_str)).unwrap();
     let emu = Emu::new(cfg, 1, Box::new(MemRef(&mem as *const Mem))).unwrap();
 
     // Vector tables are learnt from exceptions seen before trace starts, as at boot.
@@ -702,7 +712,7 @@ fn run_setup(setup: Setup) -> Run {
     }
     let mut vissctlr = 0;
     let mut viiectlr = 0;
-    if let Some(v) = setup.view.as_ref() {
+    if let Some(v) = setup.view.as_ref().filter(|v| !v.by_driver) {
         // The comparators, while the unit is idle, with 64-bit stores.
         let mut f = frame(&emu, &mem, bus::ETM_OFFSET);
         f.write32(0xFB0, 0xC5AC_CE55);
@@ -748,7 +758,12 @@ fn run_setup(setup: Setup) -> Run {
         let mut etm = Etm4x::new(&mut f, Interface::Mmio, Timeout::DEFAULT);
         let ids = etm.read_ids().unwrap();
         let mut tc = TraceConfig::default_for(&ids, TRACE_ID, false).unwrap();
-        if let Some(v) = setup.view.as_ref() {
+        if let Some(v) = setup.view.as_ref().filter(|v| v.by_driver) {
+            let (with_stops, left) = tc.with_stop_points(&ids, &v.stop, false);
+            assert_eq!(left, 0);
+            assert_eq!(with_stops.acatr, v.acatr);
+            tc = with_stops;
+        } else if let Some(v) = setup.view.as_ref() {
             tc.victlr = (tc.victlr & !(1 << 9)) | if v.started { 1 << 9 } else { 0 };
             tc.vissctlr = vissctlr;
             tc.viiectlr = viiectlr;
@@ -844,6 +859,27 @@ fn run_setup(setup: Setup) -> Run {
         events.iter().any(|e| e.starts_with("tmc stopped: ")),
         "{events:?}"
     );
+    // Every milestone carries the counters a benchmark takes differences of.
+    let stats = emu.exit();
+    assert!(
+        stats.accesses.tmc > 0 && stats.accesses.funnel > 0 && stats.accesses.etm > 0,
+        "{stats:?}"
+    );
+    assert_eq!(stats.accesses.debug, 0);
+    assert_eq!(stats.trace_bytes_by_cpu[0], stats.trace_bytes);
+    let tmc_stop = events
+        .iter()
+        .find(|e| e.starts_with("tmc stopped: "))
+        .unwrap();
+    // Nothing reaches the TMC after it stopped; the drain's accesses come after the event.
+    assert!(
+        tmc_stop.contains(" [counters: accesses tmc=")
+            && tmc_stop.ends_with(&format!(
+                "debug=0; trace bytes {} by cpu {}]",
+                stats.trace_bytes, stats.trace_bytes
+            )),
+        "{tmc_stop}"
+    );
     assert!(
         events
             .iter()
@@ -920,6 +956,7 @@ fn run_setup(setup: Setup) -> Run {
         restarts: cpu.restarts,
         untraced_branches: cpu.untraced_branches,
         stops: cpu.view.map(|v| v.stops).unwrap_or_default(),
+        events,
     }
 }
 
@@ -1103,10 +1140,19 @@ fn stop_point(name: &'static str, stop: u64, seed: u64) -> Run {
             ..ViewSetup::default()
         }),
         crash_after: Some(3000),
+        mark: Some(CRASH),
         ..Setup::new(name, 6000, 1 << 20, seed)
     });
     assert!(!r.wrapped);
     assert_decodes_exactly(&r, name);
+    // The mark at the crash function's entry is logged once, when the CPU first enters it.
+    let marked = format!("cpu 0: mark {CRASH:#x} reached [counters: ");
+    assert_eq!(
+        r.events.iter().filter(|e| e.starts_with(&marked)).count(),
+        1,
+        "{:?}",
+        r.events
+    );
     assert_eq!(
         r.stops,
         vec![stop],
@@ -1125,6 +1171,14 @@ fn stop_point(name: &'static str, stop: u64, seed: u64) -> Run {
     assert_eq!(v["stopped_at"], format!("{stop:#x}"));
     assert_eq!(v["total_at_stop"], r.truth["total"]);
     assert_eq!(v["ended_by"], "stop-point");
+    // The log says when the stop point was reached, with the counters of that moment.
+    let reached = format!("etm 0: stop point {stop:#x} reached [counters: accesses tmc=");
+    assert_eq!(
+        r.events.iter().filter(|e| e.starts_with(&reached)).count(),
+        1,
+        "{:?}",
+        r.events
+    );
     assert_eq!(r.victlr_after & (1 << 9), 0, "SSSTATUS: stopped");
     assert_eq!(
         r.victlr_after & !(1 << 9),
@@ -1148,6 +1202,28 @@ fn a_stop_point_at_a_function_entry_ends_the_trace_there() {
         taken && (end == CRASH_CALL + 4 || end == VECTORS + 0x280 + 0x10),
         "{end:#x}"
     );
+}
+
+#[test]
+fn the_drivers_stop_points_end_the_trace_at_the_first_crash_entry_reached() {
+    // What the kernel driver programs for the crash path's entries (several stop points, one
+    // comparator each, TRCACATR for a kernel at EL1): the trace ends at the one that runs.
+    let r = run_setup(Setup {
+        view: Some(ViewSetup {
+            stop: vec![CODE + 0x40_0000, CRASH, CODE + 0x50_0000],
+            started: true,
+            acatr: ACATR_KERNEL,
+            by_driver: true,
+            ..ViewSetup::default()
+        }),
+        crash_after: Some(3000),
+        ..Setup::new("driver_stops", 6000, 1 << 20, 0x5EED_0009)
+    });
+    assert_decodes_exactly(&r, "driver_stops");
+    assert_eq!(r.stops, vec![CRASH]);
+    assert_eq!(r.truth["viewinst"]["ended_by"], "stop-point");
+    assert_eq!(r.executed_truth.last().unwrap().2, CRASH);
+    assert_eq!(r.victlr_after & (1 << 9), 0, "SSSTATUS: stopped");
 }
 
 #[test]

@@ -224,7 +224,7 @@ fn container_header_round_trip_and_layout() {
     );
     let b = h.encode();
     assert_eq!(&b[..8], b"CSPDUMP\0");
-    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 2);
+    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 3);
     assert_eq!(u16::from_le_bytes([b[10], b[11]]), 64);
     assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 0x10_0000);
     assert_eq!(&b[24..40], &BOOT_ID);
@@ -436,19 +436,20 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     let (mut region, _) = sample_region();
-    region[8] = 3;
+    region[8] = 4;
     let e = parse_region(&region).unwrap_err();
     assert_eq!(
         e,
         FormatError::UnsupportedVersion {
             offset: 0,
-            version: 3
+            version: 4
         }
     );
     assert!(
-        e.to_string().contains("unsupported format version 3"),
+        e.to_string().contains("unsupported format version 4"),
         "{e}"
     );
+    assert!(e.to_string().contains("newer csdump"), "{e}");
     // A region of the first layout, whose records do not say their payload type, is refused
     // with a message that says why.
     region[8] = 1;
@@ -460,8 +461,85 @@ fn unsupported_version() {
             version: 1
         }
     );
-    assert!(e.to_string().contains("older than this reader's 2"), "{e}");
+    assert!(
+        e.to_string().contains("older than this reader's 2 to 3"),
+        "{e}"
+    );
     assert!(e.to_string().contains("payload type"), "{e}");
+}
+
+#[test]
+fn version_2_regions_are_still_read() {
+    // A region of the layout before the phase times record: same frame, read as it is.
+    let (mut region, _) = sample_region();
+    let mut h = ContainerHeader::decode(&region).unwrap();
+    assert_eq!(h.version, FORMAT_VERSION);
+    h.version = 2;
+    region[..CONTAINER_HEADER_SIZE].copy_from_slice(&h.encode());
+    let parsed = parse_region(&region).unwrap();
+    assert_eq!(parsed.header().version, 2);
+    assert!(validate(&region).unwrap().is_clean());
+}
+
+#[test]
+fn phase_times_round_trip_and_reject_bad_payloads() {
+    let mut p = Phases {
+        frequency: 62_500_000,
+        entry: 10_000,
+        ..Phases::default()
+    };
+    for (i, phase) in Phase::ALL.iter().enumerate() {
+        let t = p.get_mut(*phase);
+        t.start = 10_000 + 1000 * i as u64;
+        t.end = t.start + 625 * (i as u64 + 1);
+        t.callbacks = i as u32;
+        t.errors = u32::from(i == 2);
+    }
+    let mut buf = vec![0xA5u8; PHASES_SIZE + 3];
+    assert_eq!(p.encode(&mut buf), Ok(PHASES_SIZE));
+    assert_eq!(buf[PHASES_SIZE], 0xA5);
+    assert_eq!(Phases::decode(&buf), Ok(p));
+    // 625 ticks at 62.5 MHz are 10 us.
+    assert_eq!(p.duration_ns(Phase::StopSources), Some(10_000));
+    assert_eq!(p.duration_ns(Phase::Commit), Some(50_000));
+    assert_eq!(p.total_ns(), Some((4000 + 3125) * 16));
+    assert_eq!(Phase::SampleCpus.name(), "sample-cpus");
+    // Unknown frequency: no duration, still decodes.
+    let mut q = p;
+    q.frequency = 0;
+    q.encode(&mut buf).unwrap();
+    assert_eq!(
+        Phases::decode(&buf).unwrap().duration_ns(Phase::Other),
+        None
+    );
+    // Bad payloads are named.
+    assert_eq!(
+        Phases::decode(&buf[..PHASES_SIZE - 1]),
+        Err(PhasesError::TooShort(PHASES_SIZE - 1))
+    );
+    let mut bad = buf.clone();
+    bad[0] = 7;
+    assert_eq!(Phases::decode(&bad), Err(PhasesError::Version(7)));
+    let mut bad = buf.clone();
+    bad[4] = 4;
+    assert!(matches!(
+        Phases::decode(&bad),
+        Err(PhasesError::Layout { count: 4, .. })
+    ));
+    let mut bad = buf.clone();
+    // The drain phase (index 2) ends before it starts.
+    let at = 24 + 2 * 24 + 8;
+    bad[at..at + 8].copy_from_slice(&1u64.to_le_bytes());
+    assert_eq!(
+        Phases::decode(&bad),
+        Err(PhasesError::Inconsistent(Phase::DrainSinks))
+    );
+    assert!(PhasesError::Inconsistent(Phase::DrainSinks)
+        .to_string()
+        .contains("drain-sinks"));
+    // A phase record is a record kind of its own, known to the frame.
+    assert_eq!(RecordKind::try_from(9), Ok(RecordKind::Phases));
+    assert_eq!(RecordKind::Phases.name(), "phases");
 }
 
 #[test]
@@ -531,8 +609,12 @@ fn init_with_core_records_writes_what_the_kernel_writes() {
     let slots = init_with_core_records(&mut r, &ch, &id).unwrap();
     assert_eq!(slots.panic_info, 64 + RECORD_HEADER_SIZE + IDENTITY_SIZE);
     assert_eq!(
-        slots.first_free,
+        slots.phases,
         slots.panic_info + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE
+    );
+    assert_eq!(
+        slots.first_free,
+        slots.phases + RECORD_HEADER_SIZE + PHASES_SIZE
     );
     let region = parse_region(&r).unwrap();
     let recs: Vec<_> = region.records().collect();
@@ -546,8 +628,12 @@ fn init_with_core_records_writes_what_the_kernel_writes() {
     assert_eq!(panic.header.kind, RecordKind::PanicInfo);
     assert_eq!(panic.header.status, RecordStatus::NotRun);
     assert_eq!(panic.offset, slots.panic_info);
+    let phases = recs[2].as_ref().unwrap();
+    assert_eq!(phases.header.kind, RecordKind::Phases);
+    assert_eq!(phases.header.status, RecordStatus::NotRun);
+    assert_eq!(phases.offset, slots.phases);
     // Not committed yet: the chain ends without a commit.
-    assert!(matches!(recs[2], Err(FormatError::MissingCommit { .. })));
+    assert!(matches!(recs[3], Err(FormatError::MissingCommit { .. })));
     write_commit(&mut r).unwrap();
     assert!(validate(&r).unwrap().is_clean());
 }

@@ -29,7 +29,7 @@ fn case(name: &str, cfg: CpuDebugConfig, pc64: bool, state: CpuState) {
     // One sample on a fresh model gives the access pattern of the panic path.
     let mut fresh = CpuDebugModel::new(cfg);
     fresh.set_cpu_state(state);
-    let s = sample_cpu(&mut fresh, 0, &arch);
+    let s = sample_cpu(&mut fresh, 0, &arch, MAX_DELAYS_PER_SAMPLE);
     let accesses = fresh.accesses();
     let delays = fresh.delays();
     let waited_ms = fresh.delayed_us() as f64 / 1000.0;
@@ -40,7 +40,12 @@ fn case(name: &str, cfg: CpuDebugConfig, pc64: bool, state: CpuState) {
     for _ in 0..iters {
         let mut mm = CpuDebugModel::new(cfg);
         mm.set_cpu_state(state);
-        black_box(sample_cpu(&mut mm, 0, black_box(&arch)));
+        black_box(sample_cpu(
+            &mut mm,
+            0,
+            black_box(&arch),
+            MAX_DELAYS_PER_SAMPLE,
+        ));
     }
     let ns = start.elapsed().as_nanos() as f64 / f64::from(iters);
     let outcome = match s.outcome {

@@ -66,6 +66,12 @@ fn sysreg_encoding_matches_the_arm64_register_table() {
         (TRCOSLSR, 2, 1, 1, 1, 4),
         (TRCAUTHSTATUS, 2, 1, 7, 14, 6),
         (TRCDEVARCH, 2, 1, 7, 15, 6),
+        // The 64-bit address comparators: TRCACVR0/1/8 and TRCACATR0/9.
+        (0x400, 2, 1, 2, 0, 0),
+        (0x408, 2, 1, 2, 2, 0),
+        (0x440, 2, 1, 2, 0, 1),
+        (0x480, 2, 1, 2, 0, 2),
+        (0x4C8, 2, 1, 2, 2, 3),
     ];
     for (off, op0, op1, crn, crm, op2) in table {
         let r = sysreg_of_offset(off);
@@ -401,4 +407,109 @@ fn perf_metadata_follows_cs_etm_h() {
     assert_eq!(md[9], 0xCC);
     assert_eq!(md[10] as i64, -1);
     assert_eq!(s.perf_metadata(1)[10], 1);
+}
+
+/// Entry addresses of three kernel functions, as a KASLR'd kernel has them.
+const STOPS: [u64; 3] = [
+    0xFFFF_C5E1_8012_3450,
+    0xFFFF_C5E1_8004_5670,
+    0xFFFF_C5E1_8009_8000,
+];
+
+fn ids_of(m: &mut Etm4xModel) -> Etm4xIds {
+    Etm4x::new(m, Interface::Mmio, T).read_ids().unwrap()
+}
+
+#[test]
+fn stop_points_program_comparators_and_the_start_stop_logic() {
+    let mut m = Etm4xModel::cortex_a53();
+    let ids = ids_of(&mut m);
+    assert_eq!(
+        TraceConfig::addr_comparators(&ids),
+        8,
+        "TRCIDR4.NUMACPAIRS 4"
+    );
+    let base = TraceConfig::default_for(&ids, 0x12, false).unwrap();
+    let (cfg, left) = base.with_stop_points(&ids, &STOPS, false);
+    assert_eq!(left, 0);
+    // IHI 0064: STOP bits 16 + n, no START bit; SSSTATUS set and EVENT always true as before.
+    assert_eq!(cfg.vissctlr, 0b111 << 16);
+    assert_eq!(cfg.victlr, base.victlr);
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS);
+    assert_eq!(cfg.victlr & TRCVICTLR_EVENT_MASK, TRCVICTLR_EVENT_ALWAYS);
+    // Secure EL0, EL1 and EL3 (TRCIDR3.EXLEVEL_S 0b1011) and Non-secure EL2 do not match: 0x4B00,
+    // the C driver's value for a kernel at EL1.
+    assert_eq!(cfg.acatr, 0x4B00);
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    assert_eq!(m.peek(TRCVISSCTLR), 0b111 << 16);
+    assert_eq!(m.peek(TRCVIIECTLR), 0, "no include/exclude range");
+    for (n, addr) in STOPS.iter().enumerate() {
+        let acvr = 0x400 + 8 * n as u32;
+        let acatr = 0x480 + 8 * n as u32;
+        assert_eq!(m.peek(acvr), *addr as u32, "TRCACVR{n} low");
+        assert_eq!(m.peek(acvr + 4), (*addr >> 32) as u32, "TRCACVR{n} high");
+        assert_eq!(m.peek(acatr), 0x4B00, "TRCACATR{n}");
+        assert_eq!(m.peek(acatr + 4), 0);
+    }
+    assert_eq!(m.peek(0x400 + 8 * 3), 0, "TRCACVR3 untouched");
+    assert_eq!(m.stats().busy_writes, 0, "programmed while idle");
+    // A kernel at EL2 (VHE) must match Non-secure EL2.
+    let (cfg, _) = base.with_stop_points(&ids, &STOPS, true);
+    assert_eq!(cfg.acatr, 0x0B00);
+}
+
+#[test]
+fn more_stop_points_than_comparators_programs_what_fits() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let addrs: Vec<u64> = (0..11).map(|i| 0xFFFF_8000_8000_0000 + 0x100 * i).collect();
+    let base = TraceConfig::default_for(&ids, 0x10, false).unwrap();
+    let (cfg, left) = base.with_stop_points(&ids, &addrs, false);
+    assert_eq!((cfg.nr_stops, left), (8, 3));
+    assert_eq!(cfg.vissctlr, 0xFF << 16);
+    // None at all: the configuration is the default one, nothing selected.
+    let (none, left) = base.with_stop_points(&ids, &[], false);
+    assert_eq!((none.nr_stops, none.vissctlr, left), (0, 0, 0));
+    // A unit without comparators gets none, and says how many were left out.
+    let mut no_cmp = ids;
+    no_cmp.idr[4] &= !0xF;
+    let (cfg, left) = base.with_stop_points(&no_cmp, &STOPS, false);
+    assert_eq!((cfg.nr_stops, cfg.vissctlr, left), (0, 0, 3));
+}
+
+#[test]
+fn panic_save_keeps_the_viewinst_state() {
+    let mut m = Etm4xModel::cortex_a53();
+    let ids = ids_of(&mut m);
+    let (cfg, _) = TraceConfig::default_for(&ids, 0x12, false)
+        .unwrap()
+        .with_stop_points(&ids, &STOPS[..2], false);
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(1);
+    assert_eq!(s.outcome, SaveOutcome::Ok);
+    assert_eq!(s.trcvissctlr, 0b11 << 16);
+    assert_eq!(s.trcvictlr, cfg.victlr);
+    // The model has no start/stop logic: SSSTATUS reads as programmed, started.
+    assert_eq!(
+        s.hw_stop(),
+        Some(HwStop {
+            stop_points: 2,
+            stopped: false
+        })
+    );
+    let mut buf = [0u8; SAVED_STATE_SIZE];
+    s.encode(&mut buf).unwrap();
+    assert_eq!(SavedState::decode(&buf), Ok(s));
+    // A version 1 payload (before the ViewInst registers) is read, without them.
+    let mut v1 = buf[..SAVED_STATE_V1_SIZE].to_vec();
+    v1[..4].copy_from_slice(&1u32.to_le_bytes());
+    let old = SavedState::decode(&v1).unwrap();
+    assert_eq!(old.hw_stop(), None);
+    assert_eq!((old.trcvictlr, old.trcvissctlr), (0, 0));
+    assert_eq!(old.trcconfigr, s.trcconfigr);
+    assert_eq!(
+        SavedState::decode(&buf[..SAVED_STATE_V1_SIZE]),
+        Err(PayloadError::TooShort(SAVED_STATE_V1_SIZE)),
+        "a version 2 payload cut to version 1's size"
+    );
 }

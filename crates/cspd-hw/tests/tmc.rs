@@ -397,7 +397,7 @@ fn already_stopped_formatter_is_not_flushed() {
 }
 
 #[test]
-fn slot_smaller_than_ram_keeps_newest() {
+fn slot_smaller_than_ram_reads_no_more_than_the_slot() {
     let rsz = 4096;
     for fill in [rsz / 2, rsz * 3 / 2] {
         let mut ram = vec![0u32; rsz];
@@ -409,14 +409,64 @@ fn slot_smaller_than_ram_keeps_newest() {
         // Room for 1000 words and 2 bytes: whole frames only, 1000 words.
         let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 4002);
         assert_eq!(s.outcome, TmcOutcome::Truncated, "fill {fill}");
-        assert!(h.has(TMC_REC_TRUNCATED | TMC_REC_BARRIER));
+        assert!(h.has(TMC_REC_TRUNCATED | TMC_REC_BARRIER | TMC_REC_RSZ_CLAMPED));
         let held = fill.min(rsz);
-        assert_eq!(h.words_read as usize, held, "every word still read once");
-        assert_eq!(m.counts().reads(TMC_RRD) as usize, held + 1);
-        assert_eq!(h.words_dropped as usize, held - 1000);
-        let newest = &words[words.len() - 1000..];
-        assert_eq!(trace, with_barrier(words_to_bytes(newest)), "fill {fill}");
+        assert_eq!(h.words_read, 1000, "fill {fill}");
+        assert_eq!(
+            m.counts().reads(TMC_RRD),
+            1000,
+            "min(RSZ, slot) reads, no more"
+        );
+        assert_eq!(h.words_dropped as usize, held - 1000, "left in the RAM");
+        // The oldest words the slot holds, from where the RAM's oldest word is.
+        let oldest = &words[fill - held..fill - held + 1000];
+        assert_eq!(trace, with_barrier(words_to_bytes(oldest)), "fill {fill}");
     }
+}
+
+#[test]
+fn slot_that_holds_all_the_trace_is_complete_without_reading_on() {
+    // RSZ 4096, 1000 words of room, 600 held: all read, the marker seen, complete.
+    let mut ram = vec![0u32; 4096];
+    let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let words = pattern(600, 2);
+    m.push_raw_words(&words);
+    m.reset_counts();
+    let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 4000);
+    assert_eq!(s.outcome, TmcOutcome::Complete);
+    assert!(h.has(TMC_REC_RSZ_CLAMPED) && !h.has(TMC_REC_TRUNCATED));
+    assert_eq!(m.counts().reads(TMC_RRD), 601);
+    assert_eq!(trace, words_to_bytes(&words));
+    // Exactly as many held as the slot takes: read, and nothing read after them.
+    let mut ram = vec![0u32; 4096];
+    let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let words = pattern(1000, 3);
+    m.push_raw_words(&words);
+    m.reset_counts();
+    let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 4000);
+    assert_eq!(s.outcome, TmcOutcome::Complete);
+    assert_eq!((h.words_read, h.words_dropped), (1000, 0));
+    assert_eq!(m.counts().reads(TMC_RRD), 1000);
+    assert_eq!(trace, words_to_bytes(&words));
+}
+
+#[test]
+fn stuck_ram_read_with_a_small_slot_stops_at_the_slot() {
+    let rsz = 1024;
+    let mut ram = vec![0u32; rsz];
+    let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    m.push_raw_words(&pattern(100, 9));
+    m.set_fault_ram_stuck(Some(RamStuck::NeverEmpty));
+    m.reset_counts();
+    let (s, h, _) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 256 * 4);
+    assert_eq!(m.counts().reads(TMC_RRD), 256, "bounded by the slot");
+    assert_eq!(h.words_read, 256);
+    // The pointers say 100 words were held: RRD gave more than the RAM had.
+    assert_eq!(s.outcome, TmcOutcome::RamReadStuck);
+    assert!(h.has(TMC_REC_RAM_STUCK) && !h.has(TMC_REC_TRUNCATED));
 }
 
 #[test]
@@ -451,10 +501,12 @@ fn wide_memory_keeps_whole_memory_words() {
     enable_circular(&mut m, 0).unwrap();
     let words = pattern(rsz, 4);
     m.push_raw_words(&words);
-    // 1004 words of room: kept in multiples of 8 words.
+    // 1004 words of room: kept in multiples of 8 words, read no further.
+    m.reset_counts();
     let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 1004 * 4);
     assert_eq!(s.outcome, TmcOutcome::Truncated);
     assert_eq!(trace.len(), 1000 * 4);
+    assert_eq!(m.counts().reads(TMC_RRD), 1000);
     assert_eq!(h.words_dropped, 24);
 }
 

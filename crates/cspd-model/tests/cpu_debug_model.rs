@@ -14,6 +14,7 @@ use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Edprsr;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcKind;
+use cspd_hw::cpu_debug::FLAG_BUDGET_CUT;
 use cspd_hw::cpu_debug::FLAG_WAS_POWERED_DOWN;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
@@ -45,12 +46,22 @@ fn arch_of(m: &mut CpuDebugModel, pc64: bool) -> ArchData {
 
 /// Samples and checks what every sample must satisfy, whatever the outcome.
 fn sample_checked(m: &mut CpuDebugModel, cpu: u32, arch: &ArchData) -> CpuSample {
+    sample_within(m, cpu, arch, MAX_DELAYS_PER_SAMPLE)
+}
+
+/// Like [`sample_checked`], with a share of the phase budget of `max_delays` delays.
+fn sample_within(m: &mut CpuDebugModel, cpu: u32, arch: &ArchData, max_delays: u32) -> CpuSample {
     let os_before = m.os_locked();
     let prcr_before = m.edprcr();
     let powered_before = m.powered();
     m.reset_counts();
-    let s = sample_cpu(m, cpu, arch);
+    let s = sample_cpu(m, cpu, arch, max_delays);
     assert_eq!(m.faults(), 0, "an access would have faulted: {s:?}");
+    assert!(
+        m.delays() <= max_delays,
+        "{} delays, share {max_delays}",
+        m.delays()
+    );
     assert_eq!(m.ignored_writes(), 0, "a write hit the software lock");
     assert!(m.accesses() <= MAX_ACCESSES_PER_SAMPLE, "{}", m.accesses());
     assert!(m.delays() <= MAX_DELAYS_PER_SAMPLE, "{}", m.delays());
@@ -198,6 +209,74 @@ fn never_powering_core_gives_a_powered_down_record_within_the_bound() {
     assert!(
         text.ends_with("not sampled: powered down (EDPRSR.PU never set)"),
         "{text}"
+    );
+}
+
+#[test]
+fn the_budget_share_cuts_the_power_up_wait_and_says_so() {
+    let mut cfg = CpuDebugConfig::v8();
+    cfg.core_on = false;
+    cfg.power = PowerMode::Ignores;
+    let mut m = CpuDebugModel::new(cfg);
+    let arch = arch_of(&mut m, true);
+    let s = sample_within(&mut m, 2, &arch, 5);
+    assert_eq!(s.outcome, Outcome::PoweredDown);
+    assert_ne!(s.flags & FLAG_BUDGET_CUT, 0);
+    assert!(s.budget_cut());
+    assert_eq!(m.delays(), 5);
+    assert_eq!(s.power_polls, 6);
+    let text = s.report().to_string();
+    assert!(
+        text.ends_with(
+            "not sampled: powered down (EDPRSR.PU never set); the wait was cut short by the CPU \
+             debug time budget"
+        ),
+        "{text}"
+    );
+    // The hardware bound, not the budget, ends a wait given more than it: no flag.
+    let mut m = CpuDebugModel::new(cfg);
+    let s = sample_within(&mut m, 2, &arch, MAX_DELAYS_PER_SAMPLE * 10);
+    assert_eq!(s.outcome, Outcome::PoweredDown);
+    assert_eq!(s.flags & FLAG_BUDGET_CUT, 0);
+    assert_eq!(m.delays(), POWER_UP_POLLS);
+}
+
+#[test]
+fn a_powered_core_needs_no_budget() {
+    let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
+    m.set_cpu_state(kernel_state());
+    let arch = arch_of(&mut m, true);
+    let s = sample_within(&mut m, 0, &arch, 0);
+    assert_eq!(s.outcome, Outcome::Sampled);
+    assert_eq!(s.pc.pc, KERNEL_PC);
+    assert_eq!(m.delays(), 0);
+    // A core that needs time to power up is not waited for without a share.
+    let mut cfg = CpuDebugConfig::v8();
+    cfg.core_on = false;
+    cfg.power = PowerMode::OnRequest { delay: 5 };
+    let mut m = CpuDebugModel::new(cfg);
+    let arch = arch_of(&mut m, true);
+    let s = sample_within(&mut m, 1, &arch, 0);
+    assert_eq!(s.outcome, Outcome::PoweredDown);
+    assert!(s.budget_cut());
+    assert_eq!(m.delays(), 0);
+}
+
+#[test]
+fn a_cpu_the_budget_did_not_reach_is_named() {
+    let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
+    let arch = arch_of(&mut m, true);
+    m.reset_counts();
+    let s = CpuSample::not_reached(7, &arch);
+    assert_eq!(m.accesses(), 0);
+    assert_eq!(s.outcome, Outcome::NotReached);
+    assert_eq!(Outcome::from_code(6), Some(Outcome::NotReached));
+    let mut buf = [0u8; RECORD_LEN];
+    assert_eq!(s.encode(&mut buf), Ok(RECORD_LEN));
+    assert_eq!(CpuSample::decode(&buf), Ok(s));
+    assert_eq!(
+        s.report().to_string(),
+        "CPU[7]:\n not sampled: not reached (the CPU debug phase's time budget was spent)"
     );
 }
 

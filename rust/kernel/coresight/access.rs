@@ -91,6 +91,24 @@ pub trait CsAccess {
     /// Writes `value` to the 32-bit register at `offset`.
     fn write32(&mut self, offset: u32, value: u32);
 
+    /// Writes `value` to the 64-bit register at `offset`.
+    ///
+    /// The default writes the low word at `offset`, then the high word at `offset + 4`, as the
+    /// memory-mapped interface of a CoreSight component allows; a backend whose 64-bit registers
+    /// are one access (system registers) overrides it.
+    fn write64(&mut self, offset: u32, value: u64) {
+        // CAST: the low and high words of `value`.
+        self.write32(offset, value as u32);
+        self.write32(offset.wrapping_add(4), (value >> 32) as u32);
+    }
+
+    /// Reads the 64-bit register at `offset`; the default reads the low word, then the high one.
+    fn read64(&mut self, offset: u32) -> u64 {
+        let lo = self.read32(offset);
+        let hi = self.read32(offset.wrapping_add(4));
+        u64::from(hi) << 32 | u64::from(lo)
+    }
+
     /// Waits about `us` microseconds between two polls of a status bit.
     ///
     /// The kernel busy-waits (`udelay`); models advance their own clock.

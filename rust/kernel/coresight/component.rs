@@ -3,7 +3,7 @@
 //! What the CoreSight drivers with a panic dump share: register access through a mapped frame
 //! ([`Mmio`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
 //! ETMv4, the CPU's system registers), [`Component`], the pair of registrations a trace component
-//! has, and [`InUse`], the claim on a component's registers.
+//! has, and [`Regs`], the lock that every register sequence on a component claims.
 
 use crate::{
     coresight::{
@@ -33,10 +33,10 @@ use crate::{
     },
     prelude::*,
     str::CString,
-    sync::atomic::{
-        Acquire,
-        Atomic,
-        Release, //
+    sync::{
+        new_spinlock_irq,
+        SpinLockIrq,
+        SpinLockIrqGuard, //
     },
     time::{
         delay::udelay,
@@ -68,13 +68,12 @@ impl CsAccess for Mmio<'_, '_> {
 }
 
 /// How a driver reaches a component's registers.
-pub trait Backend: Send + Sync {
+///
+/// A backend is used by one register sequence at a time: the driver keeps it in [`Regs`], whose
+/// claim gives the `&mut` access [`Backend::with_io`] needs (a backend is a handle, `Unpin`).
+pub trait Backend: Send + Unpin {
     /// Runs `f` with register access.
-    ///
-    /// # Safety
-    ///
-    /// No other call to `with_io` on the same backend may run at the same time.
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
 
     /// Returns the CPU that run-time operations run on: the one whose trace unit this is (its
     /// power domain, or its system registers); `None` when any CPU will do.
@@ -90,7 +89,7 @@ pub trait Backend: Send + Sync {
 }
 
 impl Backend for IoMem<'_, FRAME> {
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
         f(&mut Mmio(self))
     }
 }
@@ -158,38 +157,58 @@ impl<O: Operations, D: DumpCallback> Component<O, D> {
     }
 }
 
-/// A try-lock over a device's registers. The CoreSight core serialises sysfs operations with its
-/// mutex, but perf calls link operations without it, and the panic path must not interleave with
-/// a sequence that a CPU stopped by the panic left half done: both take the device with
-/// [`InUse::try_claim`] and give up (`EBUSY`) when it is taken.
-pub struct InUse(Atomic<bool>);
+/// A component's registers behind the lock that every register sequence claims.
+///
+/// The CoreSight core serialises sysfs operations with its mutex, but perf calls link operations
+/// without it, an ETMv4's sequences run on its own CPU from an inter-processor interrupt, and the
+/// panic path must not interleave with a sequence that a CPU stopped by the panic left half done.
+/// Each of them claims the registers with [`Regs::try_claim`] and gives up (`EBUSY`, or a record
+/// that says "busy" at panic) when another holds them: none waits, so none can deadlock against
+/// a stopped CPU. The lock is a [`SpinLockIrq`], so lockdep sees every claim (all taken with
+/// interrupts off, in process or interrupt context alike) and the claim is the only way to the
+/// backend.
+#[pin_data]
+pub struct Regs<B: Backend> {
+    #[pin]
+    lock: SpinLockIrq<B>,
+    cpu: Option<u32>,
+    reachable_from_any_cpu: bool,
+}
 
-/// The claim of an [`InUse`], released on drop.
-pub struct InUseGuard<'a>(&'a InUse);
+/// A claim on a component's registers ([`Regs::try_claim`]), released on drop.
+pub struct Claim<'a, B: Backend>(SpinLockIrqGuard<'a, B>);
 
-impl InUse {
-    /// Returns a free device.
-    pub const fn new() -> Self {
-        Self(Atomic::new(false))
+impl<B: Backend> Regs<B> {
+    /// Puts `backend` behind the lock.
+    pub fn new(backend: B) -> impl PinInit<Self> {
+        let cpu = backend.cpu();
+        let reachable_from_any_cpu = backend.reachable_from_any_cpu();
+        pin_init!(Self {
+            lock <- new_spinlock_irq!(backend, "coresight_regs"),
+            cpu,
+            reachable_from_any_cpu,
+        })
     }
 
-    /// Claims the device; `None` when something else has it.
-    pub fn try_claim(&self) -> Option<InUseGuard<'_>> {
-        self.0
-            .cmpxchg(false, true, Acquire)
-            .ok()
-            .map(|_| InUseGuard(self))
+    /// Claims the registers; `None` when another sequence holds them.
+    pub fn try_claim(&self) -> Option<Claim<'_, B>> {
+        self.lock.try_lock().map(Claim)
+    }
+
+    /// The backend's [`Backend::cpu`].
+    pub fn cpu(&self) -> Option<u32> {
+        self.cpu
+    }
+
+    /// The backend's [`Backend::reachable_from_any_cpu`].
+    pub fn reachable_from_any_cpu(&self) -> bool {
+        self.reachable_from_any_cpu
     }
 }
 
-impl Default for InUse {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for InUseGuard<'_> {
-    fn drop(&mut self) {
-        self.0 .0.store(false, Release);
+impl<B: Backend> Claim<'_, B> {
+    /// Runs `f` with register access.
+    pub fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        self.0.with_io(f)
     }
 }

@@ -14,11 +14,9 @@
 use core::marker::PhantomPinned;
 
 use crate::{
+    fmt,
     prelude::*,
-    str::{
-        CStrExt,
-        CString, //
-    },
+    str::CStrExt,
     types::Opaque, //
 };
 
@@ -128,9 +126,9 @@ const _: () = {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum DumpType {
-    /// Phase 1: sample CPUs (CPU debug `EDPCSR`).
+    /// Phase 2: sample CPUs (CPU debug `EDPCSR`), once every trace source has stopped.
     CpuDebug = bindings::coresight_dump_type_CORESIGHT_DUMP_CPU_DEBUG,
-    /// Phase 2: stop trace sources and save their registers.
+    /// Phase 1: stop trace sources and save their registers.
     Source = bindings::coresight_dump_type_CORESIGHT_DUMP_SOURCE,
     /// Phase 3: stop and drain trace sinks.
     Sink = bindings::coresight_dump_type_CORESIGHT_DUMP_SINK,
@@ -153,11 +151,49 @@ pub type RawDesc = bindings::coresight_dump_desc;
 /// The C callback type.
 pub type RawDumpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut usize) -> c_int;
 
-/// A registration as the core sees it, read from a [`RawDesc`].
+/// Bytes of a registration's name the dump keeps (the record's name field, NUL included).
+pub const DUMP_NAME_SIZE: usize = 32;
+
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+const _: () = assert!(DUMP_NAME_SIZE == format::NAME_SIZE);
+
+/// A registration's name as the core keeps it: a copy of its first `DUMP_NAME_SIZE - 1` bytes.
+#[derive(Clone, Copy)]
+pub struct DumpName {
+    bytes: [u8; DUMP_NAME_SIZE],
+    len: usize,
+}
+
+impl DumpName {
+    /// Copies `name`, cut to `DUMP_NAME_SIZE - 1` bytes.
+    pub fn new(name: &CStr) -> Self {
+        let src = name.to_bytes();
+        let len = src.len().min(DUMP_NAME_SIZE - 1);
+        let mut bytes = [0u8; DUMP_NAME_SIZE];
+        bytes[..len].copy_from_slice(&src[..len]);
+        Self { bytes, len }
+    }
+
+    /// The name's bytes, without a NUL.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Display for DumpName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match core::str::from_utf8(self.as_bytes()) {
+            Ok(s) => f.write_str(s),
+            Err(_) => f.write_str("(not UTF-8)"),
+        }
+    }
+}
+
+/// A registration as the core sees it, read and copied from a [`RawDesc`].
 #[derive(Clone, Copy)]
 pub struct DescView {
-    /// Device name (NUL-terminated, owned by the caller while registered).
-    pub name: &'static CStr,
+    /// Device name, copied from the description.
+    pub name: DumpName,
     /// What the registration dumps.
     pub kind: DumpType,
     /// CPU number, or `None` when not tied to a CPU.
@@ -173,12 +209,12 @@ pub struct DescView {
 }
 
 impl DescView {
-    /// Reads and checks a C description.
+    /// Reads, checks and copies a C description.
     ///
     /// # Safety
     ///
-    /// `desc` must point to a valid [`RawDesc`] whose `name` is a NUL-terminated string that
-    /// stays valid until the registration is deleted.
+    /// `desc` must be null or point to a valid [`RawDesc`] whose `name` is null or a
+    /// NUL-terminated string, both valid for the duration of the call.
     pub unsafe fn from_raw(desc: *const RawDesc) -> Result<Self> {
         if desc.is_null() {
             return Err(EINVAL);
@@ -197,8 +233,9 @@ impl DescView {
             c => Some(c as u32),
         };
         Ok(Self {
-            // SAFETY: The caller guarantees a NUL-terminated name that outlives the registration.
-            name: unsafe { CStr::from_char_ptr(d.name) },
+            // SAFETY: The caller guarantees a NUL-terminated name, valid for this call; it is
+            // copied here.
+            name: DumpName::new(unsafe { CStr::from_char_ptr(d.name) }),
             kind,
             cpu,
             max_bytes: d.max_bytes,
@@ -206,6 +243,36 @@ impl DescView {
             dump,
             data: d.data,
         })
+    }
+}
+
+/// Copies the crash path's entry addresses (the core's `stop_at` parameter, resolved from
+/// function names) into `addrs` and returns how many there are, at most `addrs.len()` and
+/// `CORESIGHT_DUMP_MAX_STOP_ADDRS`.
+///
+/// A trace source driver programs them as stop points when it starts tracing, so that the trace
+/// ends where the crash began. Returns 0 when the list is empty (the hardware stop is off) or
+/// there is no panic-dump core. Must be called in process context (it takes a mutex).
+pub fn stop_addresses(addrs: &mut [u64]) -> usize {
+    #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+    {
+        const MAX: usize = bindings::CORESIGHT_DUMP_MAX_STOP_ADDRS as usize;
+        let mut raw: [crate::ffi::c_ulong; MAX] = [0; MAX];
+        let max = addrs.len().min(MAX);
+        // CAST: `max` is at most 16.
+        // SAFETY: `raw` holds `MAX` values, at least `max`.
+        let n = unsafe { bindings::coresight_dump_stop_addrs(raw.as_mut_ptr(), max as u32) };
+        let n = usize::try_from(n).unwrap_or(0).min(max);
+        for (dst, src) in addrs.iter_mut().zip(&raw[..n]) {
+            // CAST: `unsigned long` is at most 64 bits wide.
+            *dst = *src as u64;
+        }
+        n
+    }
+    #[cfg(not(CONFIG_CORESIGHT_PANIC_DUMP))]
+    {
+        let _ = addrs;
+        0
     }
 }
 
@@ -221,7 +288,7 @@ pub trait DumpCallback: Sync {
 
 /// What a registration asks of the core.
 pub struct DumpInfo<'a> {
-    /// Device name, kept in the record (31 bytes at most are kept).
+    /// Device name, copied into the registration and kept in the record (31 bytes at most).
     pub name: &'a CStr,
     /// What the registration dumps.
     pub kind: DumpType,
@@ -243,7 +310,6 @@ pub struct DumpInfo<'a> {
 pub struct Registration<T: DumpCallback> {
     #[pin]
     desc: Opaque<RawDesc>,
-    name: CString,
     entry: *mut bindings::coresight_dump_entry,
     #[pin]
     callback: T,
@@ -270,18 +336,16 @@ impl<T: DumpCallback> Registration<T> {
         T: 'a,
         Error: From<E>,
     {
-        let name = CString::try_from_fmt(fmt!("{}", info.name));
         try_pin_init!(&this in Self {
             callback <- callback,
-            name: name?,
             desc <- Opaque::ffi_init(|_slot: *mut RawDesc| {}),
             entry: core::ptr::null_mut(),
             _pin: PhantomPinned,
             _: {
                 let me = this.as_ptr();
-                // SAFETY: `me` points to the registration being initialised; `name` is set.
-                let name_ptr = unsafe { (*me).name.as_char_ptr() };
-                // SAFETY: As above; `desc` is in place.
+                // The core copies the name when it adds the registration.
+                let name_ptr = info.name.as_char_ptr();
+                // SAFETY: `me` points to the registration being initialised; `desc` is in place.
                 let desc = Opaque::cast_into(unsafe { &raw const (*me).desc });
                 // SAFETY: `desc` is valid for writes.
                 unsafe {
@@ -305,8 +369,8 @@ impl<T: DumpCallback> Registration<T> {
 
     #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
     fn add(desc: *mut RawDesc) -> Result<*mut bindings::coresight_dump_entry> {
-        // SAFETY: `desc` is a fully initialised description whose name and data outlive the
-        // registration.
+        // SAFETY: `desc` is a fully initialised description whose name is valid for the call
+        // (the core copies it) and whose data outlives the registration.
         let entry = unsafe { bindings::coresight_dump_add(desc) };
         // `coresight_dump_add` returns a valid pointer or an `ERR_PTR`.
         crate::error::from_err_ptr(entry)

@@ -29,6 +29,7 @@ use cspd_format::tmc::CS_FRAME_LEN;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
 use cspd_format::PayloadType;
+use cspd_format::Phases;
 use cspd_format::RecordKind;
 use cspd_format::RecordStatus;
 use cspd_format::CPU_NONE;
@@ -185,6 +186,8 @@ pub struct Capture<'a> {
     pub panic_cpu: Option<u32>,
     /// Panic message.
     pub panic_message: Option<String>,
+    /// When each phase of the panic path ran (a dump of format version 3).
+    pub phases: Option<Phases>,
     /// Memory images named by a snapshot.
     pub memory: Vec<MemImage>,
     /// Core device type names from a snapshot, by CPU.
@@ -209,6 +212,7 @@ impl<'a> Capture<'a> {
             kernel: KernelInfo::default(),
             panic_cpu: None,
             panic_message: None,
+            phases: None,
             memory: Vec::new(),
             core_types: Vec::new(),
             warnings: Vec::new(),
@@ -237,6 +241,12 @@ impl<'a> Capture<'a> {
                 RecordKind::Identity if c.kernel.text.is_none() => {
                     if let Ok(id) = Identity::decode(rec.data) {
                         c.kernel = kernel_info(&id);
+                    }
+                }
+                RecordKind::Phases if c.phases.is_none() && h.status == RecordStatus::Ok => {
+                    match Phases::decode(rec.data) {
+                        Ok(p) => c.phases = Some(p),
+                        Err(e) => c.warnings.push(format!("{name}: {e}")),
                     }
                 }
                 RecordKind::PanicInfo if c.panic_cpu.is_none() => {

@@ -9,8 +9,11 @@ use cspd_format::FormatError;
 use cspd_format::Identity;
 use cspd_format::PanicInfo;
 use cspd_format::PayloadType;
+use cspd_format::Phase;
+use cspd_format::Phases;
 use cspd_format::Record;
 use cspd_format::RecordKind;
+use cspd_format::RecordStatus;
 use cspd_format::CPU_NONE;
 use cspd_format::RECORD_HEADER_SIZE;
 use serde::Serialize;
@@ -156,6 +159,100 @@ pub struct PanicReport {
     pub truncated: bool,
 }
 
+/// One phase of the panic path, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseInfo {
+    /// The phase (`stop-sources`, `sample-cpus`, `drain-sinks`, `other`, `commit`).
+    pub phase: &'static str,
+    /// Whether it ran.
+    pub ran: bool,
+    /// How long it took, in microseconds (absent when it did not run or the counter frequency
+    /// is unknown).
+    pub duration_us: Option<f64>,
+    /// When it started, in microseconds after the panic notifier started.
+    pub start_us: Option<f64>,
+    /// Callbacks it ran.
+    pub callbacks: u32,
+    /// Callbacks that returned an error.
+    pub errors: u32,
+}
+
+/// The phase times record: how long each phase of the panic path took.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhasesReport {
+    /// Frequency of the counter the kernel read, in Hz (0: unknown).
+    pub frequency_hz: u64,
+    /// From the panic notifier's start to the end of the last phase, in microseconds.
+    pub total_us: Option<f64>,
+    /// Each phase, in the order they ran.
+    pub phases: Vec<PhaseInfo>,
+}
+
+fn us(ns: Option<u64>) -> Option<f64> {
+    // CAST: durations in nanoseconds are far below 2^53.
+    ns.map(|n| (n as f64 / 100.0).round() / 10.0)
+}
+
+impl From<&Phases> for PhasesReport {
+    fn from(p: &Phases) -> Self {
+        Self {
+            frequency_hz: p.frequency,
+            total_us: us(p.total_ns()),
+            phases: Phase::ALL
+                .iter()
+                .map(|&phase| {
+                    let t = p.get(phase);
+                    let since_entry = (p.frequency != 0 && t.ran()).then(|| {
+                        let ticks = u128::from(t.start.saturating_sub(p.entry));
+                        u64::try_from(ticks * 1_000_000_000 / u128::from(p.frequency))
+                            .unwrap_or(u64::MAX)
+                    });
+                    PhaseInfo {
+                        phase: phase.name(),
+                        ran: t.ran(),
+                        duration_us: us(p.duration_ns(phase)),
+                        start_us: us(since_entry),
+                        callbacks: t.callbacks,
+                        errors: t.errors,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Renders the phase times, one line per phase, for `info` and `report`.
+pub fn render_phases(p: &PhasesReport) -> String {
+    let mut s = String::new();
+    let show = |v: Option<f64>| v.map_or("?".to_string(), |us| format!("{us:.1} us"));
+    let _ = writeln!(
+        s,
+        "panic path: {} in all (counter at {} Hz)",
+        show(p.total_us),
+        p.frequency_hz
+    );
+    for ph in &p.phases {
+        if !ph.ran {
+            let _ = writeln!(s, "  {:<13} did not run", ph.phase);
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  {:<13} {:>12}  ({} callback{}{})",
+            ph.phase,
+            show(ph.duration_us),
+            ph.callbacks,
+            if ph.callbacks == 1 { "" } else { "s" },
+            if ph.errors > 0 {
+                format!(", {} failed", ph.errors)
+            } else {
+                String::new()
+            }
+        );
+    }
+    s
+}
+
 /// State of the commit record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -228,6 +325,9 @@ pub struct Summary {
     pub identity: Option<IdentityInfo>,
     /// The panic info record, decoded.
     pub panic: Option<PanicReport>,
+    /// The phase times record, decoded (format version 3; absent before, or when the panic
+    /// path did not reach it).
+    pub phases: Option<PhasesReport>,
     /// The commit record.
     pub commit: CommitInfo,
     /// Every problem found, in region order.
@@ -292,7 +392,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         input_warnings: located.warnings.clone(),
         input_notes: located.notes.clone(),
         container: ContainerInfo {
-            version: cspd_format::FORMAT_VERSION,
+            version: h.version,
             region_size: h.region_size,
             boot_id: hex_bytes(&h.boot_id),
             stamp: hex(h.stamp),
@@ -302,6 +402,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         records: Vec::new(),
         identity: None,
         panic: None,
+        phases: None,
         commit: CommitInfo {
             state: CommitState::Missing,
             offset: None,
@@ -356,6 +457,19 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                                 Some(r.offset),
                                 "bad-identity",
                                 format!("offset {:#x}: identity payload: {e}", r.offset),
+                            )),
+                        }
+                    }
+                    RecordKind::Phases
+                        if report.phases.is_none() && r.header.status == RecordStatus::Ok =>
+                    {
+                        match Phases::decode(r.data) {
+                            Ok(p) => report.phases = Some(PhasesReport::from(&p)),
+                            Err(e) => report.problems.push(problem(
+                                located,
+                                Some(r.offset),
+                                "bad-phases",
+                                format!("offset {:#x}: phase times payload: {e}", r.offset),
                             )),
                         }
                     }
@@ -527,6 +641,14 @@ pub fn render_text(r: &Summary) -> String {
             "panic:     CPU {cpu}: {}{}",
             p.message.trim_end(),
             if p.truncated { " [truncated]" } else { "" }
+        );
+    }
+    if let Some(p) = &r.phases {
+        s.push_str(&render_phases(p));
+    } else if r.container.version >= 3 {
+        let _ = writeln!(
+            s,
+            "panic path: no phase times (the panic path did not write them)"
         );
     }
     let _ = writeln!(s, "records:   {}", r.records.len());

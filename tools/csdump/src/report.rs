@@ -14,6 +14,8 @@ use crate::decode::CodeImages;
 use crate::decode::Element;
 use crate::decode::Memory;
 use crate::elf::Symbolizer;
+use crate::info::render_phases;
+use crate::info::PhasesReport;
 use crate::snapshot::kernel_relocation;
 use crate::snapshot::VmlinuxImage;
 
@@ -69,6 +71,16 @@ pub struct SampleInfo {
     pub text: String,
 }
 
+/// The hardware stop a CPU's trace unit was programmed with (its saved ViewInst registers).
+#[derive(Debug, Clone, Serialize)]
+pub struct HwStopInfo {
+    /// Stop points armed: the crash path's entries, one address comparator each.
+    pub stop_points: u32,
+    /// The start/stop logic was found stopped: the CPU reached one of them, and its trace ends
+    /// there (`TRCVICTLR.SSSTATUS` 0 after the panic path stopped the unit).
+    pub reached: bool,
+}
+
 /// What one CPU did before the panic.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuReport {
@@ -78,6 +90,8 @@ pub struct CpuReport {
     pub panic: bool,
     /// Trace ID of its ETM.
     pub trace_id: Option<u8>,
+    /// The hardware stop of its trace unit, when the dump saved it.
+    pub hw_stop: Option<HwStopInfo>,
     /// The CPU debug sample.
     pub sample: Option<SampleInfo>,
     /// Trace elements decoded for the CPU.
@@ -103,6 +117,8 @@ pub struct Report {
     pub panic_cpu: Option<u32>,
     /// The panic message.
     pub panic_message: Option<String>,
+    /// How long each phase of the panic path took (format version 3).
+    pub phases: Option<PhasesReport>,
     /// How the trace was decoded.
     pub decoder: String,
     /// Whether addresses are symbolised.
@@ -305,10 +321,17 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
                 None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
             },
         }
+        let hw_stop = etm.and_then(|e| e.state.hw_stop()).and_then(|h| {
+            (h.stop_points > 0).then_some(HwStopInfo {
+                stop_points: h.stop_points,
+                reached: h.stopped,
+            })
+        });
         cpus.push(CpuReport {
             cpu,
             panic: capture.panic_cpu == Some(cpu),
             trace_id: id,
+            hw_stop,
             sample,
             elements,
             functions,
@@ -322,6 +345,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
         kaslr_offset: format!("{:#x}", capture.kernel.kaslr_offset),
         panic_cpu: capture.panic_cpu,
         panic_message: capture.panic_message.clone(),
+        phases: capture.phases.as_ref().map(PhasesReport::from),
         decoder,
         symbols: sym.is_some(),
         decoder_errors: decoded
@@ -332,6 +356,21 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
         cpus,
         notes: report_notes,
         warnings,
+    }
+}
+
+/// What the report says of a CPU's hardware stop.
+fn hw_stop_line(h: &HwStopInfo) -> String {
+    let n = h.stop_points;
+    let s = if n == 1 { "" } else { "s" };
+    if h.reached {
+        format!(
+            "hardware stop: reached ({n} crash-path stop point{s} armed): the trace ends where the crash began"
+        )
+    } else {
+        format!(
+            "hardware stop: not reached ({n} stop point{s} armed): traced until the panic path stopped the unit"
+        )
     }
 }
 
@@ -356,6 +395,9 @@ pub fn render_text(r: &Report) -> String {
         let cpu = r.panic_cpu.map_or("?".into(), |c| c.to_string());
         let _ = writeln!(s, "panic:   CPU {cpu}: {}", m.trim_end());
     }
+    if let Some(p) = &r.phases {
+        s.push_str(&render_phases(p));
+    }
     let _ = writeln!(s, "decoder: {}", r.decoder);
     for c in &r.cpus {
         let _ = writeln!(
@@ -373,6 +415,9 @@ pub fn render_text(r: &Report) -> String {
             for l in sm.text.lines() {
                 let _ = writeln!(s, "    {l}");
             }
+        }
+        if let Some(h) = &c.hw_stop {
+            let _ = writeln!(s, "  {}", hw_stop_line(h));
         }
         if let Some(why) = &c.no_trace {
             let _ = writeln!(s, "  no trace: {why}");
@@ -432,6 +477,9 @@ pub fn render_html(r: &Report) -> String {
             esc(m.trim_end())
         );
     }
+    if let Some(p) = &r.phases {
+        let _ = writeln!(s, "<pre>{}</pre>", esc(&render_phases(p)));
+    }
     // Timeline: one lane per CPU, the last functions left to right, ending at the panic.
     let lane = 36;
     let width = 1000;
@@ -487,6 +535,9 @@ pub fn render_html(r: &Report) -> String {
         );
         if let Some(sm) = &c.sample {
             let _ = writeln!(s, "<pre>{}</pre>", esc(&sm.text));
+        }
+        if let Some(h) = &c.hw_stop {
+            let _ = writeln!(s, "<p>{}</p>", esc(&hw_stop_line(h)));
         }
         if let Some(why) = &c.no_trace {
             let _ = writeln!(s, "<p>No trace: {}</p>", esc(why));

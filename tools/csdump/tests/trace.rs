@@ -626,6 +626,105 @@ fn good_etm(cpu: u32) -> SavedState {
 }
 
 #[test]
+fn report_shows_phase_times_the_hardware_stop_and_the_cpu_debug_budget() {
+    use cspd_format::cpu_debug::{
+        ArchData,
+        CpuSample,
+        Outcome, //
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let panic = PanicInfo {
+        cpu: 0,
+        message: b"Kernel panic - not syncing: test",
+        truncated: false,
+    };
+    let mut w = DumpWriter::new(64 * 1024, [3; 16], &Identity::default(), &panic);
+    w.phases(&common::sample_phases());
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &tmc_payload(&trace),
+    );
+    // CPU 0 reached a stop point (SSSTATUS 0); CPU 1 had them armed and did not.
+    for (cpu, victlr) in [(0u32, 0x1u32), (1, 0x201)] {
+        let mut s = good_etm(cpu);
+        s.flags |= etm4x::SAVED_VIEWINST_VALID;
+        s.trcvictlr = victlr;
+        s.trcvissctlr = 0b111 << 16;
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
+        s.encode(&mut b).unwrap();
+        w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", cpu, &b);
+    }
+    // CPU 0's core never powered up within its share of the budget; CPU 1 was not reached.
+    let arch = ArchData::from_ids(3, 0, true).unwrap();
+    let mut cut = CpuSample::for_arch(0, &arch);
+    cut.outcome = Outcome::PoweredDown;
+    cut.flags |= cpu_debug::FLAG_BUDGET_CUT;
+    for s in [cut, CpuSample::not_reached(1, &arch)] {
+        let mut b = vec![0u8; cpu_debug::RECORD_LEN];
+        s.encode(&mut b).unwrap();
+        w.add(
+            RecordKind::CpuDebug,
+            PayloadType::CpuDebug,
+            b"debug",
+            s.cpu,
+            &b,
+        );
+    }
+    let d = tmp.path().join("budget.cspd");
+    fs::write(&d, w.finish()).unwrap();
+
+    let o = run(&[&"report", &d, &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ph = &v["phases"]["phases"];
+    assert_eq!(ph[0]["phase"], "stop-sources");
+    assert_eq!(ph[1]["duration_us"], 20.0);
+    assert_eq!(v["phases"]["total_us"], 152.0);
+    let cpu = |n: u64| {
+        v["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cpu"] == n)
+            .unwrap()
+    };
+    assert_eq!(cpu(0)["hw_stop"]["reached"], true);
+    assert_eq!(cpu(0)["hw_stop"]["stop_points"], 3);
+    assert_eq!(cpu(1)["hw_stop"]["reached"], false);
+    assert_eq!(
+        cpu(1)["sample"]["outcome"],
+        "not reached (the CPU debug phase's time budget was spent)"
+    );
+    assert!(cpu(0)["sample"]["text"]
+        .as_str()
+        .unwrap()
+        .ends_with("; the wait was cut short by the CPU debug time budget"));
+
+    let o = run(&[&"report", &d]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("panic path: 152.0 us in all"), "{text}");
+    assert!(
+        text.contains("  sample-cpus        20.0 us  (1 callback)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hardware stop: reached (3 crash-path stop points armed)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hardware stop: not reached (3 stop points armed)"),
+        "{text}"
+    );
+    assert!(text.contains("not sampled: not reached"), "{text}");
+    let o = run(&[&"info", &d]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("  drain-sinks        30.0 us"), "{text}");
+}
+
+#[test]
 fn bad_inputs_give_clear_messages_and_what_can_be_written() {
     let tmp = tempfile::tempdir().unwrap();
     let trace: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();

@@ -208,6 +208,18 @@ unsafe extern "C" fn mrs_elr(vcpu: c_uint, userdata: *mut c_void) {
     }
 }
 
+unsafe extern "C" fn dc_clean(vcpu: c_uint, _userdata: *mut c_void) {
+    if let Some(p) = PLUGIN.get() {
+        p.emu.dc_clean(vcpu as usize);
+    }
+}
+
+/// Whether `w` is `DC CVAC, Xt` or `DC CIVAC, Xt` (`SYS #3, C7, C10/C14, #1, Xt`): a clean of a
+/// data cache line to the point of coherency, what the kernel's `dcache_clean_poc()` runs.
+fn is_dc_clean_poc(w: u32) -> bool {
+    matches!(w & !0x1F, 0xD50B_7A20 | 0xD50B_7E20)
+}
+
 unsafe extern "C" fn mem_access(
     vcpu: c_uint,
     info: qemu_plugin_meminfo_t,
@@ -270,6 +282,21 @@ unsafe extern "C" fn tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let Some(info) = intern(p, start, words) else {
         return;
     };
+    // Cache cleans are counted whether or not a trace unit is on: the panic path cleans the dump
+    // region after every source has stopped.
+    for (i, &insn) in insns.iter().enumerate() {
+        if info.words.get(i).is_some_and(|&w| is_dc_clean_poc(w)) {
+            // SAFETY: `insn` belongs to `tb`; no userdata.
+            unsafe {
+                qemu_plugin_register_vcpu_insn_exec_cb(
+                    insn,
+                    Some(dc_clean),
+                    CB_NO_REGS,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+    }
     if light {
         for (i, &insn) in insns.iter().enumerate() {
             if info.words.get(i).is_some_and(|&w| a64::is_word_access(w)) {
@@ -357,10 +384,21 @@ unsafe extern "C" fn at_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
                 .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
         })
         .unwrap_or_default();
+    let dc: Vec<String> = s
+        .dc_clean_since_tmc_stop
+        .iter()
+        .take(p.emu.cpus().min(cspd_emu::COUNTED_CPUS))
+        .map(u64::to_string)
+        .collect();
+    p.log(&format!(
+        "qemu-coresight: data cache cleans to the point of coherency since the TMC stopped, by \
+         cpu: {}",
+        dc.join(",")
+    ));
     p.log(&format!(
         "qemu-coresight: exit: {} register accesses, {} trace sessions, {} trace bytes to the TMC \
          ({} dropped), {} traced blocks, {} exceptions resolved by ELR, {} lost, {} gaps; \
-         {} distinct blocks described (~{} KiB); QEMU peak RSS {}",
+         {} distinct blocks described (~{} KiB); QEMU peak RSS {} {}",
         s.mmio,
         s.sessions,
         s.trace_bytes,
@@ -371,7 +409,8 @@ unsafe extern "C" fn at_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
         s.tracker.gaps,
         blocks,
         blocks * 160 / 1024,
-        rss
+        rss,
+        s.counters(p.emu.cpus())
     ));
 }
 
@@ -472,4 +511,20 @@ pub unsafe extern "C" fn qemu_plugin_install(
     // SAFETY: this plugin's id.
     unsafe { register(id) };
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_dc_clean_poc;
+
+    #[test]
+    fn data_cache_cleans_to_the_point_of_coherency_are_recognised() {
+        // dc cvac, x0; dc civac, x3 (the kernel's dcache_clean_poc and its erratum variant).
+        assert!(is_dc_clean_poc(0xD50B_7A20));
+        assert!(is_dc_clean_poc(0xD50B_7E23));
+        // dc cvau (to the point of unification), dc ivac, dc zva, a nop: not counted.
+        for w in [0xD50B_7B20, 0xD508_7620, 0xD50B_7420, 0xD503_201F] {
+            assert!(!is_dc_clean_poc(w), "{w:#x}");
+        }
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! All integers are little-endian; every offset is a byte offset from the start of the region.
 //!
-//! - Container header (64 bytes) at offset 0: magic `b"CSPDUMP\0"`, version u16 (2), header size
+//! - Container header (64 bytes) at offset 0: magic `b"CSPDUMP\0"`, version u16 (3; 2 is read
+//!   too), header size
 //!   u16 (64), record header size u16 (80), flags u16, region size u64, boot id `[u8; 16]`, stamp
 //!   u64 (first 8 bytes of the boot id), sequence u64 (dump counter across boots), offset of the
 //!   first record u32 (8-aligned), header CRC u32 (over the 64 bytes with the CRC field zero).
@@ -26,7 +27,8 @@
 //!   `[u8; 20]`, build id length u8, 3 pad, then u64 each: KASLR offset, `_text`, `PAGE_OFFSET`,
 //!   `memstart_addr`, `kimage_voffset`, region address, region size; [`identity`]); `PanicInfo`
 //!   (cpu u32, flags u32 with bit 0 = truncated, message length u32, reserved u32, then up to 1024
-//!   bytes; [`panic_info`]).
+//!   bytes; [`panic_info`]); `Phases` (format version 3: the counter frequency and, for each phase
+//!   of the panic path, its start and end counts; [`phases`]).
 //! - Payloads of the drivers' records, one module each: the TMC's trace RAM ([`tmc`]), a TMC-ETR's
 //!   registers and buffer ([`etr`], with the attachment that carries a reserved trace buffer
 //!   behind the region after a warm reboot), an ETMv4's registers ([`etm4x`]), a CPU's PC sample
@@ -50,6 +52,7 @@ pub mod etr;
 pub mod identity;
 pub mod layout;
 pub mod panic_info;
+pub mod phases;
 pub mod reader;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 mod tests;
@@ -67,6 +70,7 @@ pub use self::{
     identity::*,
     layout::*,
     panic_info::*,
+    phases::*,
     reader::*,
     vmcoreinfo::*,
     writer::*, //

@@ -25,6 +25,28 @@ pub struct Built {
     pub etm: Vec<u8>,
     /// Region offsets: identity, panic, sink, etm, cpu debug, commit.
     pub offsets: [usize; 6],
+    /// Region offset of the phase times record (between panic and sink).
+    pub phases_off: usize,
+    /// The phase times written.
+    pub phases: Phases,
+}
+
+/// The phase times [`build_region`] writes: 62.5 MHz, every phase ran, 10 us times its number.
+pub fn sample_phases() -> Phases {
+    let mut p = Phases {
+        frequency: 62_500_000,
+        entry: 1_000_000,
+        ..Phases::default()
+    };
+    let mut at = p.entry + 125;
+    for (i, phase) in Phase::ALL.iter().enumerate() {
+        let t = p.get_mut(*phase);
+        t.start = at;
+        t.end = at + 625 * (i as u64 + 1);
+        t.callbacks = u32::from(*phase != Phase::Commit);
+        at = t.end;
+    }
+    p
 }
 
 pub fn identity() -> Identity {
@@ -80,6 +102,7 @@ pub struct DumpWriter {
     r: Vec<u8>,
     slots: SlotAllocator,
     stamp: u64,
+    phases_off: usize,
 }
 
 impl DumpWriter {
@@ -96,6 +119,7 @@ impl DumpWriter {
         write_record(&mut r[core.panic_info..], &h, &buf[..n]).unwrap();
         Self {
             r,
+            phases_off: core.phases,
             slots: SlotAllocator::new(core.first_free, size),
             stamp: ch.stamp,
         }
@@ -117,6 +141,15 @@ impl DumpWriter {
         let off = register(&mut self.r, &mut self.slots, h);
         h.status = RecordStatus::Ok;
         write_record(&mut self.r[off..], &h, data).unwrap();
+    }
+
+    /// Writes the phase times into the core's slot, as the panic path does.
+    pub fn phases(&mut self, p: &Phases) {
+        let mut b = [0u8; PHASES_SIZE];
+        p.encode(&mut b).unwrap();
+        let mut h = RecordHeader::decode(&self.r[self.phases_off..]).unwrap();
+        h.status = RecordStatus::Ok;
+        write_record(&mut self.r[self.phases_off..], &h, &b).unwrap();
     }
 
     /// Writes the commit and returns the region.
@@ -170,6 +203,10 @@ pub fn build_region(size: usize, sink_len: usize) -> Built {
     .encode(&mut buf)
     .unwrap();
     fill(&mut r, pi_off, &buf[..n], RecordStatus::Ok, 0);
+    let phases = sample_phases();
+    let mut pb = [0u8; PHASES_SIZE];
+    phases.encode(&mut pb).unwrap();
+    fill(&mut r, core.phases, &pb, RecordStatus::Ok, 0);
     let sink: Vec<u8> = (0..sink_len).map(|i| (i * 31 + 7) as u8).collect();
     fill(&mut r, sink_off, &sink, RecordStatus::Ok, 0);
     let etm_data: Vec<u8> = (0..48u8).collect();
@@ -189,6 +226,8 @@ pub fn build_region(size: usize, sink_len: usize) -> Built {
             cpu_off,
             used - COMMIT_RECORD_SIZE,
         ],
+        phases_off: core.phases,
+        phases,
     }
 }
 

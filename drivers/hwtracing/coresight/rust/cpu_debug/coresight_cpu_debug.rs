@@ -6,7 +6,10 @@
 //! counter in `EDPCSR`. At panic this driver, in the panic dump's "sample CPUs" phase, reads every
 //! CPU's sample, prints it the way the C `coresight-cpu-debug` driver does, and saves the raw
 //! registers, the calibrated PC and the decoded fields in the dump. A CPU it cannot sample gets a
-//! record saying why; none is skipped silently.
+//! record saying why; none is skipped silently. The phase runs after every trace source has
+//! stopped, so nothing it does is traced, and within one time budget for all CPUs (`budget_ms`,
+//! default 50): each CPU may wait for its core to power up for its share of what is left, and a
+//! CPU the budget does not reach is recorded as not reached.
 //!
 //! Sampling is off until enabled: `debug=1` or `enable=1` at load,
 //! `coresight_cpu_debug.enable=1` on the command line,
@@ -39,6 +42,10 @@ module! {
         enable: bool {
             default: false,
             description: "Sample every CPU's PC at panic",
+        },
+        budget_ms: u32 {
+            default: 50,
+            description: "Time budget of the whole CPU debug phase at panic, in ms (1..=10000)",
         },
     },
 }

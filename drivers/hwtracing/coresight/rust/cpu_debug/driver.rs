@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The CPU debug driver: the AMBA driver, the `enable` knob, and the panic callback that samples
-//! one CPU ([`hw::sample_cpu`]) and prints the sample the way the C driver does.
+//! one CPU ([`hw::sample_cpu`]) within its share of the phase's time budget and prints the sample
+//! the way the C driver does.
 
 use kernel::{
     amba, c_str,
     coresight::{
         self,
         access::FRAME,
-        component::Backend,
+        component::{
+            Backend,
+            Regs, //
+        },
         panic_dump::{
             format::cpu_debug::{
                 CpuSample,
@@ -17,6 +21,7 @@ use kernel::{
                 Edvidsr,
                 Outcome,
                 PcKind,
+                BUDGET_CUT_NOTE,
                 RECORD_LEN, //
             },
             DumpCallback,
@@ -34,6 +39,7 @@ use kernel::{
     driver, fmt,
     io::mem::IoMem,
     kallsyms::Symbol,
+    panic_notifier::Counter,
     prelude::*,
     str::CString,
     sync::{
@@ -49,7 +55,8 @@ use kernel::{
 use crate::{
     hw::{
         self,
-        read_arch, //
+        read_arch,
+        POWER_UP_DELAY_US, //
     },
     module_parameters,
 };
@@ -66,13 +73,70 @@ static ENABLED: Atomic<bool> = Atomic::new(false);
 /// Whether this panic's report header was printed (by the first CPU's sampler).
 static HEADER_PRINTED: Atomic<bool> = Atomic::new(false);
 
+/// The phase's time budget in microseconds (`budget_ms`, checked and set at load). Its default,
+/// 50 ms, is long enough for a core that takes its time to power up (the C driver allows 32 ms),
+/// short enough that a machine whose cores all stay down is not held for seconds.
+static BUDGET_US: Atomic<u64> = Atomic::new(0);
+
+/// Accepted values of `budget_ms`.
+const BUDGET_MS_RANGE: core::ops::RangeInclusive<u32> = 1..=10_000;
+
+/// The samplers registered: the budget left is shared between the CPUs not sampled yet.
+static REGISTERED: Atomic<u32> = Atomic::new(0);
+
+/// The samplers that ran in this panic.
+static DONE: Atomic<u32> = Atomic::new(0);
+
+/// Counter ticks the samplers of this panic have spent sampling (register accesses and waits
+/// for power-up), what the budget bounds. The report lines each sampler prints are not counted:
+/// on a slow serial console they take milliseconds per line, would spend the budget of a machine
+/// whose CPUs are all powered, and are bounded by the number of lines anyway.
+static SPENT: Atomic<u64> = Atomic::new(0);
+
+/// Counts a registered sampler in [`REGISTERED`] while it lives.
+struct Counted;
+
+impl Counted {
+    fn new() -> Self {
+        REGISTERED.fetch_add(1, Relaxed);
+        Self
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        REGISTERED.fetch_sub(1, Relaxed);
+    }
+}
+
+/// What a sampler may spend: `None` when the budget is spent (the CPU is not reached), else the
+/// delays of its share of what is left.
+fn budget_share() -> Option<u32> {
+    // Without a known frequency the time spent cannot be told: the whole budget is shared.
+    let spent_us = Counter::us_in_ticks(SPENT.load(Relaxed), Counter::frequency());
+    let left_us = BUDGET_US
+        .load(Relaxed)
+        .checked_sub(spent_us)
+        .filter(|&l| l > 0)?;
+    let cpus = REGISTERED
+        .load(Relaxed)
+        .saturating_sub(DONE.load(Relaxed))
+        .max(1);
+    let share_us = left_us / u64::from(cpus);
+    Some(u32::try_from(share_us / u64::from(POWER_UP_DELAY_US)).unwrap_or(u32::MAX))
+}
+
 /// Samples one CPU at panic.
+#[pin_data]
 struct Sampler<B: Backend> {
     cpu: u32,
     arch: kernel::coresight::panic_dump::format::cpu_debug::ArchData,
-    backend: B,
+    /// The CPU's debug frame, claimed by the panic callback.
+    #[pin]
+    regs: Regs<B>,
     /// The bound device; the report's lines are prefixed with its name, as the C driver's are.
     dev: ARef<Device>,
+    _counted: Counted,
 }
 
 /// Prints one line of the report with `dev_emerg!` on `$s.dev`.
@@ -86,7 +150,7 @@ impl<B: Backend> Sampler<B> {
     /// Prints the sample as the C driver does, with the PC symbolised.
     fn report(&self, s: &CpuSample) {
         report_line!(self, "CPU[{}]:", s.cpu);
-        if s.outcome == Outcome::NotImplemented {
+        if matches!(s.outcome, Outcome::NotImplemented | Outcome::NotReached) {
             report_line!(self, " not sampled: {}", s.outcome.reason());
             return;
         }
@@ -95,7 +159,16 @@ impl<B: Backend> Sampler<B> {
             Outcome::Sampled => {}
             Outcome::PoweredDown | Outcome::DoubleLocked => {
                 report_line!(self, "No permission to access debug registers!");
-                report_line!(self, " not sampled: {}", s.outcome.reason());
+                if s.budget_cut() {
+                    report_line!(
+                        self,
+                        " not sampled: {}; {}",
+                        s.outcome.reason(),
+                        BUDGET_CUT_NOTE
+                    );
+                } else {
+                    report_line!(self, " not sampled: {}", s.outcome.reason());
+                }
                 return;
             }
             _ => {
@@ -132,11 +205,18 @@ impl<B: Backend> DumpCallback for Sampler<B> {
         if !HEADER_PRINTED.xchg(true, Relaxed) {
             pr_emerg!("ARM external debug module:\n");
         }
-        // SAFETY: The panic dump runs each callback once, on one CPU.
-        let sample = unsafe {
-            self.backend
-                .with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch))
+        let sample = match budget_share() {
+            None => CpuSample::not_reached(self.cpu, &self.arch),
+            Some(max_delays) => {
+                let start = Counter::read();
+                // Only probe used the frame before, and it has returned: the claim is free.
+                let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
+                let s = claim.with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch, max_delays));
+                SPENT.fetch_add(Counter::read().wrapping_sub(start), Relaxed);
+                s
+            }
         };
+        DONE.fetch_add(1, Relaxed);
         self.report(&sample);
         *written = sample.encode(buf).map_err(|_| ENOSPC)?;
         Ok(())
@@ -147,8 +227,11 @@ impl<B: Backend> DumpCallback for Sampler<B> {
 type SamplerReg<B> = Pin<KBox<Registration<Sampler<B>>>>;
 
 /// Registers the dump of one CPU's sampler.
-fn register<B: Backend>(sampler: Sampler<B>, name: &CStr) -> Result<SamplerReg<B>> {
-    let cpu = sampler.cpu;
+fn register<B: Backend>(
+    sampler: impl PinInit<Sampler<B>>,
+    cpu: u32,
+    name: &CStr,
+) -> Result<SamplerReg<B>> {
     KBox::pin_init(
         Registration::new(
             DumpInfo {
@@ -158,7 +241,7 @@ fn register<B: Backend>(sampler: Sampler<B>, name: &CStr) -> Result<SamplerReg<B
                 max_bytes: RECORD_BYTES,
                 payload: DumpPayload::CpuDebug,
             },
-            Ok::<_, Error>(sampler),
+            sampler,
         ),
         GFP_KERNEL,
     )
@@ -195,22 +278,24 @@ impl amba::Driver for CpuDebug {
         let dev: &Device<Core<'_>> = adev.as_ref();
         let cpu = coresight::get_cpu(dev)
             .inspect_err(|_| dev_err!(dev, "no CPU for this debug interface\n"))?;
-        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
-        // SAFETY: Probe is the only user of the frame until the registration below exists.
-        let arch =
-            unsafe { iomem.with_io(|io| read_arch(io, cfg!(CONFIG_64BIT))) }.map_err(|e| {
+        let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        // Probe owns the frame until it is put behind its lock below.
+        let arch = iomem
+            .with_io(|io| read_arch(io, cfg!(CONFIG_64BIT)))
+            .map_err(|e| {
                 dev_err!(dev, "CPU{}: {}\n", cpu, e);
                 ENODEV
             })?;
         let name = CString::try_from_fmt(fmt!("{}", dev.name()))?;
         let plain: &Device = dev;
-        let sampler = Sampler {
+        let sampler = pin_init!(Sampler {
             cpu,
             arch,
-            backend: iomem,
+            regs <- Regs::new(iomem),
             dev: ARef::from(plain),
-        };
-        let reg = register(sampler, &name)?;
+            _counted: Counted::new(),
+        });
+        let reg = register(sampler, cpu, &name)?;
         dev_info!(dev, "Coresight debug-CPU{} initialized\n", cpu);
         Ok(reg)
     }
@@ -247,6 +332,17 @@ pub(crate) struct CpuDebugModule {
 
 impl kernel::Module for CpuDebugModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let budget_ms = module_parameters::budget_ms.value();
+        if !BUDGET_MS_RANGE.contains(&budget_ms) {
+            pr_err!(
+                "budget_ms={} is outside {}..={}\n",
+                budget_ms,
+                BUDGET_MS_RANGE.start(),
+                BUDGET_MS_RANGE.end()
+            );
+            return Err(EINVAL);
+        }
+        BUDGET_US.store(u64::from(budget_ms) * 1000, Relaxed);
         let on = module_parameters::debug.value()
             || module_parameters::enable.value()
             || cfg!(CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON);
@@ -259,8 +355,9 @@ impl kernel::Module for CpuDebugModule {
         )?;
         let driver = KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?;
         pr_info!(
-            "PC sampling at panic {}\n",
-            if on { "enabled" } else { "disabled" }
+            "PC sampling at panic {}, within {} ms for all CPUs\n",
+            if on { "enabled" } else { "disabled" },
+            budget_ms
         );
         Ok(Self {
             _driver: driver,

@@ -44,6 +44,7 @@ use kernel::coresight::{
         ArchError,
         CpuSample,
         Outcome,
+        FLAG_BUDGET_CUT,
         FLAG_OS_LOCK_WAS_LOCKED,
         FLAG_WAS_POWERED_DOWN, //
     },
@@ -100,15 +101,23 @@ pub fn read_arch<A: CsAccess + ?Sized>(io: &mut A, pc64: bool) -> Result<ArchDat
     ArchData::from_ids(eddevid.into_raw(), eddevid1.into_raw(), pc64)
 }
 
-/// Requests core power-up and waits, bounded; returns whether `PU` is set.
-fn power_up<A: CsAccess + ?Sized>(io: &mut A, saved: EDPRCR, s: &mut CpuSample) -> bool {
+/// Requests core power-up and waits, bounded by [`POWER_UP_ATTEMPTS`] * [`POWER_UP_POLLS`] polls
+/// and by `max_delays`; returns whether `PU` is set.
+fn power_up<A: CsAccess + ?Sized>(
+    io: &mut A,
+    saved: EDPRCR,
+    s: &mut CpuSample,
+    max_delays: u32,
+) -> bool {
+    let mut delays_left = max_delays;
     for attempt in 0..POWER_UP_ATTEMPTS {
         io.write_reg(saved.with_corepurq(true));
+        let retry = POWER_UP_POLLS.min(delays_left);
         let mut reads = 0u32;
         let mut first = None;
         let polled = poll(
             io,
-            POWER_UP_POLLS,
+            retry,
             POWER_UP_DELAY_US,
             |io| {
                 let v: EDPRSR = io.read(EDPRSR);
@@ -125,10 +134,18 @@ fn power_up<A: CsAccess + ?Sized>(io: &mut A, saved: EDPRCR, s: &mut CpuSample) 
                 s.flags |= FLAG_WAS_POWERED_DOWN;
             }
         }
-        if let Err(last) = polled {
-            s.edprsr = last.value.into_raw();
-            return false;
-        }
+        let last = match polled {
+            Ok(p) => p,
+            Err(p) => {
+                s.edprsr = p.value.into_raw();
+                if retry < POWER_UP_POLLS {
+                    // The budget, not the hardware bound, ended the wait.
+                    s.flags |= FLAG_BUDGET_CUT;
+                }
+                return false;
+            }
+        };
+        delays_left = delays_left.saturating_sub(last.delays);
         // Powered: ask the power controller not to take the core down while we read.
         io.write_reg(saved.with_corepurq(true).with_corenpdrq(true));
         let v: EDPRSR = io.read(EDPRSR);
@@ -144,16 +161,24 @@ fn power_up<A: CsAccess + ?Sized>(io: &mut A, saved: EDPRCR, s: &mut CpuSample) 
 /// Samples one CPU's PC through its external debug frame, at panic.
 ///
 /// Never fails: a CPU that cannot be sampled gets a record with the reason. Makes at most
-/// [`MAX_ACCESSES_PER_SAMPLE`] accesses and [`MAX_DELAYS_PER_SAMPLE`] delays; leaves `EDPRCR`
-/// and the OS lock as found and the software lock locked.
-pub fn sample_cpu<A: CsAccess + ?Sized>(io: &mut A, cpu: u32, arch: &ArchData) -> CpuSample {
+/// [`MAX_ACCESSES_PER_SAMPLE`] accesses and at most `max_delays` (and never more than
+/// [`MAX_DELAYS_PER_SAMPLE`]) delays of [`POWER_UP_DELAY_US`]: the caller's share of a time
+/// budget. When that share, not the hardware bound, ends the wait for power-up, the record says
+/// so ([`FLAG_BUDGET_CUT`]). Leaves `EDPRCR` and the OS lock as found and the software lock
+/// locked.
+pub fn sample_cpu<A: CsAccess + ?Sized>(
+    io: &mut A,
+    cpu: u32,
+    arch: &ArchData,
+    max_delays: u32,
+) -> CpuSample {
     let mut s = CpuSample::for_arch(cpu, arch);
 
     unlock(io);
     let saved: EDPRCR = io.read(EDPRCR);
     s.edprcr_saved = saved.into_raw();
 
-    if !power_up(io, saved, &mut s) {
+    if !power_up(io, saved, &mut s, max_delays) {
         s.outcome = Outcome::PoweredDown;
     } else if EDPRSR::from_raw(s.edprsr).dlk() {
         s.outcome = Outcome::DoubleLocked;

@@ -51,6 +51,7 @@ mod kunit {
         CpuSample,
         Outcome,
         PcKind,
+        FLAG_BUDGET_CUT,
         FLAG_WAS_POWERED_DOWN,
         RECORD_LEN, //
     };
@@ -86,7 +87,7 @@ mod kunit {
         let prcr_before = m.edprcr();
         let powered_before = m.powered();
         m.reset_counts();
-        let s = sample_cpu(m, cpu, &arch);
+        let s = sample_cpu(m, cpu, &arch, MAX_DELAYS_PER_SAMPLE);
         let mut buf = [0u8; RECORD_LEN];
         let ok = m.faults() == 0
             && m.ignored_writes() == 0
@@ -182,6 +183,35 @@ mod kunit {
         assert!(text
             .bytes()
             .ends_with(b"not sampled: powered down (EDPRSR.PU never set)"));
+        Ok(())
+    }
+
+    #[test]
+    fn the_phase_budget_cuts_the_wait_and_a_cpu_it_misses_is_named() -> Result {
+        let mut cfg = CpuDebugConfig::v8();
+        cfg.core_on = false;
+        cfg.power = PowerMode::Ignores;
+        let mut m = CpuDebugModel::new(cfg);
+        let arch = read_arch(&mut m, true).map_err(|_| EINVAL)?;
+        m.reset_counts();
+        // A share of 4 delays of the phase's budget: the wait ends there, and says why.
+        let s = sample_cpu(&mut m, 3, &arch, 4);
+        assert!(s.outcome == Outcome::PoweredDown);
+        assert_eq!(s.flags & FLAG_BUDGET_CUT, FLAG_BUDGET_CUT);
+        assert_eq!(m.delays(), 4);
+        let mut text = TextBuf::new();
+        assert!(write!(text, "{}", s.report()).is_ok());
+        assert!(text
+            .bytes()
+            .ends_with(b"; the wait was cut short by the CPU debug time budget"));
+        // A CPU the budget does not reach: a record that says so, no register touched.
+        m.reset_counts();
+        let s = CpuSample::not_reached(4, &arch);
+        assert_eq!(m.accesses(), 0);
+        assert!(s.outcome == Outcome::NotReached);
+        let mut buf = [0u8; RECORD_LEN];
+        assert!(s.encode(&mut buf) == Ok(RECORD_LEN));
+        assert!(CpuSample::decode(&buf) == Ok(s));
         Ok(())
     }
 }

@@ -16,9 +16,11 @@ use kernel::{
             Backend,
             Component,
             ComponentInfo,
-            InUse,
-            Mmio, //
+            Mmio,
+            Regs, //
         },
+        kernel_at_el2,
+        panic_dump,
         panic_dump::{
             format::etm4x::{
                 SaveOutcome,
@@ -65,54 +67,79 @@ use crate::{
         Timeout,
         TraceConfig, //
     },
-    module_parameters, sysreg,
+    module_parameters,
+    regs::MAX_ADDR_COMPARATORS,
+    sysreg,
 };
 
 /// Name the C driver has.
 const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
 
 /// One trace unit, shared by its CoreSight operations and its panic callback.
+#[pin_data]
 pub(crate) struct Etm<B: Backend> {
-    backend: B,
+    /// The registers, claimed around every register sequence.
+    #[pin]
+    pub(crate) regs: Regs<B>,
     cpu: u32,
     iface: Interface,
     ids: Etm4xIds,
-    /// Taken around every register sequence.
-    in_use: InUse,
     /// The locks found by the last enable, to put back at disable: bit 0 OS lock, bit 1
     /// software lock.
     found: Atomic<u32>,
     name: CString,
 }
 
-/// Runs `f` on the trace unit that `backend` reaches, from the unit's CPU when its registers are
-/// system registers.
-///
-/// # Safety
-///
-/// No other call on the same backend may run at the same time.
-unsafe fn run_on<B: Backend, R: Send>(
-    backend: &B,
+/// Runs `f` on the trace unit that `backend` reaches, from the unit's CPU when it has one; for
+/// probe, which owns the backend before it is put behind its lock.
+fn probe_run<B: Backend, R: Send>(
+    backend: &mut B,
     iface: Interface,
     f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
 ) -> Result<R> {
-    // SAFETY: The caller guarantees exclusive use of the backend.
-    let run = || unsafe { backend.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT))) };
-    match backend.cpu() {
+    let cpu = backend.cpu();
+    let run = || backend.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT)));
+    match cpu {
         None => Ok(run()),
         Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run),
     }
 }
 
 impl<B: Backend> Etm<B> {
-    /// Runs `f` on the trace unit, unless another caller has it ([`EBUSY`]).
-    fn with<R: Send>(
+    /// A trace unit of `cpu` with the identification `ids` read at probe.
+    pub(crate) fn new(
+        backend: B,
+        cpu: u32,
+        iface: Interface,
+        ids: Etm4xIds,
+        name: CString,
+    ) -> impl PinInit<Self> {
+        pin_init!(Self {
+            regs <- Regs::new(backend),
+            cpu,
+            iface,
+            ids,
+            found: Atomic::new(0),
+            name,
+        })
+    }
+
+    /// Runs `f` on the trace unit with its registers claimed, on the unit's CPU (where its power
+    /// domain is up, and where system registers are reached); [`EBUSY`] when another sequence
+    /// has them.
+    pub(crate) fn with<R: Send>(
         &self,
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
     ) -> Result<R> {
-        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
-        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
-        unsafe { run_on(&self.backend, self.iface, f) }
+        let iface = self.iface;
+        let run = || -> Result<R> {
+            let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
+            Ok(claim.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT))))
+        };
+        match self.regs.cpu() {
+            None => run(),
+            Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run)?,
+        }
     }
 
     /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped.
@@ -123,20 +150,36 @@ impl<B: Backend> Etm<B> {
         &self,
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R,
     ) -> Result<R, SaveOutcome> {
-        if !self.backend.reachable_from_any_cpu()
+        if !self.regs.reachable_from_any_cpu()
             && self
-                .backend
+                .regs
                 .cpu()
                 .is_some_and(|cpu| CpuId::current().as_u32() != cpu)
         {
             return Err(SaveOutcome::Unreachable);
         }
-        let _claim = self.in_use.try_claim().ok_or(SaveOutcome::Busy)?;
-        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
-        Ok(unsafe {
-            self.backend
-                .with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT)))
-        })
+        let mut claim = self.regs.try_claim().ok_or(SaveOutcome::Busy)?;
+        Ok(claim.with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT))))
+    }
+
+    /// The trace configuration of an enable: the default one with the trace ID, and the crash
+    /// path's entries the panic-dump core names as hardware stop points.
+    fn config(&self, csdev: &CsDevice, trace_id: u8) -> Result<TraceConfig, Etm4xError> {
+        let ts = module_parameters::timestamps.value();
+        let cfg = TraceConfig::default_for(&self.ids, trace_id, ts)?;
+        let mut stops = [0u64; MAX_ADDR_COMPARATORS];
+        let n = panic_dump::stop_addresses(&mut stops);
+        let (cfg, left) = cfg.with_stop_points(&self.ids, &stops[..n], kernel_at_el2());
+        if left > 0 {
+            dev_warn!(
+                csdev.as_device(),
+                "{} of {} stop points programmed: {} address comparators\n",
+                cfg.nr_stops,
+                n,
+                TraceConfig::addr_comparators(&self.ids)
+            );
+        }
+        Ok(cfg)
     }
 }
 
@@ -173,9 +216,8 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         if !csdev.take_mode(mode) {
             return Err(EBUSY);
         }
-        let ts = module_parameters::timestamps.value();
-        let enabled = match TraceConfig::default_for(&etm.ids, path.trace_id(), ts) {
-            Ok(cfg) => etm.with(|u| u.enable(&cfg)),
+        let enabled = match etm.config(csdev, path.trace_id()) {
+            Ok(cfg) => etm.with(move |u| u.enable(&cfg)),
             Err(e) => Ok(Err(e)),
         };
         let found = enabled
@@ -220,7 +262,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
 }
 
 /// The trace unit's panic callback.
-pub(crate) struct Save<B: Backend>(Arc<Etm<B>>);
+pub(crate) struct Save<B: Backend>(pub(crate) Arc<Etm<B>>);
 
 impl<B: Backend> DumpCallback for Save<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
@@ -247,34 +289,20 @@ pub(crate) type EtmDevice<B> = Component<SourceOps<B>, Save<B>>;
 /// Probes the trace unit of `cpu` whose registers `backend` reaches.
 pub(crate) fn probe_etm<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
-    backend: B,
+    mut backend: B,
     iface: Interface,
 ) -> Result<impl PinInit<EtmDevice<B>, Error> + 'a> {
     let cpu =
         coresight::get_cpu(dev).inspect_err(|_| dev_err!(dev, "no CPU for this trace unit\n"))?;
-    // SAFETY: Probe is the only user of the registers until the registrations below exist.
-    let ids = unsafe {
-        run_on(&backend, iface, |u| {
-            let found = u.unlock()?;
-            let ids = u.read_ids();
-            u.restore_locks(found);
-            ids
-        })
-    }?
+    let ids = probe_run(&mut backend, iface, |u| {
+        let found = u.unlock()?;
+        let ids = u.read_ids();
+        u.restore_locks(found);
+        ids
+    })?
     .inspect_err(|e| dev_err!(dev, "trace unit not usable: {e}\n"))?;
     let name = CString::try_from_fmt(fmt!("etm{}", cpu))?;
-    let etm = Arc::new(
-        Etm {
-            backend,
-            cpu,
-            iface,
-            ids,
-            in_use: InUse::new(),
-            found: Atomic::new(0),
-            name,
-        },
-        GFP_KERNEL,
-    )?;
+    let etm = Arc::pin_init(Etm::new(backend, cpu, iface, ids, name), GFP_KERNEL)?;
     dev_info!(
         dev,
         "CPU{}: ETMv4.{} initialized (TRCIDR1 {:#010x})\n",
@@ -308,7 +336,7 @@ struct EtmMmio<'a> {
 }
 
 impl Backend for EtmMmio<'_> {
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
         f(&mut Mmio(&self.io))
     }
 

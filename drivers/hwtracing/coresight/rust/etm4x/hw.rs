@@ -37,16 +37,21 @@ use kernel::{
             SAVED_OS_LOCK_FOUND,
             SAVED_OS_LOCK_RESTORED,
             SAVED_REGS_VALID,
-            SAVED_SW_LOCK_FOUND, //
+            SAVED_SW_LOCK_FOUND,
+            SAVED_VIEWINST_VALID, //
         },
     },
     io::register::{
         Array,
         Register, //
     },
+    num::Bounded,
 };
 
 use super::regs::{
+    trcacvr,
+    MAX_ADDR_COMPARATORS, //
+    TRCACATR,
     TRCBBCTLR,
     TRCCCCTLR,
     TRCCONFIGR,
@@ -56,6 +61,7 @@ use super::regs::{
     TRCIDR0_TSSIZE_MASK,
     TRCIDR2_CIDSIZE_MASK,
     TRCIDR3_EXLEVEL_S_MASK,
+    TRCIDR4_NUMACPAIRS_MASK,
     TRCIDR8_13,
     TRCOSLAR,
     TRCOSLSR,
@@ -69,7 +75,7 @@ use super::regs::{
     TRCTSCTLR,
     TRCVICTLR,
     TRCVIIECTLR,
-    TRCVISSCTLR, //
+    TRCVISSCTLR,
 };
 
 /// Mask of the `TRCDEVARCH` fields that identify an ETMv4 (architect, present, archid).
@@ -262,6 +268,13 @@ pub struct TraceConfig {
     pub viiectlr: u32,
     /// `TRCVISSCTLR`.
     pub vissctlr: u32,
+    /// Stop points: the addresses of single address comparators `0..nr_stops`, each selected in
+    /// `TRCVISSCTLR.STOP` ([`TraceConfig::with_stop_points`]).
+    pub stops: [u64; MAX_ADDR_COMPARATORS],
+    /// How many of `stops` are programmed.
+    pub nr_stops: usize,
+    /// `TRCACATRn` of the stop points (low half; the high half is zero).
+    pub acatr: u32,
 }
 
 impl TraceConfig {
@@ -294,7 +307,61 @@ impl TraceConfig {
             victlr: victlr.into_raw(),
             viiectlr: 0,
             vissctlr: 0,
+            stops: [0; MAX_ADDR_COMPARATORS],
+            nr_stops: 0,
+            acatr: 0,
         })
+    }
+
+    /// Returns how many single address comparators the unit has (`TRCIDR4.NUMACPAIRS` * 2).
+    pub fn addr_comparators(ids: &Etm4xIds) -> usize {
+        // CAST: a 4-bit field.
+        let pairs = (ids.idr(4) & TRCIDR4_NUMACPAIRS_MASK) as usize;
+        (pairs * 2).min(MAX_ADDR_COMPARATORS)
+    }
+
+    /// Adds a hardware stop: the ViewInst start/stop logic stops the trace on the first
+    /// instruction at any of `addrs` (the entries of the crash path's first functions), that
+    /// instruction included, nothing after it (IHI 0064, `TRCVISSCTLR`).
+    ///
+    /// Programs single address comparator `n` with `addrs[n]` (`TRCACVRn`), an access type that
+    /// matches the executed instruction's address at every level the trace includes
+    /// (`TRCACATRn`: the Secure levels the unit implements and, unless the kernel runs at EL2,
+    /// Non-secure EL2 excluded, as the C driver's `etm4_get_comparator_access_type()`), and
+    /// selects each as a stop point in `TRCVISSCTLR.STOP`, no start point; `TRCVICTLR` keeps
+    /// `SSSTATUS` set, so the logic starts started and everything is traced until a stop point.
+    ///
+    /// The unit has [`Self::addr_comparators`] single comparators: when `addrs` holds more, the
+    /// first ones that fit are programmed and the number left out is returned.
+    pub fn with_stop_points(
+        mut self,
+        ids: &Etm4xIds,
+        addrs: &[u64],
+        kernel_el2: bool,
+    ) -> (Self, usize) {
+        let n = addrs.len().min(Self::addr_comparators(ids));
+        let mut stop: u32 = 0;
+        for (i, (slot, addr)) in self.stops.iter_mut().zip(addrs).take(n).enumerate() {
+            *slot = *addr;
+            stop |= 1 << i;
+        }
+        self.nr_stops = n;
+        // The bits of `n <= 16` comparators and a 4-bit field always fit their fields.
+        let stop = Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>());
+        self.vissctlr = TRCVISSCTLR::from_raw(0).with_stop(stop).into_raw();
+        let exlevel_s = Bounded::<u32, 4>::try_new((ids.idr(3) & TRCIDR3_EXLEVEL_S_MASK) >> 16)
+            .unwrap_or(Bounded::<u32, 4>::new::<0>());
+        let exlevel_ns = if kernel_el2 {
+            Bounded::<u32, 3>::new::<0>()
+        } else {
+            // Non-secure EL2 (bit 2 of the field) is the hypervisor's: not traced, not matched.
+            Bounded::<u32, 3>::new::<0b100>()
+        };
+        self.acatr = TRCACATR::from_raw(0)
+            .with_exlevel_s(exlevel_s)
+            .with_exlevel_ns(exlevel_ns)
+            .into_raw();
+        (self, addrs.len() - n)
     }
 }
 
@@ -515,6 +582,12 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         io.write_reg(TRCVICTLR::from_raw(cfg.victlr));
         io.write_reg(TRCVIIECTLR::from_raw(cfg.viiectlr));
         io.write_reg(TRCVISSCTLR::from_raw(cfg.vissctlr));
+        for (n, addr) in cfg.stops.iter().enumerate().take(cfg.nr_stops) {
+            io.write64(trcacvr(n), *addr);
+            if let Some(loc) = TRCACATR::try_at(n) {
+                io.write(loc, TRCACATR::from_raw(cfg.acatr));
+            }
+        }
     }
 
     fn program_and_start(&mut self, cfg: &TraceConfig) -> Result<(), Etm4xError> {
@@ -608,6 +681,10 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         s.trctraceidr = self.io.read(TRCTRACEIDR).into_raw();
         self.read_idrs(&mut s.idr);
         s.flags |= SAVED_REGS_VALID;
+        // After the stop, `SSSTATUS` says whether a stop point had stopped the trace.
+        s.trcvictlr = self.io.read(TRCVICTLR).into_raw();
+        s.trcvissctlr = self.io.read(TRCVISSCTLR).into_raw();
+        s.flags |= SAVED_VIEWINST_VALID;
         if os_locked {
             self.os_lock();
             if self.os_locked() {

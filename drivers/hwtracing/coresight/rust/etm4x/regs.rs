@@ -116,8 +116,21 @@ register! {
 
     /// ViewInst Start/Stop Control Register.
     pub TRCVISSCTLR(u32) @ 0x088 {
-        /// The single address comparators that start and stop.
-        31:0 value;
+        /// The single address comparators that stop the start/stop logic, one bit each.
+        31:16 stop;
+        /// The single address comparators that start it, one bit each.
+        15:0 start;
+    }
+
+    /// Address Comparator Access Type Registers 0 to 15, their low halves (the registers are
+    /// 64 bits wide, 8 bytes apart; the high halves are zero for instruction address compares).
+    pub TRCACATR(u32)[16, stride = 8] @ 0x480 {
+        /// Non-secure exception levels at which the comparator does not match.
+        14:12 exlevel_ns;
+        /// Secure exception levels at which the comparator does not match.
+        11:8 exlevel_s;
+        /// What is compared: 0 for the address of an executed instruction.
+        1:0 kind;
     }
 
     /// ID Registers 8 to 13.
@@ -160,6 +173,20 @@ register! {
         0:0 power => bool;
     }
 }
+
+/// Number of single address comparators `TRCIDR4` can announce (8 pairs).
+pub const MAX_ADDR_COMPARATORS: usize = 16;
+
+/// Offset of `TRCACVRn`, the 64-bit value of single address comparator `n` (0x400, 8 bytes
+/// apart), written whole with [`CsAccess::write64`](kernel::coresight::access::CsAccess::write64):
+/// a system-register unit has one 64-bit register there, not two halves.
+pub const fn trcacvr(n: usize) -> u32 {
+    // CAST: `n % 16` is small.
+    0x400 + 8 * (n % MAX_ADDR_COMPARATORS) as u32
+}
+
+/// `TRCIDR4.NUMACPAIRS` (bits 3:0): the address comparator pairs implemented.
+pub const TRCIDR4_NUMACPAIRS_MASK: u32 = 0xF;
 
 /// `TRCIDR0.TSSIZE` (bits 28:24): 0 when global timestamps are not implemented.
 pub const TRCIDR0_TSSIZE_MASK: u32 = 0x1F << 24;

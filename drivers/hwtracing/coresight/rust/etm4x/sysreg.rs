@@ -7,7 +7,11 @@
 //! uses to those instructions; an offset without a system register reads as all ones (like an
 //! absent register) and ignores writes, which is what the software lock and power registers of
 //! the memory-mapped interface look like here. Writes are followed by an `ISB`, so that a write
-//! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read.
+//! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read. The 64-bit address
+//! comparators (`TRCACVRn`, `TRCACATRn`, the hardware stop's) are written whole through
+//! [`CsAccess::write64`]. Like the rest of this file, compiled and checked against the register
+//! tables of the architecture, but never run here: it needs a CPU with the trace system
+//! registers.
 
 use core::arch::asm;
 
@@ -119,6 +123,38 @@ sysregs! {
     0x1F4 => "S2_1_C0_C13_7", ro; // TRCIDR5
     0x1F8 => "S2_1_C0_C14_7", ro; // TRCIDR6
     0x1FC => "S2_1_C0_C15_7", ro; // TRCIDR7
+    0x400 => "S2_1_C2_C0_0", rw; // TRCACVR0
+    0x408 => "S2_1_C2_C2_0", rw; // TRCACVR1
+    0x410 => "S2_1_C2_C4_0", rw; // TRCACVR2
+    0x418 => "S2_1_C2_C6_0", rw; // TRCACVR3
+    0x420 => "S2_1_C2_C8_0", rw; // TRCACVR4
+    0x428 => "S2_1_C2_C10_0", rw; // TRCACVR5
+    0x430 => "S2_1_C2_C12_0", rw; // TRCACVR6
+    0x438 => "S2_1_C2_C14_0", rw; // TRCACVR7
+    0x440 => "S2_1_C2_C0_1", rw; // TRCACVR8
+    0x448 => "S2_1_C2_C2_1", rw; // TRCACVR9
+    0x450 => "S2_1_C2_C4_1", rw; // TRCACVR10
+    0x458 => "S2_1_C2_C6_1", rw; // TRCACVR11
+    0x460 => "S2_1_C2_C8_1", rw; // TRCACVR12
+    0x468 => "S2_1_C2_C10_1", rw; // TRCACVR13
+    0x470 => "S2_1_C2_C12_1", rw; // TRCACVR14
+    0x478 => "S2_1_C2_C14_1", rw; // TRCACVR15
+    0x480 => "S2_1_C2_C0_2", rw; // TRCACATR0
+    0x488 => "S2_1_C2_C2_2", rw; // TRCACATR1
+    0x490 => "S2_1_C2_C4_2", rw; // TRCACATR2
+    0x498 => "S2_1_C2_C6_2", rw; // TRCACATR3
+    0x4A0 => "S2_1_C2_C8_2", rw; // TRCACATR4
+    0x4A8 => "S2_1_C2_C10_2", rw; // TRCACATR5
+    0x4B0 => "S2_1_C2_C12_2", rw; // TRCACATR6
+    0x4B8 => "S2_1_C2_C14_2", rw; // TRCACATR7
+    0x4C0 => "S2_1_C2_C0_3", rw; // TRCACATR8
+    0x4C8 => "S2_1_C2_C2_3", rw; // TRCACATR9
+    0x4D0 => "S2_1_C2_C4_3", rw; // TRCACATR10
+    0x4D8 => "S2_1_C2_C6_3", rw; // TRCACATR11
+    0x4E0 => "S2_1_C2_C8_3", rw; // TRCACATR12
+    0x4E8 => "S2_1_C2_C10_3", rw; // TRCACATR13
+    0x4F0 => "S2_1_C2_C12_3", rw; // TRCACATR14
+    0x4F8 => "S2_1_C2_C14_3", rw; // TRCACATR15
     0x300 => "S2_1_C1_C0_4", wo; // TRCOSLAR
     0x304 => "S2_1_C1_C1_4", ro; // TRCOSLSR
     0xFB8 => "S2_1_C7_C14_6", ro; // TRCAUTHSTATUS
@@ -166,6 +202,18 @@ impl CsAccess for SysRegIo {
         unsafe { write(offset, u64::from(value)) };
     }
 
+    // The 64-bit registers (the address comparators) are one system register each: one `MSR`,
+    // not two halves (the half at `offset + 4` has no system register).
+    fn write64(&mut self, offset: u32, value: u64) {
+        // SAFETY: By the type invariant this runs on the unit's CPU.
+        unsafe { write(offset, value) };
+    }
+
+    fn read64(&mut self, offset: u32) -> u64 {
+        // SAFETY: By the type invariant this runs on the unit's CPU.
+        unsafe { read(offset) }.unwrap_or(u64::MAX)
+    }
+
     fn delay_us(&mut self, us: u32) {
         kernel::time::delay::udelay(kernel::time::Delta::from_micros(i64::from(us)));
     }
@@ -176,11 +224,31 @@ pub(crate) struct SysRegEtm {
     cpu: u32,
 }
 
+/// What another CPU sees of a system-register trace unit: nothing (all ones, writes ignored).
+struct OtherCpu;
+
+impl CsAccess for OtherCpu {
+    fn read32(&mut self, _offset: u32) -> u32 {
+        u32::MAX
+    }
+
+    fn write32(&mut self, _offset: u32, _value: u32) {}
+
+    fn delay_us(&mut self, us: u32) {
+        kernel::time::delay::udelay(kernel::time::Delta::from_micros(i64::from(us)));
+    }
+}
+
 impl Backend for SysRegEtm {
-    unsafe fn with_io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        // SAFETY: The driver calls `with_io` of a backend whose `cpu()` is set on that CPU only
-        // (through `smp::call_on_cpu`, or at panic after checking the current CPU), and probe
-        // checked that it implements the trace system registers.
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        // The driver runs every sequence on the unit's CPU, with interrupts off (from
+        // `smp::call_on_cpu`, or at panic after checking the CPU): a call from anywhere else
+        // reaches nothing rather than another CPU's trace unit.
+        if kernel::cpu::CpuId::current().as_u32() != self.cpu {
+            return f(&mut OtherCpu);
+        }
+        // SAFETY: This is the unit's CPU (checked above, and interrupts are off, so it stays
+        // so), and probe checked that it implements the trace system registers.
         f(&mut unsafe { SysRegIo::new() })
     }
 

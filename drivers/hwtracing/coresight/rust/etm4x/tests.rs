@@ -7,7 +7,13 @@ use crate::model::{
     ModelIds,
     ModelInterface, //
 };
-use kernel::prelude::*;
+use kernel::{
+    coresight::{
+        access::CsAccess,
+        component::Backend, //
+    },
+    prelude::*,
+};
 
 /// Builds a model on the heap: its register file is too big for a test's stack.
 fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
@@ -15,6 +21,15 @@ fn new_model(ids: ModelIds, iface: ModelInterface) -> Result<KBox<Etm4xModel>> {
     Etm4xModel::new_in(&mut slot, ids, iface);
     // SAFETY: `new_in` initialised every field of the model.
     Ok(unsafe { slot.assume_init() })
+}
+
+/// A model as the driver's register backend, reached from any CPU.
+struct ModelBackend(KBox<Etm4xModel>);
+
+impl Backend for ModelBackend {
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+        f(&mut *self.0)
+    }
 }
 
 #[kunit_tests(coresight_etm4x_hw)]
@@ -170,6 +185,83 @@ mod kunit {
         );
         buf[0] = 9;
         assert!(SavedState::decode(&buf) == Err(PayloadError::Version(9)));
+        Ok(())
+    }
+
+    /// Entry addresses of two kernel functions.
+    const STOPS: [u64; 2] = [0xFFFF_C5E1_8012_3450, 0xFFFF_C5E1_8004_5670];
+
+    #[test]
+    fn enable_with_stop_points_programs_the_comparators() -> Result {
+        let mut m = new_model(ModelIds::CORTEX_A57, ModelInterface::Mmio)?;
+        let mut etm = Etm4x::new(&mut *m, Interface::Mmio, T);
+        let ids = etm.read_ids().map_err(|_| EIO)?;
+        let cfg = TraceConfig::default_for(&ids, TRACE_ID, false).map_err(|_| EINVAL)?;
+        let (cfg, left) = cfg.with_stop_points(&ids, &STOPS, false);
+        assert_eq!(left, 0);
+        etm.enable(&cfg).map_err(|_| EIO)?;
+        assert_eq!(m.peek(TRCVISSCTLR), 0b11 << 16);
+        for (n, addr) in STOPS.iter().enumerate() {
+            // CAST: `n < 2`; the halves of the address.
+            let acvr = 0x400 + 8 * n as u32;
+            assert_eq!(m.peek(acvr), *addr as u32);
+            assert_eq!(m.peek(acvr + 4), (*addr >> 32) as u32);
+            assert_eq!(m.peek(0x480 + 8 * n as u32), 0x4B00);
+        }
+        assert_eq!(m.stats().busy_writes, 0);
+        let s = Etm4x::new(&mut *m, Interface::Mmio, T).panic_save(0);
+        assert!(s.hw_stop().is_some_and(|h| h.stop_points == 2));
+        Ok(())
+    }
+
+    #[test]
+    fn a_claim_held_by_a_stopped_cpu_leaves_the_unit_alone_at_panic() -> Result {
+        use crate::driver::{
+            Etm,
+            Save, //
+        };
+        use kernel::{
+            c_str,
+            coresight::panic_dump::DumpCallback,
+            str::CString,
+            sync::Arc, //
+        };
+
+        let mut m = new_model(ModelIds::CORTEX_A53, ModelInterface::Mmio)?;
+        let ids = Etm4x::new(&mut *m, Interface::Mmio, T)
+            .read_ids()
+            .map_err(|_| EIO)?;
+        let name = CString::try_from_fmt(fmt!("{}", c_str!("etm0")))?;
+        let etm = Arc::pin_init(
+            Etm::new(super::ModelBackend(m), 0, Interface::Mmio, ids, name),
+            GFP_KERNEL,
+        )?;
+        let cfg = TraceConfig::default_for(&ids, TRACE_ID, false).map_err(|_| EINVAL)?;
+        etm.with(move |u| u.enable(&cfg))?.map_err(|_| EIO)?;
+        let save = Save(etm.clone());
+        let mut buf = [0u8; SAVED_STATE_SIZE];
+        let mut written = 0;
+
+        // A CPU stopped by the panic in the middle of a sequence holds the claim: the panic
+        // callback records "busy" and touches nothing; a run-time caller gets EBUSY.
+        {
+            let mut held = etm.regs.try_claim().ok_or(EINVAL)?;
+            let reads_before = held.with_io(|io| io.read32(0x004));
+            assert_eq!(reads_before & 1, 1);
+            assert!(etm.regs.try_claim().is_none());
+            assert!(etm.with(|u| u.read_ids()).err() == Some(EBUSY));
+            assert!(save.dump(&mut buf, &mut written).err() == Some(EIO));
+            let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
+            assert!(s.outcome == SaveOutcome::Busy);
+            assert!(!s.regs_valid());
+            assert_eq!(held.with_io(|io| io.read32(0x004)) & 1, 1);
+        }
+        // Released: the panic callback stops and saves the unit.
+        assert!(save.dump(&mut buf, &mut written).is_ok());
+        let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
+        assert!(s.outcome == SaveOutcome::Ok && s.regs_valid());
+        let mut claim = etm.regs.try_claim().ok_or(EINVAL)?;
+        assert_eq!(claim.with_io(|io| io.read32(0x004)) & 1, 0);
         Ok(())
     }
 }

@@ -4,9 +4,15 @@
 //!
 //! Owns the dump region, keeps the registrations drivers make with `coresight_dump_add()` (or
 //! [`kernel::coresight::panic_dump::Registration`]), and at panic runs their callbacks in phases
-//! (CPU debug samples, trace sources, trace sinks, the rest) before it writes the commit record.
-//! The region's layout, and the writer used here, is [`format`], shared with the host tool
-//! `csdump`.
+//! (stop the trace sources, sample the CPUs, drain the trace sinks, the rest), times each phase,
+//! writes the commit record and cleans the region to the point of coherency. The region's
+//! layout, and the writer used here, is [`format`], shared with the host tool `csdump`.
+//!
+//! While a trace sink or source is registered, the core sets `crash_kexec_post_notifiers`, so
+//! that a kdump capture kernel starts only after the dump is written, and puts back what it found
+//! when the last one goes (as the kernel's Hyper-V and powerpc fadump code set it while their
+//! feature is active). The crash path's first functions, where the trace sources stop in
+//! hardware, are the `stop_at` parameter (`exports.c`).
 //!
 //! The region is, in order of preference: the `reserve_mem=` region labelled `coresight_dump`,
 //! the `memory-region` named "dump" of a device-tree node compatible with
@@ -23,6 +29,8 @@ use kernel::{
             self,
             ContainerHeader,
             PayloadType,
+            Phase,
+            Phases,
             RecordHeader,
             RecordKind,
             RecordStatus,
@@ -32,6 +40,7 @@ use kernel::{
             CPU_NONE,
             NAME_SIZE,
             PANIC_INFO_MAX_SIZE,
+            PHASES_SIZE,
             RECORD_HEADER_SIZE,
             VMCOREINFO_TEXT_MAX, //
         },
@@ -43,6 +52,7 @@ use kernel::{
     crash_dump, debugfs,
     panic_notifier::{
         self,
+        Counter,
         PanicHandler, //
     },
     prelude::*,
@@ -84,7 +94,8 @@ module! {
         },
         post_notifiers: bool {
             default: true,
-            description: "Make kdump run panic notifiers first (crash_kexec_post_notifiers)",
+            description:
+                "Set crash_kexec_post_notifiers while a trace sink or source is registered, so kdump runs the dump first (0: leave it alone)",
         },
     },
 }
@@ -103,6 +114,16 @@ const FREE: u32 = 0;
 const ACTIVE: u32 = 1;
 /// Deleted; the slot stays reserved for a later registration that fits.
 const RELEASED: u32 = 2;
+
+/// The order of the phases at panic: every trace source stops first (the panicking CPU's own has
+/// already stopped in hardware at the crash path's entry), so that nothing after it (CPU debug
+/// sampling, printing) is traced into the sinks.
+const PHASES: [(Phase, DumpType); 4] = [
+    (Phase::StopSources, DumpType::Source),
+    (Phase::SampleCpus, DumpType::CpuDebug),
+    (Phase::DrainSinks, DumpType::Sink),
+    (Phase::Other, DumpType::Other),
+];
 
 /// A registration as the panic path reads it.
 #[derive(Clone, Copy)]
@@ -134,6 +155,10 @@ struct Alloc {
     slots: SlotAllocator,
     /// Registration counter, for "registration order" within a phase.
     seq: u64,
+    /// Registered trace sinks and sources.
+    trace: u32,
+    /// `crash_kexec_post_notifiers` as found when the first of them registered.
+    post_notifiers_found: bool,
 }
 
 /// Where the region came from, for the log.
@@ -152,6 +177,7 @@ struct Core {
     _buffer: Option<KVec<u8>>,
     header: ContainerHeader,
     panic_slot: usize,
+    phases_slot: usize,
     entries: [Entry; MAX_ENTRIES],
     #[pin]
     alloc: Mutex<Alloc>,
@@ -167,12 +193,16 @@ fn core_ref() -> Option<&'static Core> {
     unsafe { p.as_ref() }
 }
 
-fn name_field(name: &CStr) -> [u8; NAME_SIZE] {
+fn name_field(name: &[u8]) -> [u8; NAME_SIZE] {
     let mut out = [0u8; NAME_SIZE];
-    let bytes = name.to_bytes();
-    let n = bytes.len().min(NAME_SIZE - 1);
-    out[..n].copy_from_slice(&bytes[..n]);
+    let n = name.len().min(NAME_SIZE - 1);
+    out[..n].copy_from_slice(&name[..n]);
     out
+}
+
+/// Whether a registration of `kind` is a trace sink or source, for `crash_kexec_post_notifiers`.
+fn is_trace(kind: DumpType) -> bool {
+    matches!(kind, DumpType::Source | DumpType::Sink)
 }
 
 fn record_kind(t: DumpType) -> RecordKind {
@@ -239,7 +269,7 @@ impl Core {
         };
         let record = record_kind(desc.kind);
         let payload = PayloadType::from(desc.payload);
-        let name = name_field(desc.name);
+        let name = name_field(desc.name.as_bytes());
         let mut h = RecordHeader::new(
             record,
             &name,
@@ -263,6 +293,15 @@ impl Core {
             })
         };
         e.state.store(ACTIVE, Release);
+        if is_trace(desc.kind) {
+            alloc.trace += 1;
+            if alloc.trace == 1 && module_parameters::post_notifiers.value() {
+                alloc.post_notifiers_found = panic_notifier::set_crash_kexec_post_notifiers(true);
+                if !alloc.post_notifiers_found {
+                    pr_info!("crash_kexec_post_notifiers set: trace sinks/sources registered\n");
+                }
+            }
+        }
         Ok(index)
     }
 
@@ -270,13 +309,22 @@ impl Core {
         let Some(e) = self.entries.get(index) else {
             return;
         };
-        let _alloc = self.alloc.lock();
+        let mut alloc = self.alloc.lock();
         if e.state.load(Relaxed) != ACTIVE {
             return;
         }
         e.state.store(RELEASED, Release);
         // SAFETY: No longer `ACTIVE`, and we hold the lock.
         if let Some(info) = unsafe { &*e.info.get() } {
+            if is_trace(info.desc.kind) {
+                alloc.trace = alloc.trace.saturating_sub(1);
+                if alloc.trace == 0 && module_parameters::post_notifiers.value() {
+                    panic_notifier::set_crash_kexec_post_notifiers(alloc.post_notifiers_found);
+                    if !alloc.post_notifiers_found {
+                        pr_info!("crash_kexec_post_notifiers cleared: no trace sink/source left\n");
+                    }
+                }
+            }
             let h = RecordHeader::new(
                 RecordKind::Free,
                 b"",
@@ -289,12 +337,13 @@ impl Core {
         }
     }
 
-    /// Runs one registration's callback into its slot and seals its record.
+    /// Runs one registration's callback into its slot and seals its record; returns whether the
+    /// callback succeeded.
     ///
     /// # Safety
     ///
     /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
-    unsafe fn run(&self, info: &EntryInfo) {
+    unsafe fn run(&self, info: &EntryInfo) -> bool {
         let mut h = RecordHeader::new(
             info.record,
             &info.name,
@@ -318,7 +367,7 @@ impl Core {
         // SAFETY: The slot belongs to this registration only; by the safety requirements nothing
         // else runs.
         let Ok(buf) = (unsafe { self.map.slice_mut(data_off, info.capacity) }) else {
-            return;
+            return false;
         };
         let mut len = 0usize;
         // SAFETY: `desc` was registered with `coresight_dump_add`, whose contract makes `dump` and
@@ -345,29 +394,96 @@ impl Core {
         } {
             let _ = format::seal_record(rec, &h);
         }
+        h.status == RecordStatus::Ok
     }
 
-    /// Writes (or rewrites) the commit record after the last record.
+    /// Writes (or rewrites) the commit record after the last record; returns the region's used
+    /// bytes (the end of the commit record).
     ///
     /// # Safety
     ///
     /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
-    unsafe fn commit(&self) -> bool {
+    unsafe fn commit(&self) -> Option<usize> {
         // SAFETY: By the safety requirements nothing else accesses the region.
         let Ok(all) = (unsafe { self.map.slice_mut(0, self.map.len()) }) else {
-            return false;
+            return None;
         };
         match format::write_commit(all) {
-            Ok(_) => true,
+            Ok(used) => Some(used),
             Err(e) => {
                 pr_emerg!("could not commit the dump: {}\n", e);
-                false
+                None
             }
         }
     }
 
+    /// Writes the phase times record with what `times` holds so far.
+    ///
+    /// # Safety
+    ///
+    /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
+    unsafe fn write_phases(&self, times: &Phases) {
+        let mut data = [0u8; PHASES_SIZE];
+        if times.encode(&mut data).is_err() {
+            return;
+        }
+        // CAST: a small constant.
+        let mut h = RecordHeader::new(
+            RecordKind::Phases,
+            b"phases",
+            PHASES_SIZE as u32,
+            self.stamp(),
+        );
+        h.status = RecordStatus::Ok;
+        // SAFETY: The phase times slot is the core's own; by the safety requirements nothing
+        // else runs.
+        if let Ok(rec) = unsafe {
+            self.map
+                .slice_mut(self.phases_slot, RECORD_HEADER_SIZE + PHASES_SIZE)
+        } {
+            let _ = format::write_record(rec, &h, &data);
+        }
+    }
+
+    /// Runs the callbacks of `kind`, in registration order (at most `MAX_ENTRIES`^2 steps);
+    /// returns how many ran and how many failed.
+    ///
+    /// # Safety
+    ///
+    /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
+    unsafe fn run_phase(&self, kind: DumpType) -> (u32, u32) {
+        let (mut ran, mut failed) = (0u32, 0u32);
+        let mut last = 0u64;
+        loop {
+            let mut next: Option<EntryInfo> = None;
+            for e in &self.entries {
+                if e.state.load(Acquire) != ACTIVE {
+                    continue;
+                }
+                // SAFETY: `ACTIVE` was seen with acquire: `info` is complete and stable.
+                let Some(i) = (unsafe { *e.info.get() }) else {
+                    continue;
+                };
+                if i.desc.kind == kind && i.seq > last && next.is_none_or(|n| i.seq < n.seq) {
+                    next = Some(i);
+                }
+            }
+            let Some(i) = next else {
+                break;
+            };
+            last = i.seq;
+            ran += 1;
+            // SAFETY: By the safety requirements.
+            if !unsafe { self.run(&i) } {
+                failed += 1;
+            }
+        }
+        (ran, failed)
+    }
+
     /// The panic path.
     fn dump(&self, message: &CStr) {
+        let entry = Counter::read();
         if self.dumping.cmpxchg(0, 1, Relaxed).is_err() {
             return;
         }
@@ -398,48 +514,67 @@ impl Core {
                 let _ = format::write_record(rec, &h, &pi[..n]);
             }
         }
+        let mut times = Phases {
+            frequency: Counter::frequency(),
+            entry,
+            ..Phases::default()
+        };
         // SAFETY: We won `dumping`; the other CPUs are stopped.
-        unsafe { self.commit() };
-
-        // Phases in order; within a phase, registration order (at most MAX_ENTRIES^2 steps).
-        for phase in [
-            DumpType::CpuDebug,
-            DumpType::Source,
-            DumpType::Sink,
-            DumpType::Other,
-        ] {
-            let mut last = 0u64;
-            loop {
-                let mut next: Option<EntryInfo> = None;
-                for e in &self.entries {
-                    if e.state.load(Acquire) != ACTIVE {
-                        continue;
-                    }
-                    // SAFETY: `ACTIVE` was seen with acquire: `info` is complete and stable.
-                    let Some(i) = (unsafe { *e.info.get() }) else {
-                        continue;
-                    };
-                    if i.desc.kind == phase && i.seq > last && next.is_none_or(|n| i.seq < n.seq) {
-                        next = Some(i);
-                    }
-                }
-                let Some(i) = next else {
-                    break;
-                };
-                last = i.seq;
-                // SAFETY: We won `dumping`; the other CPUs are stopped.
-                unsafe { self.run(&i) };
-            }
+        unsafe {
+            self.write_phases(&times);
+            self.commit();
         }
 
+        for (phase, kind) in PHASES {
+            let start = Counter::read();
+            // SAFETY: We won `dumping`; the other CPUs are stopped.
+            let (ran, failed) = unsafe { self.run_phase(kind) };
+            let t = times.get_mut(phase);
+            t.start = start;
+            t.end = Counter::read();
+            t.callbacks = ran;
+            t.errors = failed;
+            // What ran so far is in the dump even if a later callback never returns.
+            // SAFETY: As above.
+            unsafe { self.write_phases(&times) };
+        }
+
+        // The commit, timed; then the phase times with it, committed again.
+        let start = Counter::read();
         // SAFETY: We won `dumping`; the other CPUs are stopped; the callbacks are done.
-        if !unsafe { self.commit() } {
+        let first = unsafe { self.commit() };
+        let t = times.get_mut(Phase::Commit);
+        t.start = start;
+        t.end = Counter::read();
+        // SAFETY: As above.
+        let used = first.and_then(|_| unsafe {
+            self.write_phases(&times);
+            self.commit()
+        });
+        let Some(used) = used else {
             return;
-        }
+        };
+        // On silicon a warm reset need not write dirty cache lines back: make the dump reach
+        // memory (a write-back region is cleaned to the point of coherency).
+        let cleaned = self.map.clean_to_poc(0, used);
+        let us = |p: Phase| {
+            let t = times.get(p);
+            Counter::us_in_ticks(t.end.wrapping_sub(t.start), times.frequency)
+        };
         pr_emerg!(
-            "dump committed at {:#x} (sequence {})\n",
+            "dump committed at {:#x} (sequence {}): stop sources {} us, sample CPUs {} us, drain sinks {} us, other {} us, commit {} us; {}\n",
             self.map.phys_addr(),
-            self.header.sequence
+            self.header.sequence,
+            us(Phase::StopSources),
+            us(Phase::SampleCpus),
+            us(Phase::DrainSinks),
+            us(Phase::Other),
+            us(Phase::Commit),
+            match cleaned {
+                Ok(true) => "cleaned to the point of coherency",
+                Ok(false) => "written through (not cached)",
+                Err(_) => "NOT cleaned from the data cache",
+            }
         );
     }
 }
@@ -644,12 +779,14 @@ fn reset(map: &Mapping, header: &ContainerHeader) -> Result<format::CoreSlots> {
         .map_err(Error::from)
 }
 
-/// Publishes the region's address and size in vmcoreinfo, with the format's keys.
+/// Publishes the region's address and size in vmcoreinfo, with the format's keys, and has the
+/// note rebuilt so that a hypervisor's dump of this guest carries them too.
 fn publish(phys: u64, size: u64) -> Result {
     let mut text = [0u8; VMCOREINFO_TEXT_MAX + 1];
     let n = format::format_vmcoreinfo(phys, size, &mut text)?;
     let line = CStr::from_bytes_with_nul(&text[..=n]).map_err(|_| EINVAL)?;
-    vmcore_info::append(line)
+    vmcore_info::append(line)?;
+    vmcore_info::refresh_note()
 }
 
 impl kernel::Module for PanicDump {
@@ -687,6 +824,7 @@ impl kernel::Module for PanicDump {
                 _buffer: buffer,
                 header,
                 panic_slot: slots.panic_info,
+                phases_slot: slots.phases,
                 entries: [const {
                     Entry {
                         state: Atomic::new(FREE),
@@ -696,6 +834,8 @@ impl kernel::Module for PanicDump {
                 alloc <- new_mutex!(Alloc {
                     slots: SlotAllocator::new(slots.first_free, region_size),
                     seq: 0,
+                    trace: 0,
+                    post_notifiers_found: false,
                 }),
                 dumping: Atomic::new(0),
             }? Error),
@@ -707,9 +847,6 @@ impl kernel::Module for PanicDump {
 
         publish(phys, size)?;
 
-        if module_parameters::post_notifiers.value() {
-            panic_notifier::set_crash_kexec_post_notifiers(true);
-        }
         // Run before the other panic notifiers that may stop the machine (pvpanic is INT_MAX and
         // registered earlier, so it still runs first).
         let notifier = KBox::pin_init(
@@ -757,13 +894,23 @@ fn debug_files(dump: KVVec<u8>) -> Result<DebugFiles> {
     })
 }
 
+impl Core {
+    /// Returns the index of the entry `handle` points to, if it is one of ours.
+    fn index_of(&self, handle: *const Entry) -> Option<usize> {
+        self.entries.iter().position(|e| core::ptr::eq(e, handle))
+    }
+}
+
 /// C API: registers a dump callback. `coresight_dump_add()` (`exports.c`, exported) calls it;
 /// see `include/linux/coresight-panic-dump.h`.
 ///
+/// Returns the registration's entry, which lives as long as the core (for ever), as the opaque
+/// handle; the description is copied, its name included.
+///
 /// # Safety
 ///
-/// `desc` must point to a valid description whose name, callback and data stay valid until
-/// [`cspd_dump_del`] is called with the returned handle.
+/// `desc` must point to a valid description whose name is valid for the call and whose callback
+/// and data stay valid until [`cspd_dump_del`] is called with the returned handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cspd_dump_add(desc: *const RawDesc) -> *mut c_void {
     // SAFETY: By the safety requirements.
@@ -775,8 +922,11 @@ pub unsafe extern "C" fn cspd_dump_add(desc: *const RawDesc) -> *mut c_void {
         return ENODEV.to_ptr();
     };
     match core.add(view) {
-        // Handles are entry index + 1, so that a handle is never null.
-        Ok(i) => core::ptr::without_provenance_mut(i + 1),
+        // The entry is one of the core's, which is never freed; `del` checks that a handle is
+        // one of them before it uses it.
+        Ok(i) => core.entries.get(i).map_or(EINVAL.to_ptr(), |e| {
+            core::ptr::from_ref(e).cast_mut().cast()
+        }),
         Err(e) => e.to_ptr(),
     }
 }
@@ -784,15 +934,17 @@ pub unsafe extern "C" fn cspd_dump_add(desc: *const RawDesc) -> *mut c_void {
 /// C API: removes a registration; its slot is released and its record no longer written.
 /// `coresight_dump_del()` (`exports.c`, exported) calls it.
 ///
+/// A handle that is not one of the core's entries (null, an error pointer) is ignored; it is
+/// compared with them, never dereferenced.
+///
 /// # Safety
 ///
 /// `entry` must be a handle returned by [`cspd_dump_add`] and not deleted yet.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cspd_dump_del(entry: *mut c_void) {
     if let Some(core) = core_ref() {
-        let h = entry.addr();
-        if h >= 1 {
-            core.del(h - 1);
+        if let Some(i) = core.index_of(entry.cast_const().cast()) {
+            core.del(i);
         }
     }
 }

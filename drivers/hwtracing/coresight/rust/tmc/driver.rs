@@ -17,7 +17,7 @@ use kernel::{
             Backend,
             Component,
             ComponentInfo,
-            InUse, //
+            Regs, //
         },
         panic_dump::{
             format::tmc::{
@@ -73,10 +73,11 @@ use crate::{
 const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
+#[pin_data]
 pub(crate) struct Tmc<B: Backend> {
-    backend: B,
-    /// Taken around every register sequence.
-    in_use: InUse,
+    /// The registers, claimed around every register sequence.
+    #[pin]
+    regs: Regs<B>,
     /// Sources writing into this sink in sysfs mode.
     users: Atomic<u32>,
     /// The name on the CoreSight bus and of the dump record.
@@ -85,13 +86,12 @@ pub(crate) struct Tmc<B: Backend> {
 
 impl<B: Backend> Tmc<B> {
     /// Returns a TMC with no users, whose registers `backend` reaches.
-    pub(crate) fn new(backend: B, name: CString) -> Self {
-        Self {
-            backend,
-            in_use: InUse::new(),
+    pub(crate) fn new(backend: B, name: CString) -> impl PinInit<Self> {
+        pin_init!(Self {
+            regs <- Regs::new(backend),
             users: Atomic::new(0),
             name,
-        }
+        })
     }
 
     /// Adds a user to an enabled sink.
@@ -118,9 +118,8 @@ impl<B: Backend> Tmc<B> {
 
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
     pub(crate) fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
-        let _claim = self.in_use.try_claim().ok_or(EBUSY)?;
-        // SAFETY: Callers of `with_io` never overlap: each holds the claim.
-        Ok(unsafe { self.backend.with_io(f) })
+        let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
+        Ok(claim.with_io(f))
     }
 }
 
@@ -269,11 +268,11 @@ type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 /// Probes a TMC in its ETB or ETF configuration whose registers `backend` reaches.
 fn probe_tmc<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
-    backend: B,
+    mut backend: B,
     devid: DEVID,
 ) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
-    // SAFETY: Probe is the only user of the registers until the registrations below exist.
-    let rsz: RSZ = unsafe { backend.with_io(|io| io.read(RSZ)) };
+    // Probe owns the registers until they are put behind the lock below.
+    let rsz: RSZ = backend.with_io(|io| io.read(RSZ));
     let config = devid.configtype();
     let rsz = rsz.words().get();
     let (prefix, kind) = match config {
@@ -298,7 +297,7 @@ fn probe_tmc<'a, B: Backend + 'a>(
     let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
     let bound: &Device<Bound> = dev;
     let name = coresight::alloc_device_name(prefix, bound)?;
-    let tmc = Arc::new(Tmc::new(backend, name), GFP_KERNEL)?;
+    let tmc = Arc::pin_init(Tmc::new(backend, name), GFP_KERNEL)?;
     dev_info!(
         dev,
         "{}: {} KiB trace RAM, dump slot {} bytes\n",
@@ -354,9 +353,9 @@ impl amba::Driver for TmcAmba {
         _id: &'bound amba::DeviceId,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let dev: &Device<Core<'_>> = adev.as_ref();
-        let iomem = adev.io_request().iomap_sized::<FRAME>()?;
-        // SAFETY: Probe is the only user of the registers until a registration exists.
-        let devid: DEVID = unsafe { iomem.with_io(|io| io.read(DEVID)) };
+        let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
+        // Probe owns the registers until a registration puts them behind its lock.
+        let devid: DEVID = iomem.with_io(|io| io.read(DEVID));
         Ok(if devid.configtype() == TmcConfigType::Etr {
             TmcData {
                 _buffer: None,

@@ -95,6 +95,7 @@ struct Reserved {
 /// One ETR, shared by its sink operations, its sysfs attributes and its panic callback.
 #[pin_data]
 pub(crate) struct Etr<'a, B: Backend> {
+    #[pin]
     tmc: Tmc<B>,
     /// The device the buffers are allocated for.
     dev: &'a Device<Bound>,
@@ -468,7 +469,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
     let record_name = CString::try_from_fmt(fmt!("{}", &*name))?;
     let etr = Arc::pin_init(
         try_pin_init!(Etr {
-            tmc: Tmc::new(backend, name),
+            tmc <- Tmc::new(backend, name),
             dev: bound,
             reserved,
             dma <- new_spinlock!(None),

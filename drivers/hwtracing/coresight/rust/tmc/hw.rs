@@ -83,10 +83,11 @@ pub const TMC_POLL_TRIES: u32 = 1000;
 /// Delay in microseconds between two polls of a status bit.
 pub const TMC_POLL_DELAY_US: u32 = 1;
 
-/// Upper bound on the number of RAM words read, whatever `RSZ` says.
+/// Largest `RSZ` a TMC may report at probe, in words (16 MiB of RAM).
 ///
-/// A TMC in the ETB or ETF configuration has at most a few hundred KiB of RAM; this bound (16 MiB)
-/// only keeps a broken `RSZ` from turning the drain into a practically endless loop.
+/// A TMC in the ETB or ETF configuration has at most a few hundred KiB of RAM; a larger `RSZ` is
+/// taken for a broken register and the device is refused, rather than asking the dump region for
+/// a slot of that size. At panic the drain is bounded by the slot, whatever `RSZ` says then.
 pub const TMC_MAX_RAM_WORDS: u32 = 1 << 22;
 
 /// Errors of the run-time (non-panic) sequences.
@@ -258,18 +259,19 @@ pub struct DrainSummary {
     pub record_len: usize,
 }
 
-/// Reads `RRD` until it returns [`TMC_RRD_EMPTY`], into `data` used as a ring of whole frames.
+/// Reads `RRD` into `data`, at most `bound` data words, until it returns [`TMC_RRD_EMPTY`].
 ///
-/// Returns `(words read, ended)`. At most `bound + 1` reads: `bound` data words and the read that
-/// must return the empty marker.
+/// Returns `(words read, ended)`. When `check_end` is set (the bound is `RSZ`), one more read
+/// after `bound` words tells whether the empty marker follows, as it must; otherwise the drain
+/// stops after `bound` words without reading on.
 fn drain_ram<A: CsAccess + ?Sized>(
     io: &mut A,
     data: &mut [u8],
-    cap_words: usize,
     bound: usize,
+    check_end: bool,
 ) -> (usize, bool) {
     let mut words: usize = 0;
-    loop {
+    while words < bound || check_end {
         let w = io.read(RRD).data().get();
         if w == TMC_RRD_EMPTY {
             return (words, true);
@@ -277,14 +279,25 @@ fn drain_ram<A: CsAccess + ?Sized>(
         if words >= bound {
             return (words, false);
         }
-        if cap_words > 0 {
-            let at = (words % cap_words).wrapping_mul(4);
-            if let Some(d) = data.get_mut(at..at.wrapping_add(4)) {
-                d.copy_from_slice(&w.to_le_bytes());
-            }
+        let at = words.wrapping_mul(4);
+        if let Some(d) = data.get_mut(at..at.wrapping_add(4)) {
+            d.copy_from_slice(&w.to_le_bytes());
         }
         words += 1;
     }
+    (words, false)
+}
+
+/// Returns how many words the trace RAM holds in Stopped state, before any `RRD` read: `RSZ` once
+/// the buffer has wrapped (`STS.Full`), else the words from `RRP` to `RWP` (byte addresses).
+pub fn words_held(sts: STS, rrp: u32, rwp: u32, rsz: u32) -> usize {
+    let bytes = u64::from(rsz) * 4;
+    let held = if sts.full() || bytes == 0 {
+        u64::from(rsz)
+    } else {
+        (u64::from(rwp) + bytes - u64::from(rrp) % bytes) % bytes / 4
+    };
+    usize::try_from(held).unwrap_or(usize::MAX)
 }
 
 /// Stops the TMC and copies its trace RAM into `slot` as a TMC record; the panic path.
@@ -292,17 +305,21 @@ fn drain_ram<A: CsAccess + ?Sized>(
 /// The sequence: unlock; read `CTL`, `MODE`, `FFSR`, `FFCR`; when capturing in Circular Buffer
 /// mode, flush and stop ([`flush_and_stop`]) unless the formatter has already stopped, in which
 /// case only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`,
-/// `AUTHSTATUS`; read `RRD` until it returns the empty marker, at most `RSZ` data words; clear
-/// `CTL`; lock.
+/// `AUTHSTATUS`; read `RRD` until it returns the empty marker; clear `CTL`; lock.
 ///
-/// The trace is written straight into the slot after the header. When the slot cannot hold all of
-/// it, the slot is used as a ring of whole frames so that the newest trace is kept, and rotated in
-/// place at the end. When the buffer had wrapped (`STS.Full`) or words were dropped, the first 16
-/// bytes are replaced by the barrier packet, as the C driver's `tmc_etb_dump_hw()` does, so that
-/// decoders resynchronise where the stream restarts.
+/// The drain reads at most `min(RSZ, slot)` data words: `RSZ` from the hardware, and the whole
+/// frames of memory words the slot holds after the header. When it read `RSZ` words, one more
+/// read must return the empty marker (else [`TmcOutcome::RamReadStuck`]). When the slot holds
+/// fewer words than `RSZ` (a slot sized for another RAM size), it keeps the oldest words that fit
+/// and says [`TmcOutcome::Truncated`] if the pointers say the RAM held more ([`words_held`]), or
+/// [`TmcOutcome::RamReadStuck`] if `RRD` gave more words than it held. The trace is written
+/// straight into the slot after the header. When the buffer had wrapped (`STS.Full`) or words
+/// were left unread, the first 16 bytes are replaced by the barrier packet, as the C driver's
+/// `tmc_etb_dump_hw()` does, so that decoders resynchronise where the stream restarts.
 ///
-/// The register accesses are one `RRD` read per word, one more that reads the empty marker, and a
-/// bounded number of others (at most `2 * (TMC_POLL_TRIES + 1) + 18`), whatever `RSZ` is.
+/// The register accesses are one `RRD` read per word, at most one more that reads the empty
+/// marker, and a bounded number of others (at most `2 * (TMC_POLL_TRIES + 1) + 18`), whatever
+/// `RSZ` is.
 ///
 /// Returns an error, touching no register, only when `slot` cannot hold the header.
 pub fn panic_drain<A: CsAccess + ?Sized>(
@@ -378,36 +395,34 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
 
     let mut trace_len: usize = 0;
     if drain {
-        let mut bound = h.rsz;
-        if bound > TMC_MAX_RAM_WORDS {
-            bound = TMC_MAX_RAM_WORDS;
+        // Keep whole frames (and whole memory words) so that the kept trace ends on a frame.
+        let align = usize::try_from(devid.memwidth_words()).unwrap_or(1).max(4);
+        let slot_words = (data.len() / 4 / align).wrapping_mul(align);
+        let rsz = usize::try_from(h.rsz).unwrap_or(usize::MAX);
+        let bound = rsz.min(slot_words);
+        if rsz > slot_words {
             h.flags |= TMC_REC_RSZ_CLAMPED;
         }
-        let bound = usize::try_from(bound).unwrap_or(0);
-        // Keep whole frames (and whole memory words) so that the kept trace starts on a frame.
-        let align = usize::try_from(devid.memwidth_words()).unwrap_or(1).max(4);
-        let cap_words = (data.len() / 4 / align).wrapping_mul(align).min(bound);
-
-        let (words, ended) = drain_ram(io, data, cap_words, bound);
-        if !ended {
+        let check_end = bound == rsz;
+        let (words, ended) = drain_ram(io, data, bound, check_end);
+        let mut left = 0;
+        if !ended && check_end {
             h.flags |= TMC_REC_RAM_STUCK;
             first_failure = first_failure.or(Some(TmcOutcome::RamReadStuck));
-        }
-        let kept = words.min(cap_words);
-        let dropped = words.wrapping_sub(kept);
-        if dropped > 0 {
-            h.flags |= TMC_REC_TRUNCATED;
-            first_failure = first_failure.or(Some(TmcOutcome::Truncated));
-            if cap_words > 0 {
-                let start = (words % cap_words).wrapping_mul(4);
-                if let Some(ring) = data.get_mut(..cap_words.wrapping_mul(4)) {
-                    if start < ring.len() {
-                        ring.rotate_left(start);
-                    }
-                }
+        } else if !ended {
+            // The slot is full and the drain did not read on: the pointers say what was left,
+            // or that `RRD` gave more words than the RAM held (it is stuck).
+            let held = words_held(sts, h.rrp, h.rwp, h.rsz);
+            left = held.saturating_sub(words);
+            if words > held {
+                h.flags |= TMC_REC_RAM_STUCK;
+                first_failure = first_failure.or(Some(TmcOutcome::RamReadStuck));
+            } else if left > 0 {
+                h.flags |= TMC_REC_TRUNCATED;
+                first_failure = first_failure.or(Some(TmcOutcome::Truncated));
             }
         }
-        trace_len = kept.wrapping_mul(4);
+        trace_len = words.wrapping_mul(4);
         if h.flags & (TMC_REC_WRAPPED | TMC_REC_TRUNCATED) != 0 && trace_len >= CS_BARRIER_LEN {
             if let Some(b) = data.get_mut(..CS_BARRIER_LEN) {
                 for chunk in b.chunks_exact_mut(4) {
@@ -417,7 +432,7 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
             }
         }
         h.words_read = u32::try_from(words).unwrap_or(u32::MAX);
-        h.words_dropped = u32::try_from(dropped).unwrap_or(u32::MAX);
+        h.words_dropped = u32::try_from(left).unwrap_or(u32::MAX);
         h.trace_len = u32::try_from(trace_len).unwrap_or(u32::MAX);
 
         // Like the C driver after its dump: leave the TMC disabled.

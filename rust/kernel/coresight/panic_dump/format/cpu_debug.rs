@@ -39,6 +39,9 @@ pub enum Outcome {
     DebugState = 4,
     /// The device does not implement PC sampling.
     NotImplemented = 5,
+    /// Not sampled: the time budget of the CPU debug phase was spent before this CPU's turn;
+    /// no register was touched.
+    NotReached = 6,
 }
 
 impl Outcome {
@@ -51,6 +54,7 @@ impl Outcome {
             3 => Some(Self::Prohibited),
             4 => Some(Self::DebugState),
             5 => Some(Self::NotImplemented),
+            6 => Some(Self::NotReached),
             _ => None,
         }
     }
@@ -64,6 +68,7 @@ impl Outcome {
             Self::Prohibited => "sampling prohibited (EDPCSR all ones)",
             Self::DebugState => "in debug state (EDPCSR all ones, EDPRSR.HALTED)",
             Self::NotImplemented => "PC sampling not implemented",
+            Self::NotReached => "not reached (the CPU debug phase's time budget was spent)",
         }
     }
 }
@@ -83,7 +88,11 @@ pub const FLAG_EDVIDSR_PRESENT: u8 = 1 << 3;
 /// `CpuSample::flags`: the core had to be powered up (`PU` was clear on the first poll).
 pub const FLAG_WAS_POWERED_DOWN: u8 = 1 << 4;
 
-const FLAGS_KNOWN: u8 = 0x1F;
+/// `CpuSample::flags`: the wait for the core to power up was cut short by the CPU debug phase's
+/// time budget (the CPU's share of what was left), before its own bound.
+pub const FLAG_BUDGET_CUT: u8 = 1 << 5;
+
+const FLAGS_KNOWN: u8 = 0x3F;
 
 /// One CPU's sample: raw registers, outcome and decoded fields; one record per CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +170,13 @@ impl CpuSample {
         s
     }
 
+    /// A record for a CPU the CPU debug phase's time budget did not reach (no register is read).
+    pub fn not_reached(cpu: u32, arch: &ArchData) -> Self {
+        let mut s = Self::for_arch(cpu, arch);
+        s.outcome = Outcome::NotReached;
+        s
+    }
+
     /// A record for a CPU whose device does not implement PC sampling (no register is read).
     pub fn not_implemented(cpu: u32, eddevid: u32, eddevid1: u32) -> Self {
         let mut s = Self::empty(cpu, Outcome::NotImplemented);
@@ -169,6 +185,11 @@ impl CpuSample {
         // CAST: masked to 4 bits.
         s.pcsr_offset = (eddevid1 & EDDEVID1_PCSROFFSET) as u8;
         s
+    }
+
+    /// Returns whether the phase's time budget cut the power-up wait short.
+    pub fn budget_cut(&self) -> bool {
+        self.flags & FLAG_BUDGET_CUT != 0
     }
 
     /// Returns whether the OS lock was set when the sample started.

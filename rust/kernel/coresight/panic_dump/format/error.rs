@@ -9,6 +9,7 @@ use core::fmt;
 use super::{
     CONTAINER_HEADER_SIZE,
     FORMAT_VERSION,
+    OLDEST_READ_VERSION,
     RECORD_ALIGN,
     RECORD_HEADER_SIZE, //
 };
@@ -260,13 +261,13 @@ impl fmt::Display for FormatError {
             Self::BadMagic { offset } => {
                 write!(f, "offset {offset:#x}: bad container magic (no dump here)")
             }
-            Self::UnsupportedVersion { offset, version } if version < FORMAT_VERSION => write!(
+            Self::UnsupportedVersion { offset, version } if version < OLDEST_READ_VERSION => write!(
                 f,
-                "offset {offset:#x}: format version {version} is older than this reader's {FORMAT_VERSION} (its records do not say their payload type; read it with the csdump of that kernel's release)"
+                "offset {offset:#x}: format version {version} is older than this reader's {OLDEST_READ_VERSION} to {FORMAT_VERSION} (its records do not say their payload type; read it with the csdump of that kernel's release)"
             ),
             Self::UnsupportedVersion { offset, version } => write!(
                 f,
-                "offset {offset:#x}: unsupported format version {version} (this reader knows {FORMAT_VERSION})"
+                "offset {offset:#x}: unsupported format version {version} (this reader knows {OLDEST_READ_VERSION} to {FORMAT_VERSION}; read it with a newer csdump)"
             ),
             Self::BadHeaderSize {
                 offset,

@@ -87,12 +87,23 @@ pub const SAVED_OS_LOCK_FOUND: u32 = 1 << 1;
 pub const SAVED_OS_LOCK_RESTORED: u32 = 1 << 2;
 /// [`SavedState::flags`] bit: the software lock was set on entry.
 pub const SAVED_SW_LOCK_FOUND: u32 = 1 << 3;
+/// [`SavedState::flags`] bit: `TRCVICTLR` and `TRCVISSCTLR` were read after the stop (version 2).
+pub const SAVED_VIEWINST_VALID: u32 = 1 << 4;
 
-/// Version of the [`SavedState`] payload layout.
-pub const SAVED_STATE_VERSION: u32 = 1;
+/// Version of the [`SavedState`] payload layout this code writes.
+///
+/// Version 2 added `TRCVICTLR` and `TRCVISSCTLR` after the ID registers; version 1 payloads
+/// ([`SAVED_STATE_V1_SIZE`] bytes) are read too.
+pub const SAVED_STATE_VERSION: u32 = 2;
 
 /// Size in bytes of an encoded [`SavedState`].
-pub const SAVED_STATE_SIZE: usize = 104;
+pub const SAVED_STATE_SIZE: usize = 112;
+
+/// Size in bytes of a version 1 payload.
+pub const SAVED_STATE_V1_SIZE: usize = 104;
+
+/// `TRCVICTLR.SSSTATUS`: the ViewInst start/stop logic is in the started state.
+pub const VICTLR_SSSTATUS: u32 = 1 << 9;
 
 // Payload layout, little-endian u32 words at these byte offsets.
 const OFF_VERSION: usize = 0;
@@ -108,16 +119,19 @@ const OFF_STATR: usize = 36;
 const OFF_OSLSR: usize = 40;
 const OFF_PDSR: usize = 44;
 const OFF_IDR: usize = 48;
+const OFF_VICTLR: usize = 104;
+const OFF_VISSCTLR: usize = 108;
 
-// The ID registers end the payload.
-const _: () = assert!(OFF_IDR + 4 * NR_IDR == SAVED_STATE_SIZE);
+// The ID registers end a version 1 payload; the ViewInst registers follow in version 2.
+const _: () = assert!(OFF_IDR + 4 * NR_IDR == SAVED_STATE_V1_SIZE);
+const _: () = assert!(OFF_VISSCTLR + 4 == SAVED_STATE_SIZE);
 
 /// The state of one trace unit saved at panic time: the payload of a source record.
 ///
 /// Encoded as [`SAVED_STATE_SIZE`] bytes of little-endian 32-bit words: version, cpu,
 /// outcome, flags, `TRCCONFIGR`, `TRCTRACEIDR`, `TRCAUTHSTATUS`, `TRCDEVARCH`,
 /// `TRCPRGCTLR` (as found), `TRCSTATR` (after stopping), `TRCOSLSR` (as found), `TRCPDSR`,
-/// then `TRCIDR0..=TRCIDR13`.
+/// `TRCIDR0..=TRCIDR13`, then `TRCVICTLR` and `TRCVISSCTLR` (after stopping; version 2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SavedState {
     /// The CPU the trace unit belongs to.
@@ -144,12 +158,18 @@ pub struct SavedState {
     pub trcpdsr: u32,
     /// `TRCIDR0..=TRCIDR13`.
     pub idr: [u32; NR_IDR],
+    /// `TRCVICTLR` after stopping: its `SSSTATUS` says whether the start/stop logic was still
+    /// started (0 after a stop point was reached); valid with [`SAVED_VIEWINST_VALID`].
+    pub trcvictlr: u32,
+    /// `TRCVISSCTLR`: the single address comparators programmed as stop (bits 31:16) and start
+    /// (15:0) points; valid with [`SAVED_VIEWINST_VALID`].
+    pub trcvissctlr: u32,
 }
 
 /// Why a [`SavedState`] could not be encoded or decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PayloadError {
-    /// The buffer holds fewer than [`SAVED_STATE_SIZE`] bytes.
+    /// The buffer holds fewer bytes than its version's payload size.
     TooShort(usize),
     /// The version word is not one this code knows.
     Version(u32),
@@ -161,6 +181,19 @@ impl SavedState {
     /// Returns `true` when the configuration and ID registers were read from the unit.
     pub fn regs_valid(&self) -> bool {
         self.flags & SAVED_REGS_VALID != 0
+    }
+
+    /// Returns the hardware stop the unit was programmed with, when its ViewInst registers were
+    /// saved: how many stop points (single address comparators in `TRCVISSCTLR.STOP`) were
+    /// armed, and whether the start/stop logic was found stopped (`TRCVICTLR.SSSTATUS` 0).
+    pub fn hw_stop(&self) -> Option<HwStop> {
+        if self.flags & SAVED_VIEWINST_VALID == 0 {
+            return None;
+        }
+        Some(HwStop {
+            stop_points: (self.trcvissctlr >> 16).count_ones(),
+            stopped: self.trcvictlr & VICTLR_SSSTATUS == 0,
+        })
     }
 
     /// Encodes the payload into the start of `out`; returns the number of bytes written.
@@ -183,18 +216,25 @@ impl SavedState {
         for (i, v) in self.idr.iter().enumerate() {
             put_u32le(out, OFF_IDR + 4 * i, *v);
         }
+        put_u32le(out, OFF_VICTLR, self.trcvictlr);
+        put_u32le(out, OFF_VISSCTLR, self.trcvissctlr);
         Ok(SAVED_STATE_SIZE)
     }
 
-    /// Decodes a payload written by [`Self::encode`]; trailing bytes are ignored.
+    /// Decodes a payload written by [`Self::encode`] (or a version 1 payload); trailing bytes
+    /// are ignored.
     pub fn decode(buf: &[u8]) -> Result<Self, PayloadError> {
-        if buf.len() < SAVED_STATE_SIZE {
+        if buf.len() < SAVED_STATE_V1_SIZE {
             return Err(PayloadError::TooShort(buf.len()));
         }
         let version = get_u32(buf, OFF_VERSION);
-        if version != SAVED_STATE_VERSION {
-            return Err(PayloadError::Version(version));
-        }
+        let v2 = match version {
+            1 => false,
+            SAVED_STATE_VERSION if buf.len() >= SAVED_STATE_SIZE => true,
+            SAVED_STATE_VERSION => return Err(PayloadError::TooShort(buf.len())),
+            _ => return Err(PayloadError::Version(version)),
+        };
+        let flags = get_u32(buf, OFF_FLAGS);
         let raw_outcome = get_u32(buf, OFF_OUTCOME);
         let outcome =
             SaveOutcome::from_u32(raw_outcome).ok_or(PayloadError::Outcome(raw_outcome))?;
@@ -205,7 +245,12 @@ impl SavedState {
         Ok(Self {
             cpu: get_u32(buf, OFF_CPU),
             outcome,
-            flags: get_u32(buf, OFF_FLAGS),
+            // A version 1 payload has no ViewInst registers, whatever its flags say.
+            flags: if v2 {
+                flags
+            } else {
+                flags & !SAVED_VIEWINST_VALID
+            },
             trcconfigr: get_u32(buf, OFF_CONFIGR),
             trctraceidr: get_u32(buf, OFF_TRACEIDR),
             authstatus: get_u32(buf, OFF_AUTHSTATUS),
@@ -215,6 +260,8 @@ impl SavedState {
             trcoslsr: get_u32(buf, OFF_OSLSR),
             trcpdsr: get_u32(buf, OFF_PDSR),
             idr,
+            trcvictlr: if v2 { get_u32(buf, OFF_VICTLR) } else { 0 },
+            trcvissctlr: if v2 { get_u32(buf, OFF_VISSCTLR) } else { 0 },
         })
     }
 
@@ -239,6 +286,15 @@ impl SavedState {
             ts_source as u64,
         ]
     }
+}
+
+/// The hardware stop a trace unit was programmed with, from its saved ViewInst registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HwStop {
+    /// Stop points armed (single address comparators selected in `TRCVISSCTLR.STOP`).
+    pub stop_points: u32,
+    /// The start/stop logic was found stopped: a stop point was reached.
+    pub stopped: bool,
 }
 
 /// Magic value that opens an ETMv4 block in perf's `cs_etm` auxtrace info.

@@ -25,11 +25,16 @@ use super::{
 /// Magic at offset 0 of the region.
 pub const CONTAINER_MAGIC: [u8; 8] = *b"CSPDUMP\0";
 
-/// Version of the layout this module writes and reads.
+/// Version of the layout this module writes.
 ///
-/// Version 2 added [`RecordHeader::payload`]; version 1 regions are refused with
+/// Version 2 added [`RecordHeader::payload`]; version 3 added the phase times record
+/// ([`RecordKind::Phases`]). Regions of versions [`OLDEST_READ_VERSION`] to this one are read
+/// (a version 2 region has no phase times); version 1 regions are refused with
 /// [`FormatError::UnsupportedVersion`].
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
+
+/// Oldest version of the layout this module reads.
+pub const OLDEST_READ_VERSION: u16 = 2;
 
 /// Size in bytes of the container header.
 pub const CONTAINER_HEADER_SIZE: usize = 64;
@@ -96,6 +101,8 @@ pub const fn align_up(value: usize) -> Option<usize> {
 /// The container header at offset 0 of the region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContainerHeader {
+    /// Layout version ([`FORMAT_VERSION`] for a region this code writes).
+    pub version: u16,
     /// Size of the region in bytes, header included.
     pub region_size: u64,
     /// Random id of the boot that wrote the region.
@@ -106,7 +113,7 @@ pub struct ContainerHeader {
     pub sequence: u64,
     /// Offset of the first record, a multiple of [`RECORD_ALIGN`].
     pub first_record: u32,
-    /// Reserved flags, zero in version 1.
+    /// Reserved flags, zero.
     pub flags: u16,
 }
 
@@ -115,6 +122,7 @@ impl ContainerHeader {
     /// the header.
     pub fn new(region_size: u64, boot_id: [u8; BOOT_ID_SIZE], sequence: u64) -> Self {
         Self {
+            version: FORMAT_VERSION,
             region_size,
             boot_id,
             stamp: stamp_from_boot_id(&boot_id),
@@ -129,7 +137,7 @@ impl ContainerHeader {
     pub fn encode(&self) -> [u8; CONTAINER_HEADER_SIZE] {
         let mut b = [0u8; CONTAINER_HEADER_SIZE];
         put(&mut b, CH_MAGIC, &CONTAINER_MAGIC);
-        put(&mut b, CH_VERSION, &FORMAT_VERSION.to_le_bytes());
+        put(&mut b, CH_VERSION, &self.version.to_le_bytes());
         // CAST: both sizes are small constants.
         put(
             &mut b,
@@ -164,7 +172,7 @@ impl ContainerHeader {
         }
         need(bytes, offset, CONTAINER_HEADER_SIZE)?;
         let version = get_u16(bytes, CH_VERSION);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(FormatError::UnsupportedVersion { offset, version });
         }
         let header_size = get_u16(bytes, CH_HEADER_SIZE);
@@ -189,6 +197,7 @@ impl ContainerHeader {
             });
         }
         Ok(Self {
+            version,
             region_size: get_u64(raw, CH_REGION_SIZE),
             boot_id: get_array::<BOOT_ID_SIZE>(raw, CH_BOOT_ID).unwrap_or([0; BOOT_ID_SIZE]),
             stamp: get_u64(raw, CH_STAMP),
@@ -219,6 +228,9 @@ pub enum RecordKind {
     Free = 7,
     /// The commit record written last at panic ([`Commit`](super::Commit)).
     Commit = 8,
+    /// When each phase of the panic path started and ended ([`Phases`](super::Phases));
+    /// format version 3.
+    Phases = 9,
 }
 
 impl RecordKind {
@@ -233,6 +245,7 @@ impl RecordKind {
             Self::Other => "other",
             Self::Free => "free",
             Self::Commit => "commit",
+            Self::Phases => "phases",
         }
     }
 }
@@ -250,6 +263,7 @@ impl TryFrom<u16> for RecordKind {
             6 => Self::Other,
             7 => Self::Free,
             8 => Self::Commit,
+            9 => Self::Phases,
             _ => return Err(v),
         })
     }

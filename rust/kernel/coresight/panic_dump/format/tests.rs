@@ -234,4 +234,34 @@ mod kunit {
         );
         assert_eq!(format::vmcoreinfo_hex(text, "KERNELOFFSET"), None);
     }
+
+    #[test]
+    fn phase_times_round_trip_and_give_durations() {
+        use format::{
+            Phase,
+            Phases,
+            PHASES_SIZE, //
+        };
+        let mut p = Phases {
+            frequency: 62_500_000,
+            entry: 1_000,
+            ..Phases::default()
+        };
+        let t = p.get_mut(Phase::SampleCpus);
+        t.start = 1_000 + 625;
+        // 50 ms at 62.5 MHz.
+        t.end = t.start + 3_125_000;
+        t.callbacks = 2;
+        let mut buf = [0u8; PHASES_SIZE];
+        assert!(p.encode(&mut buf) == Ok(PHASES_SIZE));
+        let back = Phases::decode(&buf);
+        assert!(back == Ok(p));
+        assert_eq!(p.duration_ns(Phase::SampleCpus), Some(50_000_000));
+        assert_eq!(p.duration_ns(Phase::DrainSinks), None);
+        assert_eq!(p.total_ns(), Some(50_010_000));
+        // A phase that ends before it starts is refused.
+        buf[40..48].copy_from_slice(&0u64.to_le_bytes());
+        buf[48..56].copy_from_slice(&5u64.to_le_bytes());
+        assert!(Phases::decode(&buf).is_err());
+    }
 }

@@ -42,7 +42,9 @@ pub enum TmcOutcome {
     ReadyTimeout = 5,
     /// `RRD` did not return the empty marker within `RSZ` words; what was read is kept.
     RamReadStuck = 6,
-    /// The slot was smaller than the trace: the oldest trace was dropped.
+    /// The slot holds fewer words than `RSZ` and the RAM had more: the drain read the oldest
+    /// words the slot holds and stopped, never reading more than the slot allows. (Records of
+    /// before format version 3 kept the newest words instead.)
     Truncated = 7,
 }
 
@@ -94,7 +96,7 @@ pub const TMC_REC_WRAPPED: u16 = 1 << 0;
 /// Record flag: the first 16 bytes of the trace were replaced by the barrier packet.
 pub const TMC_REC_BARRIER: u16 = 1 << 1;
 
-/// Record flag: the slot was too small and the oldest words were dropped.
+/// Record flag: the slot was too small for the trace; see [`TmcOutcome::Truncated`].
 pub const TMC_REC_TRUNCATED: u16 = 1 << 2;
 
 /// Record flag: the formatter had already stopped (`FFSR.FtStopped`), no flush was requested.
@@ -109,8 +111,7 @@ pub const TMC_REC_READY_TIMEOUT: u16 = 1 << 5;
 /// Record flag: `RRD` did not return the empty marker within the `RSZ` bound.
 pub const TMC_REC_RAM_STUCK: u16 = 1 << 6;
 
-/// Record flag: `RSZ` was larger than the drain's bound on the words it reads (16 MiB of RAM), and
-/// the drain read only that many.
+/// Record flag: `RSZ` was larger than the slot holds, and the drain read at most the slot's words.
 pub const TMC_REC_RSZ_CLAMPED: u16 = 1 << 7;
 
 /// Magic at the start of a TMC record payload: `"TMCD"` in little-endian byte order.
@@ -178,9 +179,11 @@ pub struct TmcRecordHeader {
     pub authstatus: u32,
     /// Number of trace bytes that follow the header.
     pub trace_len: u32,
-    /// Data words read from `RRD`, including those dropped for lack of room.
+    /// Data words read from `RRD` (all kept, from format version 3; before, this counted words
+    /// read and then dropped for lack of room too).
     pub words_read: u32,
-    /// Oldest words dropped because the slot was too small.
+    /// Words left in the RAM because the slot was too small (before format version 3: the oldest
+    /// words read and dropped).
     pub words_dropped: u32,
     /// Delays spent waiting for `FFCR.FlushMan` to clear.
     pub flush_delays: u32,

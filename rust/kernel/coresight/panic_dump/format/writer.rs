@@ -29,7 +29,8 @@ use super::{
     COMMIT_RECORD_SIZE,
     COMMIT_SIZE,
     IDENTITY_SIZE,
-    PANIC_INFO_MAX_SIZE, //
+    PANIC_INFO_MAX_SIZE,
+    PHASES_SIZE, //
 };
 
 /// Finishes a record in place: computes the data CRC and writes the header.
@@ -204,12 +205,15 @@ fn core_header(kind: RecordKind, name: &[u8], capacity: u32, stamp: u64) -> Reco
 pub struct CoreSlots {
     /// Offset of the panic info record, written at panic.
     pub panic_info: usize,
+    /// Offset of the phase times record, written at panic before the last commit.
+    pub phases: usize,
     /// Offset of the first byte after the core's records: where the first registration goes.
     pub first_free: usize,
 }
 
-/// Writes a fresh container: the header, the identity record (written, [`RecordStatus::Ok`]) and
-/// the panic info slot of [`PANIC_INFO_MAX_SIZE`] bytes (not run); zeroes the rest.
+/// Writes a fresh container: the header, the identity record (written, [`RecordStatus::Ok`]), the
+/// panic info slot of [`PANIC_INFO_MAX_SIZE`] bytes and the phase times slot of [`PHASES_SIZE`]
+/// bytes (both not run); zeroes the rest.
 ///
 /// Called at boot, once what a previous boot left has been read.
 pub fn init_with_core_records(
@@ -252,9 +256,28 @@ pub fn init_with_core_records(
             available,
         })?;
     put(slot, 0, &h.encode());
+
+    // The phase times slot, written at panic before the last commit.
+    // CAST: a small constant.
+    let h = RecordHeader::new(
+        RecordKind::Phases,
+        b"phases",
+        PHASES_SIZE as u32,
+        header.stamp,
+    );
+    let phases = panic_info.saturating_add(RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE);
+    let end = phases.saturating_add(RECORD_HEADER_SIZE);
+    let slot = region
+        .get_mut(phases..end)
+        .ok_or(FormatError::BufferTooSmall {
+            needed: end,
+            available,
+        })?;
+    put(slot, 0, &h.encode());
     Ok(CoreSlots {
         panic_info,
-        first_free: panic_info.saturating_add(RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE),
+        phases,
+        first_free: phases.saturating_add(RECORD_HEADER_SIZE + PHASES_SIZE),
     })
 }
 

@@ -365,11 +365,14 @@ impl fmt::Display for Edcidsr {
 /// symbol). A CPU that was not sampled gets the C driver's message and a `not sampled:` line.
 pub struct SampleReport<'a>(pub &'a CpuSample);
 
+/// What a report adds to a sample whose power-up wait the phase budget cut short.
+pub const BUDGET_CUT_NOTE: &str = "the wait was cut short by the CPU debug time budget";
+
 impl fmt::Display for SampleReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.0;
         writeln!(f, "CPU[{}]:", s.cpu)?;
-        if s.outcome == Outcome::NotImplemented {
+        if matches!(s.outcome, Outcome::NotImplemented | Outcome::NotReached) {
             return write!(f, " not sampled: {}", s.outcome.reason());
         }
         write!(f, " {}", Edprsr(s.edprsr))?;
@@ -378,7 +381,11 @@ impl fmt::Display for SampleReport<'_> {
             Outcome::PoweredDown | Outcome::DoubleLocked => {
                 writeln!(f)?;
                 writeln!(f, "No permission to access debug registers!")?;
-                return write!(f, " not sampled: {}", s.outcome.reason());
+                write!(f, " not sampled: {}", s.outcome.reason())?;
+                if s.budget_cut() {
+                    write!(f, "; {BUDGET_CUT_NOTE}")?;
+                }
+                return Ok(());
             }
             _ => {
                 writeln!(f)?;
