@@ -197,7 +197,9 @@ variant_fragments() {
 
 variant_make_flags() {
 	case $1 in
-	mod) ;;
+	# Line tables only (clang's -gline-tables-only after the config's -g): what GDB needs to show
+	# the source of a trace, a fraction of full DWARF's types for it to read (configs/modules.config).
+	mod) echo "KCFLAGS=-gline-tables-only" ;;
 	builtin) echo "W=1 CLIPPY=1" ;;
 	upstream) ;;
 	esac
