@@ -71,7 +71,7 @@ its Identity record) from every address in the kernel image, so that plain `gdb 
 symbols (and source lines, when vmlinux has debug info). Module and other addresses are served
 as they ran.
 
-By default each CPU's newest 100000 instructions are served, decoded from the end of the trace
+By default each CPU's newest 65536 instructions are served, decoded from the end of the trace
 buffer (--last; 0 for everything): GDB computes the history of every instruction it is given,
 a few microseconds each. While the trace decodes, the stub keeps GDB waiting. A place where the
 trace was lost (code the decoder could not read, lost synchronisation) shows in GDB's history as
@@ -128,7 +128,7 @@ impl Args {
 const KEEP_ALIVE: &[u8] = b"csdump:decoding";
 
 /// Instructions served per CPU unless `--last` says otherwise.
-pub const DEFAULT_LAST: u64 = 100_000;
+pub const DEFAULT_LAST: u64 = 65_536;
 
 /// Trace bytes decoded first when serving a window (a multiple of the 16-byte frame).
 const FIRST_TAIL: usize = 32 * 1024;
