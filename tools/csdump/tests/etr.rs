@@ -108,20 +108,6 @@ fn attachment(paddr: u64, data: &[u8]) -> Vec<u8> {
     v
 }
 
-/// The note `vmcore_add_device_dump()` adds (see tests/vmcore.rs).
-fn vmcoredd_note(dump_name: &str, data: &[u8]) -> NoteSpec {
-    let data_size = (64 + data.len()).next_multiple_of(4096);
-    let mut desc = vec![0u8; 44];
-    desc[..dump_name.len()].copy_from_slice(dump_name.as_bytes());
-    desc.extend(data);
-    desc.resize(data_size - 64 + 44, 0);
-    NoteSpec {
-        name: b"LINUX\0\0".to_vec(),
-        kind: 0x700,
-        desc,
-    }
-}
-
 /// An ELF vmcore whose memory holds `region` at 0x4800_0000 (and `extra`, a buffer at its
 /// address), with `notes`.
 fn vmcore(region: &[u8], extra: Option<(u64, &[u8])>, mut notes: Vec<NoteSpec>) -> Vec<u8> {

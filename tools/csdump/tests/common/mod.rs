@@ -246,6 +246,23 @@ pub fn vmcoreinfo_note(text: &str) -> NoteSpec {
     }
 }
 
+/// The note `vmcore_add_device_dump()` adds to /proc/vmcore (fs/proc/vmcore.c): a
+/// `struct vmcoredd_header` (n_namesz 8, n_descsz, n_type NT_VMCOREDD, name "LINUX" padded to 8,
+/// dump_name padded to 44) then the data, the whole padded to a page.
+pub fn vmcoredd_note(dump_name: &str, data: &[u8]) -> NoteSpec {
+    let data_size = (64 + data.len()).next_multiple_of(4096);
+    let mut desc = vec![0u8; 44];
+    desc[..dump_name.len()].copy_from_slice(dump_name.as_bytes());
+    desc.extend(data);
+    desc.resize(data_size - 64 + 44, 0);
+    NoteSpec {
+        // 5 letters and 2 NULs here, the writer adds the third: n_namesz 8.
+        name: b"LINUX\0\0".to_vec(),
+        kind: 0x700,
+        desc,
+    }
+}
+
 /// A `PRSTATUS`-like "CORE" note, as kdump and QEMU write per CPU.
 pub fn core_note() -> NoteSpec {
     NoteSpec {
