@@ -511,10 +511,29 @@ impl Parsed {
         let phoff = le64(&eh, 32);
         let phentsize = u64::from(le16(&eh, 54));
         let phnum = usize::from(le16(&eh, 56));
-        if phnum > MAX_PHDRS || phentsize < 56 {
+        // No program header means no notes and no memory; a vmcore has both.
+        if phnum == 0 || phnum > MAX_PHDRS || phentsize < 56 {
             return Err(VmcoreError::Invalid {
                 offset: 54,
                 what: format!("{phnum} program headers of {phentsize} bytes"),
+            });
+        }
+        // A section header table, when there is one, must be whole: libkdumpfile reads it.
+        let shoff = le64(&eh, 40);
+        let shentsize = u64::from(le16(&eh, 58));
+        let shnum = u64::from(le16(&eh, 60));
+        if shnum > 0
+            && (shentsize < 64
+                || shoff
+                    .checked_add(shentsize * shnum)
+                    .is_none_or(|end| shoff == 0 || end > file_len))
+        {
+            return Err(VmcoreError::Invalid {
+                offset: 40,
+                what: format!(
+                    "{shnum} section headers of {shentsize} bytes at file offset {shoff:#x} \
+                     (the file is {file_len:#x} bytes)"
+                ),
             });
         }
         let table_len = phentsize * phnum as u64;
