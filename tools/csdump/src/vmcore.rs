@@ -588,7 +588,17 @@ impl Parsed {
                     let pad = if align == 8 { 8 } else { 4 };
                     self.walk_notes(file, offset, end.min(file_len), pad)?;
                 }
-                _ => {}
+                // Kernel, QEMU and makedumpfile vmcores hold notes and loads only; anything else
+                // is not a vmcore, and libkdumpfile is not to read it.
+                0 => {}
+                other => {
+                    return Err(VmcoreError::Invalid {
+                        offset: phoff.saturating_add(at as u64),
+                        what: format!(
+                            "program header {i}: type {other:#x}, not PT_LOAD or PT_NOTE (not a vmcore)"
+                        ),
+                    });
+                }
             }
         }
         Ok(())
