@@ -1005,11 +1005,10 @@ fn sigterm_leaves_nothing_behind() {
         );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let k = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(k.success());
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: `kill` takes no pointer; `pid` is our own child, not yet reaped, so it names it.
+    let k = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(k, 0, "kill: {}", std::io::Error::last_os_error());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15), "{status:?}");
     assert!(temp_files(&out).is_empty(), "{:?}", temp_files(&out));
