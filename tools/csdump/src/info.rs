@@ -524,7 +524,9 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
             }
         }
     }
-    report.clean = report.problems.is_empty() && report.commit.state == CommitState::Ok;
+    report.clean = report.problems.is_empty()
+        && report.commit.state == CommitState::Ok
+        && !located.input_damaged;
     Ok(report)
 }
 

@@ -130,6 +130,14 @@ pub enum LocateError {
     /// Neither a device dump, nor vmcoreinfo, nor the scan found a container.
     #[error("no coresight-panic-dump region found: {0}")]
     NotFound(String),
+    /// The region could not be read from a vmcore file that is damaged: both are said.
+    #[error("{error}; the file is damaged: {}", damage.join("; "))]
+    InDamagedFile {
+        /// What stopped the reading.
+        error: Box<LocateError>,
+        /// The damage the vmcore's reader found.
+        damage: Vec<String>,
+    },
 }
 
 /// A trace buffer carried behind the region in a region file (`last_dump` after a warm reboot):
@@ -169,6 +177,10 @@ pub struct Located<'a> {
     /// Problems with the input that did not stop the reading (damaged pages, a vmcoreinfo that
     /// disagrees with the container, a truncated file).
     pub warnings: Vec<String>,
+    /// Whether the input file itself is damaged (truncated, a flattened stream without its end
+    /// marker, notes that run past their area, marked incomplete): said among `warnings`, and
+    /// the run is not clean (exit status 3) even when the region it holds survived.
+    pub input_damaged: bool,
     /// Facts about the input worth saying that are not damage (pages makedumpfile filtered
     /// out and that read as zeros, the device dump preferred over memory).
     pub notes: Vec<String>,
@@ -241,6 +253,7 @@ fn raw_located(bytes: Cow<'_, [u8]>) -> Located<'_> {
         kerneloffset: None,
         vmcoreinfo: None,
         warnings: Vec::new(),
+        input_damaged: false,
         notes: Vec::new(),
         core: None,
         attachments: Vec::new(),
@@ -536,6 +549,19 @@ capture kernel needs CONFIG_CORESIGHT_PANIC_DUMP, CONFIG_PROC_VMCORE_DEVICE_DUMP
 device-tree node (see \"kdump with a device-tree region\" in the user guide)";
 
 fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
+    let damage = core.warnings.clone();
+    locate_in_vmcore(core).map_err(|e| match e {
+        // Its message already says everything found on the way.
+        LocateError::NotFound(_) => e,
+        _ if damage.is_empty() => e,
+        _ => LocateError::InDamagedFile {
+            error: Box::new(e),
+            damage,
+        },
+    })
+}
+
+fn locate_in_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
     let info = core.vmcoreinfo().map(<[u8]>::to_vec);
     let info = info.as_deref();
     let kerneloffset =
@@ -566,6 +592,7 @@ fn locate_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
         kerneloffset,
         vmcoreinfo,
         warnings: core.warnings.clone(),
+        input_damaged: !core.warnings.is_empty(),
         notes: Vec::new(),
         core: None,
         attachments: Vec::new(),

@@ -97,6 +97,29 @@ pub enum VmcoreError {
         /// What is wrong (libkdumpfile's message, or the truncation).
         why: String,
     },
+    /// An error met in a file already found damaged while it was read (a flattened stream cut
+    /// short): both are said, so that the damage is named whatever else failed.
+    #[error("{error}; the file is damaged: {}", damage.join("; "))]
+    InDamagedFile {
+        /// What stopped the reading.
+        error: Box<VmcoreError>,
+        /// The damage found before.
+        damage: Vec<String>,
+    },
+}
+
+impl VmcoreError {
+    /// `self`, naming `damage` too when there is any.
+    fn in_file_with(self, damage: &[String]) -> Self {
+        if damage.is_empty() {
+            self
+        } else {
+            VmcoreError::InDamagedFile {
+                error: Box::new(self),
+                damage: damage.to_vec(),
+            }
+        }
+    }
 }
 
 fn io_err(what: &str, e: std::io::Error) -> VmcoreError {
@@ -822,6 +845,18 @@ impl Vmcore {
                 ))
             }
         };
+        let damage = warnings.clone();
+        Self::from_plain_file(file, flattened, gzip, warnings).map_err(|e| e.in_file_with(&damage))
+    }
+
+    /// Opens `file`, an ELF or kdump-compressed vmcore (rearranged or decompressed by
+    /// `from_file` when `flattened` or `gzip`), with the `warnings` met on the way.
+    fn from_plain_file(
+        file: File,
+        flattened: bool,
+        gzip: bool,
+        warnings: Vec<String>,
+    ) -> Result<Self, VmcoreError> {
         let file_len = file.metadata().map_err(|e| io_err("cannot stat", e))?.len();
         let mut head = [0u8; 4096];
         let n = read_at(&file, 0, &mut head).map_err(|e| io_err("cannot read", e))?;
@@ -833,12 +868,9 @@ impl Vmcore {
         } else if head.starts_with(DISKDUMP_SIGNATURE) {
             Container::Diskdump
         } else {
-            let mut why = "the rearranged dump has no ELF or KDUMP header at offset 0".to_string();
-            for w in &warnings {
-                why.push_str("; ");
-                why.push_str(w);
-            }
-            return Err(VmcoreError::Unsupported(why));
+            return Err(VmcoreError::Unsupported(
+                "the rearranged dump has no ELF or KDUMP header at offset 0".into(),
+            ));
         };
         let mut format = Format {
             container,

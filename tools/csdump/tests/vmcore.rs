@@ -453,6 +453,20 @@ fn damaged_compressed_dumps_name_the_page() {
     let stderr = text(&o.stderr);
     assert_ne!(code(&o), 0, "{stderr}");
     assert!(stderr.contains("flattened stream ends at byte"), "{stderr}");
+    // Cut where nothing but the end marker is lost, so that the whole region survives: the
+    // file is still named as cut, and the run is not clean (exit 3), whatever survived.
+    for lost in [16, 8] {
+        fs::write(&input, &flat[..flat.len() - lost]).unwrap();
+        let (c, s, stderr) = info_json(&input);
+        assert_eq!(c, 3, "{lost} bytes cut: {stderr}");
+        assert!(
+            stderr.contains("flattened stream ends at byte")
+                && stderr.contains("without its end marker (truncated?)"),
+            "{stderr}"
+        );
+        assert_eq!(s["commit"]["state"], "ok", "the region survived whole: {s}");
+        assert!(!s["records"].as_array().unwrap().is_empty(), "{s}");
+    }
     let mut liar = flat.clone();
     liar[4096 + 8..4096 + 16].copy_from_slice(&(1i64 << 40).to_be_bytes());
     fs::write(&input, &liar).unwrap();
