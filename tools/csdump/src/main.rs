@@ -24,8 +24,9 @@ Exit status (the same for every command):
      an output file that cannot be written, a vmlinux whose build ID is not the dump's)
   2  usage error: the command line is wrong (nothing was read)
   3  output written, but the dump is damaged or partial (a record failed a check, the commit
-     record is missing, a drain ended early, a source skipped, trace decoded in part); the
-     warnings say what, and summary.json for extract
+     record is missing, a drain ended early, a source skipped, trace decoded in part), or the
+     vmcore file is (truncated, a flattened stream cut short), even when the region survived;
+     the warnings say what, and summary.json for extract
 Notes do not change the status: a missing --vmlinux, a vmcore without VMCOREINFO (QEMU's
 dump-guest-memory writes none; the scan finds the region), an STM source in a snapshot. Output files are written whole or
 not at all (under a temporary name, renamed when complete); SIGTERM and SIGINT remove the
