@@ -17,7 +17,9 @@ mkdir -p "$DEBS"
 # Host packages from bookworm (and bookworm-security for the Rust toolchain).
 HOST_PKGS=(
 	# kernel build
-	make bc flex bison libelf-dev cpio xz-utils gzip python3 kmod ca-certificates
+	make bc flex bison libelf-dev cpio xz-utils gzip python3 kmod ca-certificates git
+	# checkpatch.pl needs the whole perl (a minimal Debian has only perl-base)
+	perl
 	# LLVM for LLVM=-19 kernel builds
 	clang-19 lld-19 llvm-19 libclang1-19
 	# Rust 1.96 with its library source, which the kernel compiles against
@@ -31,7 +33,8 @@ HOST_PKGS=(
 	# csdump's vmcore reader (ELF and makedumpfile's kdump-compressed dumps)
 	libkdumpfile-dev
 	# make dt_binding_check: a venv for dtschema, and dtc with YAML output
-	python3-venv libyaml-dev pkg-config
+	# (pylibfdt, a dtschema dependency, is built from source against Python.h)
+	python3-venv python3-dev libyaml-dev pkg-config
 	# GDB replays csdump gdb's trace in the end-to-end and host tests
 	gdb-multiarch
 )
