@@ -203,7 +203,10 @@ fn main() {
     let (status, rss_kb) = wait_with_peak_rss(child);
     let wall = t.elapsed().as_secs_f64();
     let err = fs::read_to_string(&err_log).unwrap_or_default();
-    assert!(status == 0, "csdump report failed (wait status {status:#x}): {err}");
+    assert!(
+        status == 0,
+        "csdump report failed (wait status {status:#x}): {err}"
+    );
     let stray: Vec<String> = entries(&scratch).into_iter().chain(entries(&cwd)).collect();
     println!(
         "csdump report (16 MiB trace, --vmlinux, --html): {wall:.2} s, peak RSS {:.1} MB (target < 256 MB), \
