@@ -56,8 +56,13 @@ pub struct Config {
     pub tmc_size: usize,
     /// Where the ground truth goes (`truth=`); `None` keeps none.
     pub truth: Option<PathBuf>,
-    /// How many events of each vCPU the ground truth keeps (`truth_depth=`, default 4096).
+    /// How many events of each vCPU the ground truth keeps at least (`truth_depth=`, default
+    /// 4096).
     pub truth_depth: usize,
+    /// Sink input, in bytes, whose events the ground truth keeps beyond `truth_depth`
+    /// (`truth_bytes=`, default 0: none): sized to the sink's buffer, the truth reaches back to
+    /// the oldest trace the sink holds.
+    pub truth_bytes: u64,
     /// Where the plugin logs (`log=`); `None` logs through QEMU.
     pub log: Option<PathBuf>,
     /// Where the TMC's trace RAM goes, oldest word first, each time capture stops
@@ -82,6 +87,7 @@ impl Default for Config {
             tmc_size: 64 * 1024,
             truth: None,
             truth_depth: 4096,
+            truth_bytes: 0,
             log: None,
             tmc_dump: None,
             faults: Faults::default(),
@@ -162,6 +168,13 @@ impl Config {
                     if c.truth_depth == 0 || c.truth_depth > 1 << 20 {
                         return Err(format!("truth_depth={v}: must be 1..=1048576"));
                     }
+                }
+                "truth_bytes" => {
+                    let n = size(key, v)?;
+                    if n > 1 << 30 {
+                        return Err(format!("truth_bytes={v}: must be at most 1 GiB"));
+                    }
+                    c.truth_bytes = n as u64;
                 }
                 "log" => c.log = Some(PathBuf::from(v)),
                 "tmc_dump" => c.tmc_dump = Some(PathBuf::from(v)),
@@ -261,5 +274,19 @@ mod tests {
         let e = Config::parse(["fault=tmc-never-ready@all"]).unwrap_err();
         assert!(e.contains("@all applies to the per-CPU faults"), "{e}");
         assert!(Config::parse(["fault=debug-power-off@x"]).is_err());
+    }
+
+    #[test]
+    fn truth_bytes() {
+        assert_eq!(
+            Config::parse(["truth_bytes=1M"]).unwrap().truth_bytes,
+            1 << 20
+        );
+        assert_eq!(Config::parse([]).unwrap().truth_bytes, 0);
+        let e = Config::parse(["truth_bytes=2048M"]).unwrap_err();
+        assert!(
+            e.contains("truth_bytes=2048M: must be at most 1 GiB"),
+            "{e}"
+        );
     }
 }

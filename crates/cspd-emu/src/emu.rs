@@ -197,6 +197,8 @@ pub struct Emu {
     tmc_stopped: AtomicBool,
     /// The `mark=` address was reached.
     marked: AtomicBool,
+    /// Trace bytes the sink took, all CPUs (what a covering ground truth measures age in).
+    sink_bytes: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -254,6 +256,7 @@ impl Emu {
             staged_pc: (0..cpus).map(|_| AtomicU64::new(0)).collect(),
             tmc_stopped: AtomicBool::new(false),
             marked: AtomicBool::new(false),
+            sink_bytes: AtomicU64::new(0),
             cfg,
         };
         {
@@ -354,6 +357,11 @@ impl Emu {
             let after = t.stopped_at();
             let stop = after.filter(|_| after != before);
             let bytes = (t.pending_bytes() >= PUSH_CHUNK).then(|| t.take_bytes());
+            if let Some(b) = bytes.as_ref() {
+                // Where these bytes will sit in the sink's input (another CPU's bytes may land
+                // first, which only makes the record keep a little more).
+                t.handed_to_sink(self.sink_bytes.load(Ordering::Relaxed) + b.len() as u64);
+            }
             (bytes, stop)
         };
         if let Some(at) = stop {
@@ -442,6 +450,7 @@ impl Emu {
         } else {
             0
         };
+        self.sink_bytes.fetch_add(taken as u64, Ordering::Relaxed);
         let mut s = lock(&self.stats);
         s.trace_bytes += taken as u64;
         if let Some(n) = s.trace_bytes_by_cpu.get_mut(cpu) {
@@ -639,7 +648,7 @@ impl Emu {
         }
         self.event(e);
         v.trace_id.store(prog.trace_id, Ordering::Relaxed);
-        lock(&v.tracker).start(prog, self.cfg.truth_depth);
+        lock(&v.tracker).start(prog, self.cfg.truth_depth, self.cfg.truth_bytes);
         v.tracing.store(true, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
         lock(&self.stats).sessions += 1;

@@ -499,9 +499,10 @@ impl Tracker {
     }
 
     /// Opens a trace session with the programming `prog`, keeping the last `truth_depth`
-    /// events. Trace starts at the next block.
-    pub fn start(&mut self, prog: TraceProgram, truth_depth: usize) {
-        let mut truth = Truth::new(truth_depth);
+    /// events and those within `truth_cover` bytes of sink input ([`Truth::covering`]). Trace
+    /// starts at the next block.
+    pub fn start(&mut self, prog: TraceProgram, truth_depth: usize, truth_cover: u64) {
+        let mut truth = Truth::covering(truth_depth, truth_cover);
         truth.set_start_stop(prog.start_stop.is_some(), prog.started);
         self.session = Some(Session {
             view: View::new(&prog),
@@ -555,6 +556,14 @@ impl Tracker {
             .as_mut()
             .map(|s| s.enc.take())
             .unwrap_or_default()
+    }
+
+    /// Records that the bytes taken so far reached the sink, whose input count is now
+    /// `sink_bytes` ([`Truth::handed_to_sink`]).
+    pub fn handed_to_sink(&mut self, sink_bytes: u64) {
+        if let Some(s) = self.session.as_mut() {
+            s.truth.handed_to_sink(sink_bytes);
+        }
     }
 
     /// Returns how many encoded bytes wait to be taken.
