@@ -24,7 +24,8 @@ never with something the harness generated:
   error; with --etr-wrapped the buffer must have wrapped, and the decode is continuous across the
   wrap point: for each CPU, the branches decoded from the bytes before the wrap point (the trace
   cut there) are followed, in the decode of the whole trace, by the ones after it exactly as the
-  CPU executed them (a run of the ground truth across the wrap point, truth_depth large enough);
+  CPU executed them (a run of the ground truth across the wrap point; a record that does not
+  reach back that far is named as the harness's sizing error, not as a splice);
   with --etr-truncated (a DMA buffer larger than the slot)
   the record is partial/-ENOSPC, keeps the newest bytes of the buffer that fit its slot and
   nothing past it;
@@ -469,12 +470,25 @@ def wrap_run(a, snap, data, wrap_at, truth, cpus):
         if any(user(t) for t in window):
             print(f"wrap point: CPU{cpu} runs user code there, which the kernel's memory does not decode; not judged")
             continue
+        t = truth[cpu]
         tru = [(int(e["from"], 16), int(e["to"], 16), e["kind"] == "exception")
-               for e in truth[cpu]["events"] if e["kind"] in TRUTH_KINDS]
+               for e in t["events"] if e["kind"] in TRUTH_KINDS]
+        # How far back the window starts (branches decoded from its first to the trace's end),
+        # and how far back the record reaches: a record that dropped events and keeps fewer
+        # branches than that cannot hold the window, which says nothing about the trace.
+        depth = len(full[cpu]) - p
+        whole = t["total"] == len(t["events"])
+        print(f"wrap point: CPU{cpu}: the window starts {depth} decoded branches before the trace's end; the record "
+              f"keeps {len(tru)} branches ({len(t['events'])} of {t['total']} events, "
+              f"{'all' if whole else 'the newest'}; depth {t.get('depth')}, sink cover {t.get('cover_bytes')} bytes)")
         if find_run(tru, window) < 0:
+            if not whole and len(tru) < depth:
+                raise Bad(f"CPU{cpu}: the record does not reach back to the wrap point (its window starts {depth} "
+                          f"decoded branches back, the record keeps {len(tru)}): a harness sizing error, not a "
+                          "verdict on the trace; size the plugin's truth to the buffer (truth_bytes)")
             raise Bad(f"CPU{cpu}: the 48 branches decoded across the wrap point (16 before it, 32 after) are not a "
-                      f"run of what the CPU executed: a gap or a splice at the wrap point (truth: {len(tru)} "
-                      "branches kept; truth_depth must reach back past it)")
+                      f"run of what the CPU executed: a gap or a splice at the wrap point (the record keeps "
+                      f"{len(tru)} branches, the window starts {depth} back)")
         checked.append(cpu)
     if not checked:
         raise Bad("no CPU's decode could be judged across the wrap point")

@@ -737,12 +737,14 @@ scenario_trace-oops() {
 # panic it stays there; the capture kernel hands the region over as the vmcore device dump
 # coresight_tracedata@ADDRESS, csdump unwraps it from there. The 1 MiB buffer has wrapped: it
 # equals the plugin's buffer from RWP on, and its decode runs across the wrap point as the CPUs
-# executed (the plugin keeps 400000 events of truth per CPU, enough to reach back past it).
+# executed. Where the wrap point lies depends on how long the guest ran, so the plugin's truth
+# keeps every event of the last 1 MiB of trace it handed the sink (truth_bytes): the formatted
+# buffer holds at most 15/16 of that in trace bytes, so the record always reaches back past it.
 ETR_PROBED="tmc_etr0: trace buffer in the tracedata region at $ETR_TRACEDATA, 1024 KiB"
 scenario_trace-etr-kdump() {
 	local d=$RUNS/trace-etr-kdump
 	CS_TMC=etr CS_TRACEDATA=1 cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" \
-		--cs-arg truth_depth=400000 || return 1
+		--cs-arg truth_bytes=1M || return 1
 	grep -qF "$ETR_PROBED" "$d/console.log" ||
 		{ echo "coresight_tmc did not take the tracedata region as the ETR's buffer" >&2; return 1; }
 	grep -qF "coresight_panic_dump: kdump capture kernel: trace buffer at $ETR_TRACEDATA (1024 KiB) added to /proc/vmcore as device dump coresight_tracedata@${ETR_TRACEDATA#0x}" \
