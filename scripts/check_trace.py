@@ -422,6 +422,17 @@ def check_wrap_continuity(a, vmcore, data, wrap_at, truth, cpus):
     checked = wrap_run(a, snap, data, wrap_at, truth, cpus)
     print(f"wrap point at trace byte {wrap_at:#x}: on CPU{', CPU'.join(map(str, checked))} the 16 branches "
           "decoded before it and the 32 after it are a run of what the CPU executed: no gap")
+    # The sizing self-test: a record that keeps only its newest 40 events does not reach back
+    # to the window, and must be named so, not taken for a splice.
+    shallow = {c: dict(t, events=t["events"][-40:]) for c, t in truth.items()}
+    try:
+        wrap_run(a, snap, data, wrap_at, shallow, checked[:1])
+    except Bad as e:
+        if "does not reach back to the wrap point" not in str(e):
+            raise Bad(f"the wrap check took a record too shallow for the window for something else: {e}")
+        print(f"wrap check self-test: a record too shallow is named as a sizing error: {str(e)[:120]}")
+    else:
+        raise Bad("the wrap check passed with a record that does not reach back to the wrap point")
     # The self-test: the buffer as it lies in memory (from DBA), barrier first, spliced at RWP.
     start = len(data) - wrap_at
     physical = BARRIER + (data[wrap_at:] + data[:wrap_at])[16:]
