@@ -12,9 +12,12 @@ export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
 
+# Each step of demo and check says how long it took ("==> time: NAME N s").
+T := bash scripts/timed.sh
+
 ## setup            install toolchain, QEMU, guest packages and kernel source (root, idempotent)
 setup:
-	bash scripts/setup.sh
+	$(T) setup bash scripts/setup.sh
 
 ## kernel           extract Linux 7.3, overlay this repo, build the module variant
 kernel: setup
@@ -75,9 +78,9 @@ bench-csdump:
 
 ## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
 demo: setup plugin
-	bash scripts/kernel.sh all mod
-	bash scripts/initramfs.sh mod
-	bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module trace-kdump
+	$(T) kernel-mod bash scripts/kernel.sh all mod
+	$(T) initramfs-mod bash scripts/initramfs.sh mod
+	$(T) e2e-demo bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module trace-kdump
 	@echo; echo "== csdump's summary of the dump kdump recovered"
 	@cat $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/dump-kdump/csdump.txt
 	@echo; echo "== the CPU debug report the panicking kernel printed (the QEMU plugin's debug interfaces)"
@@ -95,22 +98,20 @@ demo: setup plugin
 
 ## check            every test: host tests, lint, the three kernel builds, all QEMU scenarios
 check: setup
-	$(MAKE) host-test
-	$(MAKE) lint
-	$(MAKE) fuzz
-	bash scripts/kernel.sh all mod
-	bash scripts/kernel-gates.sh
-	bash scripts/kernel.sh rustdoc mod
-	bash scripts/kunit.sh
-	bash scripts/kernel.sh all builtin
-	bash scripts/kernel.sh all upstream
-	bash scripts/initramfs.sh mod
-	bash scripts/initramfs.sh builtin
-	bash scripts/initramfs.sh upstream
-	$(MAKE) plugin
-	bash scripts/e2e.sh
-	$(MAKE) bench
-	$(MAKE) bench-gdb
+	$(T) host-test $(MAKE) host-test
+	$(T) lint $(MAKE) lint
+	$(T) fuzz $(MAKE) fuzz
+	$(T) kernel-mod bash scripts/kernel.sh all mod
+	$(T) kernel-gates bash scripts/kernel-gates.sh
+	$(T) rustdoc bash scripts/kernel.sh rustdoc mod
+	$(T) kunit bash scripts/kunit.sh
+	$(T) kernel-builtin bash scripts/kernel.sh all builtin
+	$(T) kernel-upstream bash scripts/kernel.sh all upstream
+	$(T) initramfs bash -c 'for v in mod builtin upstream; do bash scripts/initramfs.sh $$v || exit; done'
+	$(T) plugin $(MAKE) plugin
+	$(T) e2e bash scripts/e2e.sh
+	$(T) bench $(MAKE) bench
+	$(T) bench-gdb $(MAKE) bench-gdb
 
 ## bench-gdb        csdump gdb: target remote to the first record instruction-history, largest e2e trace
 .PHONY: bench-gdb

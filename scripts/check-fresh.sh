@@ -130,3 +130,9 @@ for n in "${order[@]}"; do
 	total=$((total + took[$n]))
 done
 printf '    %-22s %3dm%02ds\n' total $((total / 60)) $((total % 60))
+for c in "${commands[@]}"; do
+	steps=$(sed -n 's/^==> time: //p' "$LOGS/${c// /-}.log")
+	[ -n "$steps" ] || continue
+	say "the steps of $c:"
+	printf '%s\n' "$steps" | sed 's/^/    /'
+done
