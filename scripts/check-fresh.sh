@@ -99,7 +99,17 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 fi
+# This machine's network settings: its resolver, the certificate authorities it added itself
+# (a TLS-inspecting proxy's; the root's ca-certificates takes them in when the set-up line
+# installs it), and the proxy and CA-bundle variables of the environment.
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
+mkdir -p "$ROOT/usr/local/share/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/" 2>/dev/null || true
+net_env=()
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY SSL_CERT_FILE SSL_CERT_DIR \
+	CURL_CA_BUNDLE GIT_SSL_CAINFO REQUESTS_CA_BUNDLE PIP_CERT CARGO_HTTP_CAINFO; do
+	[ -z "${!v:-}" ] || net_env+=("$v=${!v}")
+done
 mount -t proc proc "$ROOT/proc"
 mount -t sysfs sys "$ROOT/sys"
 mount --bind /dev "$ROOT/dev"
@@ -113,13 +123,14 @@ commit=$(git -C "$REPO" rev-parse HEAD)
 	say "note: $REPO has uncommitted changes; the fresh root gets commit ${commit:0:12} without them"
 
 in_root() { # in_root CMD: runs CMD with bash -c in the root, as a login would
-	chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+	chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 "${net_env[@]}" \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$1"
 }
 timed set-up-line in_root "$SETUP_LINE"
 timed clone in_root "git clone -q /root/project.bundle /root/coresight-panic-dump && cd /root/coresight-panic-dump && git checkout -q $commit"
+step_name() { printf '%s' "$1" | tr -c 'A-Za-z0-9.' '-' | cut -c1-40; }
 for c in "${commands[@]}"; do
-	timed "${c// /-}" in_root "cd /root/coresight-panic-dump && $c"
+	timed "$(step_name "$c")" in_root "cd /root/coresight-panic-dump && $c"
 done
 
 echo
@@ -131,7 +142,7 @@ for n in "${order[@]}"; do
 done
 printf '    %-22s %3dm%02ds\n' total $((total / 60)) $((total % 60))
 for c in "${commands[@]}"; do
-	steps=$(sed -n 's/^==> time: //p' "$LOGS/${c// /-}.log")
+	steps=$(sed -n 's/^==> time: //p' "$LOGS/$(step_name "$c").log")
 	[ -n "$steps" ] || continue
 	say "the steps of $c:"
 	printf '%s\n' "$steps" | sed 's/^/    /'
