@@ -11,7 +11,8 @@ vmcore.flat.gz (the same through gzip) and vmcore.kdump (-l -d 31, Fedora's and 
   2. csdump says which format it read.
   3. Damage: the kdump-compressed file cut inside the region's first page data, inside its
      page descriptor and inside the page bitmaps, and with bytes of the region's compressed data
-     flipped; the flattened file cut short. Each gives a clear error or warning naming the page or the file offset, never a
+     flipped; the flattened file cut short, at 3/4 and by its end marker alone (the region
+     survives: exit 3 all the same). Each gives a clear error or warning naming the page or the file offset, never a
      crash, and nothing silently read as good data.
 
 Prints what it checked; exits 1 on the first failure.
@@ -145,6 +146,15 @@ def check(a):
     if r.returncode == 0 or "flattened stream ends at byte" not in r.stderr:
         raise Bad(f"a cut flattened file is not named as such ({r.returncode}): {r.stderr[-1500:]}")
     print(f"flattened cut at 3/4: exit {r.returncode}, "
+          + next(l for l in r.stderr.splitlines() if "flattened stream ends" in l).strip()[:200])
+    # Cut so that only the end marker is lost: the region survives whole, and the file must
+    # still be named as cut and the run not clean (exit 3), whatever survived.
+    open(cutf, "wb").write(flat[:-16])
+    r = run([a.csdump, "info", cutf])
+    if r.returncode != 3 or "without its end marker" not in r.stderr:
+        raise Bad(f"a flattened file that lost only its end marker is not named as cut, exit 3 "
+                  f"({r.returncode}): {r.stderr[-1500:]}")
+    print(f"flattened file without its end marker: exit 3, "
           + next(l for l in r.stderr.splitlines() if "flattened stream ends" in l).strip()[:200])
     shutil.rmtree(work, ignore_errors=True)
 
