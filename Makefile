@@ -54,9 +54,9 @@ kernel-gates: setup
 	bash scripts/kernel.sh overlay
 	bash scripts/kernel-gates.sh
 
-## plugin           the QEMU TCG plugin with the CoreSight components (target/release/libqemu_coresight.so)
+## plugin           the QEMU TCG plugins: the CoreSight components (target/release/libqemu_coresight.so) and the execution recorder (libexec_record.so)
 plugin:
-	$(CARGO) build --release --locked -p qemu-coresight
+	$(CARGO) build --release --locked -p qemu-coresight -p exec-record
 
 ## e2e              QEMU end-to-end scenarios (needs kernels and initramfs)
 e2e: plugin

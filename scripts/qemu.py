@@ -50,6 +50,9 @@ PANIC_END = "---[ end Kernel panic"
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PLUGIN = os.path.join(REPO, "target", "release", "libqemu_coresight.so")
+DEFAULT_EXEC_RECORD = os.path.join(REPO, "target", "release", "libexec_record.so")
+# Where -M virt puts guest RAM.
+RAM_BASE = 0x40000000
 # The guest RAM files of --shared-ram / --coresight: /dev/shm/cspd-ram-<pid of qemu.py>-<n>.
 SHM_DIR = "/dev/shm"
 SHM_PREFIX = "cspd-ram-"
@@ -185,6 +188,11 @@ def base_args(a, workdir):
                 f"log={os.path.join(workdir, 'plugin.log')}"] + (a.cs_arg or [])
         # QEMU's option syntax: a comma inside a value is written twice.
         plugin = ["-plugin", ",".join(o.replace(",", ",,") for o in opts)]
+    if a.coresight and a.exec_record:
+        # The independent execution record (tools/exec-record), beside the CoreSight plugin.
+        plugin += ["-plugin", ",".join([f"file={a.exec_record}",
+                                        f"out={os.path.join(workdir, 'exec.rec')}",
+                                        f"ram={RAM_BASE:#x}+{parse_size(a.mem):#x}"])]
     return [qemu_binary()] + machine + [
         "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
         "-display", "none", "-monitor", "none", "-nic", "none",
@@ -257,7 +265,9 @@ def run_qemu_dump(a, workdir):
                 raise Failure("timed out after 120 s waiting for the end of panic() after the "
                               f"notifiers (last console line: {last_line(console.text)!r})")
             try:
-                qmp.wait_event("GUEST_PANICKED", 0.5)
+                # Briefly: the guest spins in panic()'s last loop meanwhile, and every block it
+                # runs there is one more the execution record keeps (exec-record).
+                qmp.wait_event("GUEST_PANICKED", 0.05)
                 qmp.events.clear()
                 qmp.command("cont")
             except Failure:
@@ -492,6 +502,11 @@ def setup_coresight(a):
                 return f"--cs-arg {kv!r}: expected KEY=VALUE"
             if key in CS_OWN_KEYS or key == "file":
                 return f"--cs-arg {kv!r}: the harness sets {key}= itself"
+        if a.exec_record:
+            a.exec_record = os.path.abspath(a.exec_record)
+            if not os.path.isfile(a.exec_record):
+                return (f"the execution recorder {a.exec_record} is missing: build it with "
+                        "cargo build --release -p exec-record (or give --exec-record)")
         if parse_size(a.mem) != CS_RAM_SIZE:
             return (f"--coresight needs --mem 1G (the plugin's register window is the top of "
                     f"1 GiB of RAM), not {a.mem}")
@@ -548,6 +563,10 @@ def main():
                    help="another plugin option, e.g. tmc=etb, tmc_size=65536, fault=etm-os-lock@1")
     p.add_argument("--plugin", default=os.environ.get("CSPD_PLUGIN") or DEFAULT_PLUGIN,
                    help="the plugin (default $CSPD_PLUGIN or target/release/libqemu_coresight.so)")
+    p.add_argument("--exec-record", default=os.environ.get("CSPD_EXEC_RECORD") or DEFAULT_EXEC_RECORD,
+                   help="with --coresight: the execution recorder plugin, whose record (exec.rec) the "
+                   "trace judges compare with (default $CSPD_EXEC_RECORD or "
+                   "target/release/libexec_record.so; '' for none)")
     p.add_argument("--shared-ram", action="store_true",
                    help="guest RAM from a shared file in /dev/shm (implied by --coresight)")
     a = p.parse_args()
