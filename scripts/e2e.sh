@@ -579,6 +579,24 @@ check_trace_with() {
 	# Its findings also go to the run's check.txt (make demo prints them).
 	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "$@" 2>&1 | tee "$dir/check.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	# The run's own dump (not makedumpfile's copies of it) is also judged against the
+	# independent execution record.
+	case " $* " in *" --vmcore "*) return 0 ;; esac
+	check_exec "$dir" "$variant"
+}
+
+# check_exec DIR VARIANT: csdump's whole decode of the run's dump against the execution record
+# the recorder plugin wrote (exec.rec; scripts/check_exec.py), with the judge's self-test when
+# EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace.
+check_exec() {
+	local dir=$1 variant=$2
+	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
+	local -a extra=()
+	[ -z "${EXEC_SELF_TEST:-}" ] || extra+=(--self-test)
+	[ -z "${EXEC_NO_DECODE:-}" ] || extra+=(--expect-no-decode "$EXEC_NO_DECODE")
+	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
+		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	return "${PIPESTATUS[0]}"
 }
 
@@ -597,7 +615,7 @@ scenario_trace-kdump() {
 	grep -q "coresight_panic_dump: crash_kexec_post_notifiers set: trace sinks/sources registered" \
 		"$d/console.log" && grep -q "CSPD: crash_kexec_post_notifiers: Y" "$d/console.log" ||
 		{ echo "the core did not set crash_kexec_post_notifiers for the trace drivers" >&2; return 1; }
-	check_trace "$d" mod --perf && check_vmcores "$d" &&
+	EXEC_SELF_TEST=1 check_trace "$d" mod --perf && check_vmcores "$d" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" &&
 		check_trace "$d" mod --vmcore "$d/vmcore.kdump"
@@ -809,14 +827,16 @@ scenario_trace-etr-never-ready() {
 scenario_trace-tmc-stuck() {
 	local d=$RUNS/trace-tmc-stuck
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-rrd-stuck &&
-		check_trace "$d" mod --fault tmc-rrd-stuck
+		EXEC_NO_DECODE="RRD repeats one word: the record holds RSZ copies of it, no trace" \
+			check_trace "$d" mod --fault tmc-rrd-stuck
 }
 
 # The TMC never sets TMCReady (fault=tmc-never-ready): the drain times out with nothing read.
 scenario_trace-tmc-never-ready() {
 	local d=$RUNS/trace-tmc-never-ready
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-never-ready &&
-		check_trace "$d" mod --fault tmc-never-ready
+		EXEC_NO_DECODE="the drain timed out before reading anything" \
+			check_trace "$d" mod --fault tmc-never-ready
 }
 
 # A manual flush never completes (fault=tmc-flush-stuck): the formatter never stops, so TMCReady
@@ -824,7 +844,8 @@ scenario_trace-tmc-never-ready() {
 scenario_trace-tmc-flush-stuck() {
 	local d=$RUNS/trace-tmc-flush-stuck
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-flush-stuck &&
-		check_trace "$d" mod --fault tmc-flush-stuck
+		EXEC_NO_DECODE="the flush never completed and RRD gave nothing to decode" \
+			check_trace "$d" mod --fault tmc-flush-stuck
 }
 
 # CPU 1's debug power domain stays off (fault=debug-power-off@1): its record says it was not sampled.

@@ -1,0 +1,496 @@
+#!/usr/bin/env python3
+"""Judges csdump's decode of a trace scenario's dump against the independent execution record.
+
+The record (exec.rec, written by tools/exec-record beside the CoreSight plugin) holds, per
+vCPU, the translated blocks the vCPU executed, in order, with their instruction words. It
+shares no code with the CoreSight emulation that produced the trace (crates/cspd-emu), so a
+mistake of the emulation's tracker (where a block ends, which branch was taken, an exception's
+return address) makes csdump's decode disagree with it, where truth.json, written by that
+same tracker, would agree.
+
+For each CPU with trace, every branch, waypoint and exception csdump decodes (`csdump report
+--json`, the whole window) must be what the record says the CPU did, newest first:
+- a taken branch from A to T: the record has block B right after block A, A's last instruction
+  is at A, it is a branch (llvm-mc-19 disassembles it; a direct branch's target must be T) and
+  B starts at T;
+- an exception from R to V: some block B that starts at V follows a block A that holds R or
+  ends at R (R after a taken branch of A: that branch, then the exception);
+- an ISB waypoint at W: W is in the block whose boundary was just matched;
+- every other boundary of the record that leaves the straight line (a block that does not
+  start where the previous one ended, or an unconditional branch) must have been reported;
+- where csdump lost the flow (a `target` element: code the vmcore does not hold, such as user
+  space), the record is followed to the branch that entered that code, and every block skipped
+  must lie outside the kernel's upper half.
+The newest decoded branch must be matched where the CPU's trace ended (the first boundary of the
+record, searched from the newest, that starts a run of matches), and the record must reach back
+to the oldest decoded branch; otherwise the check says the record is too short, not that the
+trace is wrong.
+
+Prints per CPU what it compared; exits 1 with the CPU and the event on the first disagreement.
+"""
+
+import argparse
+import array
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+MAGIC = b"EXECREC1"
+HEADER = 4096
+INDEX_BITS = 40
+INDEX_MASK = (1 << INDEX_BITS) - 1
+KERNEL_VA = 0xFFFF_0000_0000_0000
+# ISB (any option): 1101 0101 0000 0011 0011 xxxx 1101 1111.
+ISB_MASK, ISB_BITS = 0xFFFFF0FF, 0xD50330DF
+# How many decoded events must match in a row for the newest one's place in the record to count.
+ANCHOR_RUN = 32
+LLVM_MC = "llvm-mc-19"
+
+
+class Bad(Exception):
+    pass
+
+
+class Record:
+    """exec.rec: the rings and the table of translated blocks (see tools/exec-record)."""
+
+    def __init__(self, path):
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            raise Bad(f"cannot read the execution record {path}: {e}")
+        with f:
+            h = f.read(HEADER)
+            if len(h) < HEADER or h[:8] != MAGIC:
+                raise Bad(f"{path} is not an execution record (magic {h[:8]!r})")
+            ver, self.vcpus = struct.unpack_from("<II", h, 8)
+            self.entries, table_size, used, frozen, self.frozen_at, full = struct.unpack_from("<QQQQQQ", h, 16)
+            if ver != 1:
+                raise Bad(f"{path}: version {ver}, this judge reads 1")
+            self.counts = struct.unpack_from(f"<{self.vcpus}Q", h, 64)
+            self.frozen = frozen - 1 if frozen else None
+            self.table_full = bool(full)
+            self.path = path
+            self.table_start = HEADER + self.vcpus * self.entries * 8
+            f.seek(self.table_start)
+            self.table = f.read(min(used, table_size))
+        self.blocks = {}
+
+    def ring(self, vcpu):
+        """The vCPU's entries, oldest first, as (block index, repeats)."""
+        n = self.counts[vcpu]
+        kept = min(n, self.entries)
+        a = array.array("Q")
+        with open(self.path, "rb") as f:
+            f.seek(HEADER + vcpu * self.entries * 8)
+            a.fromfile(f, self.entries)
+        if sys.byteorder != "little":
+            a.byteswap()
+        start = n % self.entries if n > self.entries else 0
+        order = (list(a[start:]) + list(a[:start])) if n > self.entries else list(a[:kept])
+        return order, n > self.entries
+
+    def block(self, index):
+        """(start address, instruction words) of the block at table index `index`."""
+        b = self.blocks.get(index)
+        if b is None:
+            off = index * 8
+            if off + 16 > len(self.table):
+                raise Bad(f"{self.path}: a ring entry points past the table ({off:#x})")
+            addr, n = struct.unpack_from("<QI", self.table, off)
+            if off + 16 + 4 * n > len(self.table):
+                raise Bad(f"{self.path}: the block at table offset {off:#x} runs past the table")
+            if n == 0:
+                raise Bad(f"{self.path}: the block at table offset {off:#x} has no instruction")
+            b = (addr, struct.unpack_from(f"<{n}I", self.table, off + 16))
+            self.blocks[index] = b
+        return b
+
+
+class Disassembler:
+    """Last instructions of blocks, disassembled by llvm-mc (not by the project's code)."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def classify(self, words):
+        """Fills the cache for `words`: word -> (kind, offset) with kind 'direct' (b, bl),
+        'cond' (b.cc, cbz, cbnz, tbz, tbnz), 'indirect' (br, blr, ret, eret and their
+        authenticated forms) or None, and the direct target's offset in bytes."""
+        todo = sorted({w for w in words if w not in self.cache})
+        if not todo:
+            return
+        text = "".join(f"0x{w & 0xFF:02x} 0x{(w >> 8) & 0xFF:02x} 0x{(w >> 16) & 0xFF:02x} 0x{w >> 24:02x}\n"
+                       for w in todo)
+        try:
+            r = subprocess.run([LLVM_MC, "--disassemble", "-triple=aarch64", "-mattr=+all"],
+                               input=text, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise Bad(f"{LLVM_MC} is missing (package llvm-19, which scripts/setup.sh installs)")
+        lines = [l.strip() for l in r.stdout.splitlines()
+                 if l.strip() and not l.strip().startswith(".text")]
+        if len(lines) != len(todo):
+            # An encoding llvm-mc does not know prints a warning on stderr and no line: go one
+            # by one.
+            lines = []
+            for w in todo:
+                t = f"0x{w & 0xFF:02x} 0x{(w >> 8) & 0xFF:02x} 0x{(w >> 16) & 0xFF:02x} 0x{w >> 24:02x}\n"
+                r = subprocess.run([LLVM_MC, "--disassemble", "-triple=aarch64", "-mattr=+all"],
+                                   input=t, capture_output=True, text=True)
+                ls = [l.strip() for l in r.stdout.splitlines() if l.strip() and not l.strip().startswith(".text")]
+                lines.append(ls[0] if ls else "")
+        for w, l in zip(todo, lines):
+            self.cache[w] = self.kind_of(l)
+
+    @staticmethod
+    def kind_of(line):
+        m = line.split(None, 1)
+        if not m:
+            return (None, 0)
+        op, rest = m[0], (m[1] if len(m) > 1 else "")
+        imm = re.search(r"#(-?(?:0x[0-9a-f]+|\d+))\s*$", rest)
+        off = int(imm.group(1), 0) if imm else 0
+        if op in ("b", "bl"):
+            return ("direct", off)
+        if op.startswith("b.") or op in ("cbz", "cbnz", "tbz", "tbnz"):
+            return ("cond", off)
+        if op in ("br", "blr", "ret", "eret", "braa", "brab", "blraa", "blrab", "braaz", "brabz",
+                  "blraaz", "blrabz", "retaa", "retab", "eretaa", "eretab"):
+            return ("indirect", 0)
+        return (None, 0)
+
+
+def events_of(cpu):
+    """csdump's decoded events of `cpu`, oldest first: ('T', from, to), ('X', from, to),
+    ('W', addr) or ('G', to) (the decoder lost the flow: code it could not read)."""
+    out = []
+    h = lambda x: int(x["addr"], 16) if x else None
+    for b in cpu["branches"]:
+        k = b["kind"]
+        if k == "target":
+            out.append(("G", h(b["to"])))
+        elif k == "exception":
+            out.append(("X", h(b["from"]), h(b["to"])))
+        elif k == "ISB":
+            out.append(("W", h(b["from"])))
+        else:
+            out.append(("T", h(b["from"]), h(b["to"])))
+    return out
+
+
+def boundaries(rec, ring, at=None):
+    """The record's block boundaries, newest first, from position `at` (default: the newest):
+    ((A, B), position) with A and B (start, words) and the position to start at A -> its
+    predecessor. A position is (entry, repetition) counted from the ring's newest entry."""
+    j, r = at if at is not None else (len(ring) - 1, ring[-1] >> INDEX_BITS if ring else 0)
+    if j < 0:
+        return
+    prev = rec.block(ring[j] & INDEX_MASK)
+    while True:
+        # The instance before `prev`: an earlier repetition of the same entry, or the entry
+        # before.
+        if r > 0:
+            r -= 1
+            blk = prev
+        else:
+            j -= 1
+            if j < 0:
+                return
+            r = ring[j] >> INDEX_BITS
+            blk = rec.block(ring[j] & INDEX_MASK)
+        yield (blk, prev), (j, r)
+        prev = blk
+
+
+def describe(ev):
+    return {"T": "taken branch", "X": "exception", "W": "ISB", "G": "lost flow"}[ev[0]] + " " + \
+        " -> ".join(f"{x:#x}" for x in ev[1:] if x is not None)
+
+
+def asynchronous(vector):
+    """Whether `vector` is an IRQ, FIQ or SError entry of a vector table (entries 0x80 apart,
+    in groups of four: synchronous, IRQ, FIQ, SError). QEMU takes those between blocks, so
+    their preferred return is where the block before ended."""
+    return vector & 0x7F == 0 and (vector >> 7) & 3 != 0
+
+
+class Matcher:
+    def __init__(self, rec, dis, cpu, events):
+        self.rec, self.dis, self.cpu, self.ev = rec, dis, cpu, events
+        self.user_skipped = 0
+        # The oldest event index a match reached (for the best candidate's message).
+        self.deepest = len(events)
+
+    def hit(self, e, a, b):
+        """Whether the boundary A -> B can be where event `e` happened."""
+        start, words = a
+        last = start + 4 * len(words) - 4
+        if e[0] == "T":
+            return e[1] == last and e[2] in (b[0], None)
+        if e[0] == "X":
+            return e[2] == b[0]
+        if e[0] == "W":
+            return start <= e[1] <= last
+        return False
+
+    def must_report(self, a, b):
+        """Whether the boundary A -> B leaves the straight line (the trace must show it)."""
+        start, words = a
+        end = start + 4 * len(words)
+        if b[0] != end:
+            return True
+        kind, _ = self.dis.cache.get(words[-1], (None, 0))
+        return kind in ("direct", "indirect")
+
+    def match_at(self, it, i, stop_after=None):
+        """Matches the events ev[..i] (newest first) against the boundaries `it` yields.
+        Returns the number matched, or raises Bad naming the first disagreement."""
+        ev = self.ev
+        matched = 0
+        lost = None
+        for a, b in it:
+            self.deepest = min(self.deepest, i)
+            if i < 0 or (stop_after is not None and matched >= stop_after):
+                return matched
+            start, words = a
+            end = start + 4 * len(words)
+            last = end - 4
+            self.dis.classify([words[-1]])
+            kind, off = self.dis.cache[words[-1]]
+            e = ev[i]
+            if e[0] == "G":
+                # Lost flow (a run of `target` elements: addresses csdump could not read). The
+                # record is skipped back to where the event before the run entered that code;
+                # nothing skipped may be kernel code, and each lost address must be in a block
+                # the CPU ran there.
+                if lost is None:
+                    j = i
+                    while j >= 0 and ev[j][0] == "G":
+                        j -= 1
+                    lost = (j, {x[1] for x in ev[j + 1:i + 1]})
+                j, want = lost
+                for x in [x for x in want if start <= x < end or x == b[0]]:
+                    want.discard(x)
+                entry = ev[j] if j >= 0 else None
+                entered = entry is not None and entry[2:] == (b[0],) and (
+                    entry[0] == "X" or (entry[0] == "T" and entry[1] == last))
+                if not entered:
+                    self.user_skipped += start < KERNEL_VA
+                    if entry is None and b[0] < KERNEL_VA <= start and not want:
+                        # The window starts in that code: everything is matched.
+                        matched += i + 1
+                        i = -1
+                        continue
+                    if start >= KERNEL_VA and b[0] >= KERNEL_VA and self.must_report(a, b):
+                        raise Bad(f"CPU{self.cpu}: csdump lost the flow at event {i} ({describe(e)}), but the "
+                                  f"record has the CPU in kernel code meanwhile: block {start:#x} -> {b[0]:#x}")
+                    continue
+                if want:
+                    raise Bad(f"CPU{self.cpu}: csdump lost the flow at {', '.join(f'{x:#x}' for x in sorted(want))} "
+                              f"(events {j + 1}..{i}), where the record has the CPU run no such instruction")
+                matched += i - j
+                i = j
+                lost = None
+                e = ev[i]
+            took = False
+            if e[0] == "X" and e[2] == b[0]:
+                # An exception into B; A's last branch may have been taken first.
+                i -= 1
+                matched += 1
+                ret = e[1]
+                if i >= 0 and ev[i][0] == "T" and ev[i][1] == last and ev[i][2] == ret:
+                    self.check_branch(kind, off, last, ret, i)
+                    i -= 1
+                    matched += 1
+                elif (start < KERNEL_VA or (i >= 0 and ev[i][0] == "G")) and (
+                        kind == "indirect" or (kind is not None and last + off == ret)):
+                    # From code csdump could not follow (user space): A's last branch, which it
+                    # could not see, took the CPU to where the exception returns.
+                    pass
+                elif not (start <= ret <= end) or (asynchronous(b[0]) and ret != end):
+                    raise Bad(f"CPU{self.cpu}: csdump's exception at event {i + 1} returns to {ret:#x}, but the "
+                              f"record's block before the vector {b[0]:#x} is {start:#x}..{end:#x} and its "
+                              "last branch was not reported as taken to it")
+                took = True
+            elif e[0] == "T" and e[1] == last and (e[2] == b[0] or (e[2] is None and i == len(ev) - 1)):
+                # (csdump does not give the target of the trace's last branch, when no address
+                # packet follows it: the record does.)
+                self.check_branch(kind, off, last, b[0], i)
+                i -= 1
+                matched += 1
+                took = True
+            elif start < KERNEL_VA and b[0] < KERNEL_VA:
+                # User space, which the vmcore does not serve: csdump decodes none of it.
+                self.user_skipped += 1
+                continue
+            elif self.must_report(a, b) and e[0] != "W":
+                raise Bad(f"CPU{self.cpu}: csdump's event {i} ({describe(e)}) is not what the CPU did: the record "
+                          f"has block {start:#x}..{end:#x} (last instruction {last:#x}, "
+                          f"{kind or 'not a branch'}) followed by {b[0]:#x}")
+            # ISBs of block A, newest first.
+            for w_at in range(len(words) - 1, -1, -1):
+                if i >= 0 and ev[i][0] == "W" and (words[w_at] & ISB_MASK) == ISB_BITS \
+                        and ev[i][1] == start + 4 * w_at:
+                    i -= 1
+                    matched += 1
+            if not took and i >= 0 and ev[i][0] == "W" and not (start <= ev[i][1] < end) \
+                    and self.must_report(a, b):
+                raise Bad(f"CPU{self.cpu}: csdump's ISB at {ev[i][1]:#x} (event {i}) is not in the record's "
+                          f"block {start:#x}..{end:#x}")
+        if i >= 0:
+            raise Short(i)
+        return matched
+
+    def check_branch(self, kind, off, last, to, i):
+        if kind is None:
+            raise Bad(f"CPU{self.cpu}: csdump's event {i} is a taken branch from {last:#x}, which "
+                      f"{LLVM_MC} does not disassemble as a branch")
+        if kind in ("direct", "cond") and last + off != to:
+            raise Bad(f"CPU{self.cpu}: csdump's event {i} is a branch from {last:#x} to {to:#x}, but the "
+                      f"instruction there branches to {last + off:#x}")
+
+
+class Short(Exception):
+    def __init__(self, left):
+        self.left = left
+
+
+def check_cpu(rec, dis, cpu, events, ring, wrapped):
+    """Finds csdump's decode of `cpu` as a run of the record's boundaries: the newest place
+    where it matches whole. Returns (boundaries after its end, events matched, user-space
+    boundaries skipped)."""
+    m = Matcher(rec, dis, cpu, events)
+    n = len(events)
+    run = min(ANCHOR_RUN, n)
+    best = None
+    seen = 0
+    for (a, b), pos in boundaries(rec, ring):
+        seen += 1
+        if not m.hit(events[-1], a, b):
+            continue
+
+        def from_here():
+            yield (a, b)
+            for bd, _ in boundaries(rec, ring, pos):
+                yield bd
+        try:
+            got = m.match_at(from_here(), n - 1, stop_after=run)
+        except (Bad, Short):
+            continue
+        if got < run:
+            continue
+        # A candidate: the newest events match here. The whole decode must.
+        m.user_skipped = 0
+        m.deepest = n
+        try:
+            total = m.match_at(from_here(), n - 1)
+            return seen - 1, total, m.user_skipped
+        except Short as s:
+            why = ("the ring wrapped: the record keeps the newest "
+                   f"{rec.entries} blocks" if wrapped else "the record starts there")
+            err = Bad(f"CPU{cpu}: the record does not reach back to csdump's oldest {s.left + 1} events "
+                      f"({why}): a sizing error of the harness, not a verdict on the trace")
+            depth = s.left
+        except Bad as e:
+            err, depth = e, m.deepest
+        # Keep the candidate that matched the most; a repeated loop gives several.
+        if best is None or depth < best[0]:
+            best = (depth, err)
+    if best is not None:
+        raise best[1]
+    raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before "
+              "it are nowhere in the record as a run")
+
+
+def self_test(rec, dis, cpu, events, ring, wrapped):
+    """The judge must fail a decode that differs from the record by one event: a kernel branch
+    whose target is one instruction off, one kernel branch dropped, an exception that returns
+    one instruction off (an interrupt's, whose return is exact). Each mutation is made in the
+    middle of the window."""
+    kernel = lambda e: all(x is None or x >= KERNEL_VA for x in e[1:])
+    mid = len(events) // 2
+    t = next(i for i in range(mid, len(events)) if events[i][0] == "T" and kernel(events[i]))
+    x = next((i for i in range(mid, len(events))
+              if events[i][0] == "X" and kernel(events[i]) and asynchronous(events[i][2])), None)
+    cases = [("a branch target one instruction off", t, ("T", events[t][1], events[t][2] + 4)),
+             ("a branch dropped", t, None)]
+    if x is not None:
+        cases.append(("an exception that returns one instruction off", x,
+                      ("X", events[x][1] + 4, events[x][2])))
+    for what, i, ev in cases:
+        mutated = events[:i] + ([ev] if ev else []) + events[i + 1:]
+        try:
+            check_cpu(rec, dis, cpu, mutated, ring, wrapped)
+        except Bad as e:
+            print(f"self-test: {what} (CPU{cpu}, event {i}) fails the judge: {str(e)[:160]}")
+            continue
+        raise Bad(f"the judge passed a decode with {what} (CPU{cpu}, event {i}): it cannot be trusted")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", required=True, help="the run directory (exec.rec)")
+    ap.add_argument("--vmcore", required=True, help="the dump csdump decodes")
+    ap.add_argument("--vmlinux", required=True)
+    ap.add_argument("--csdump", required=True)
+    ap.add_argument("--cpus", help="CPUs to judge (default: every CPU csdump decoded trace for)")
+    ap.add_argument("--expect-no-decode", metavar="WHY",
+                    help="the scenario's sink record holds no trace csdump can decode, for this reason")
+    ap.add_argument("--self-test", action="store_true",
+                    help="also require the judge to fail the first CPU's decode mutated by one event")
+    a = ap.parse_args()
+    try:
+        rec = Record(os.path.join(a.dir, "exec.rec"))
+        if rec.table_full:
+            raise Bad("the execution record's table filled up: raise exec-record's table=")
+        r = subprocess.run([a.csdump, "report", a.vmcore, "--vmlinux", a.vmlinux, "--json",
+                            "--last", "100000000"], capture_output=True, text=True)
+        if r.returncode not in (0, 3):
+            raise Bad(f"csdump report failed ({r.returncode}): {r.stderr[-1000:]}")
+        report = json.loads(r.stdout)
+        dis = Disassembler()
+        want = {int(c) for c in a.cpus.split(",")} if a.cpus else None
+        judged = 0
+        print(f"execution record: {rec.vcpus} vCPUs, blocks run {list(rec.counts)}, ring {rec.entries} "
+              f"entries each, table {len(rec.table)} bytes, "
+              + (f"frozen by vCPU {rec.frozen} at {rec.frozen_at:#x}" if rec.frozen is not None else "not frozen"))
+        for c in report["cpus"]:
+            cpu = c["cpu"]
+            if want is not None and cpu not in want:
+                continue
+            events = events_of(c)
+            if not events:
+                continue
+            if cpu >= rec.vcpus:
+                raise Bad(f"CPU{cpu}: the record has {rec.vcpus} vCPUs")
+            ring, wrapped = rec.ring(cpu)
+            # Disassemble every block's last instruction once, in one llvm-mc run.
+            dis.classify({rec.block(e & INDEX_MASK)[1][-1] for e in ring})
+            skipped, total, m_user = check_cpu(rec, dis, cpu, events, ring, wrapped)
+            gaps = sum(1 for e in events if e[0] == "G")
+            print(f"CPU{cpu}: all {len(events)} decoded events ({gaps} where the flow was lost) are what the "
+                  f"record says the CPU did; the trace ends {skipped} block boundaries before the "
+                  f"record's end; {m_user} user-space boundaries csdump could not decode")
+            judged += 1
+            if a.self_test and judged == 1:
+                self_test(rec, dis, cpu, events, ring, wrapped)
+        if a.expect_no_decode:
+            if judged:
+                raise Bad(f"csdump decoded trace for {judged} CPUs where the scenario expects none "
+                          f"({a.expect_no_decode})")
+            print(f"check_exec: ok: csdump decodes no trace, as expected ({a.expect_no_decode})")
+            return 0
+        if not judged:
+            raise Bad("no CPU's decode to judge")
+    except Bad as e:
+        print(f"check_exec: FAIL: {e}", file=sys.stderr)
+        return 1
+    print("check_exec: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
