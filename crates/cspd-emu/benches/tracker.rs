@@ -53,7 +53,7 @@ fn program() -> TraceProgram {
 
 fn run(name: &str, prog: TraceProgram, blocks: &[&'static TbInfo]) {
     let mut t = Tracker::new();
-    t.start(prog, 4096, 0);
+    t.start(prog, 4096, 0, Default::default());
     let vectors = VectorBases::default();
     let mut prev: Option<&'static TbInfo> = None;
     let mut bytes = 0;

@@ -6,6 +6,7 @@ use crate::bus;
 use crate::cpu_debug::CpuDebugFaults;
 use crate::etm::EtmFaults;
 use crate::tmc::{TmcFaults, TmcKind};
+use crate::tracker::TrackerFaults;
 
 /// Faults to inject, by component.
 #[derive(Clone, Debug, Default)]
@@ -16,6 +17,9 @@ pub struct Faults {
     pub etm: Vec<(usize, EtmFaults)>,
     /// Each CPU's debug interface's, by CPU.
     pub debug: Vec<(usize, CpuDebugFaults)>,
+    /// Mistakes of the execution tracker itself, on every CPU (test-only: they make the trace
+    /// and the ground truth wrong alike, for the independent judge to catch).
+    pub tracker: TrackerFaults,
 }
 
 impl Faults {
@@ -97,10 +101,13 @@ impl Default for Config {
 }
 
 /// The fault names `fault=` takes.
-pub const FAULT_NAMES: [&str; 8] = [
+pub const FAULT_NAMES: [&str; 11] = [
     "tmc-never-ready",
     "tmc-flush-stuck",
     "tmc-rrd-stuck",
+    "tracker-elr-off",
+    "tracker-indirect-as-exception",
+    "tracker-cond-misread",
     "debug-power-off@CPU",
     "debug-ignore-corepurq@CPU",
     "debug-double-lock@CPU",
@@ -223,6 +230,9 @@ impl Config {
             "tmc-never-ready" => f.tmc.never_ready = true,
             "tmc-flush-stuck" => f.tmc.flush_stuck = true,
             "tmc-rrd-stuck" => f.tmc.rrd_stuck = true,
+            "tracker-elr-off" => f.tracker.elr_off = true,
+            "tracker-indirect-as-exception" => f.tracker.indirect_as_exception = true,
+            "tracker-cond-misread" => f.tracker.cond_misread = true,
             "etm-os-lock" | "etm-never-idle" => {
                 let c = need_cpu()?;
                 let mut e = self.faults.etm_of(c);
@@ -274,6 +284,14 @@ mod tests {
         let e = Config::parse(["fault=tmc-never-ready@all"]).unwrap_err();
         assert!(e.contains("@all applies to the per-CPU faults"), "{e}");
         assert!(Config::parse(["fault=debug-power-off@x"]).is_err());
+    }
+
+    #[test]
+    fn tracker_faults() {
+        let c = Config::parse(["fault=tracker-elr-off", "fault=tracker-cond-misread"]).unwrap();
+        assert!(c.faults.tracker.elr_off && c.faults.tracker.cond_misread);
+        assert!(!c.faults.tracker.indirect_as_exception);
+        assert!(Config::parse(["fault=tracker-elr-off@all"]).is_err());
     }
 
     #[test]

@@ -356,6 +356,9 @@ impl Emu {
             t.exec(prev, tb, &self.vectors);
             let after = t.stopped_at();
             let stop = after.filter(|_| after != before);
+            for m in t.take_planted() {
+                self.event(format!("etm {vcpu}: tracker fault planted: {m}"));
+            }
             let bytes = (t.pending_bytes() >= PUSH_CHUNK).then(|| t.take_bytes());
             if let Some(b) = bytes.as_ref() {
                 // Where these bytes will sit in the sink's input (another CPU's bytes may land
@@ -648,7 +651,12 @@ impl Emu {
         }
         self.event(e);
         v.trace_id.store(prog.trace_id, Ordering::Relaxed);
-        lock(&v.tracker).start(prog, self.cfg.truth_depth, self.cfg.truth_bytes);
+        lock(&v.tracker).start(
+            prog,
+            self.cfg.truth_depth,
+            self.cfg.truth_bytes,
+            self.cfg.faults.tracker,
+        );
         v.tracing.store(true, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
         lock(&self.stats).sessions += 1;

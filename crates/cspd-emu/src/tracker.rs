@@ -432,7 +432,41 @@ struct Session {
     pending: Option<Pending>,
     /// Last address known to have executed, for gap records.
     last_known: u64,
+    /// Mistakes to make on purpose (test-only `fault=tracker-*`).
+    faults: TrackerFaults,
+    /// Occurrences of each situation a planted mistake waits for.
+    seen: [u64; 3],
+    /// The mistakes planted and not yet reported.
+    planted: Vec<String>,
 }
+
+impl Session {
+    /// Counts an occurrence of situation `which`; returns whether to plant the mistake now.
+    fn plant(&mut self, which: usize) -> bool {
+        self.seen[which] += 1;
+        self.seen[which].is_multiple_of(PLANT_EVERY[which])
+    }
+}
+
+/// Mistakes the tracker makes on purpose, so that a judge can show it catches what the
+/// ground truth, which the tracker writes too, cannot (test-only plugin faults `tracker-*`).
+/// Each is made at every [`PLANT_EVERY`]th occurrence of its situation, in the trace and in the
+/// ground truth alike, and named by [`Tracker::take_planted`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrackerFaults {
+    /// An interrupt's return address traced 4 bytes too far (`tracker-elr-off`).
+    pub elr_off: bool,
+    /// An indirect branch traced as an exception to its target, taken at the branch
+    /// (`tracker-indirect-as-exception`).
+    pub indirect_as_exception: bool,
+    /// A conditional branch at a block's end that was not taken traced as taken
+    /// (`tracker-cond-misread`).
+    pub cond_misread: bool,
+}
+
+/// How often each planted mistake is made (elr-off, indirect-as-exception, cond-misread): at
+/// every this many occurrences of its situation, so that some land in a trace buffer's window.
+pub const PLANT_EVERY: [u64; 3] = [2, 1024, 4096];
 
 /// Counters of what the tracker met.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -501,7 +535,13 @@ impl Tracker {
     /// Opens a trace session with the programming `prog`, keeping the last `truth_depth`
     /// events and those within `truth_cover` bytes of sink input ([`Truth::covering`]). Trace
     /// starts at the next block.
-    pub fn start(&mut self, prog: TraceProgram, truth_depth: usize, truth_cover: u64) {
+    pub fn start(
+        &mut self,
+        prog: TraceProgram,
+        truth_depth: usize,
+        truth_cover: u64,
+        faults: TrackerFaults,
+    ) {
         let mut truth = Truth::covering(truth_depth, truth_cover);
         truth.set_start_stop(prog.start_stop.is_some(), prog.started);
         self.session = Some(Session {
@@ -516,6 +556,9 @@ impl Tracker {
             sync_due: false,
             pending: None,
             last_known: 0,
+            faults,
+            seen: [0; 3],
+            planted: Vec::new(),
         });
     }
 
@@ -564,6 +607,14 @@ impl Tracker {
         if let Some(s) = self.session.as_mut() {
             s.truth.handed_to_sink(sink_bytes);
         }
+    }
+
+    /// Returns the mistakes planted since the last call (test-only `fault=tracker-*`).
+    pub fn take_planted(&mut self) -> Vec<String> {
+        self.session
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.planted))
+            .unwrap_or_default()
     }
 
     /// Returns how many encoded bytes wait to be taken.
@@ -776,9 +827,36 @@ impl Tracker {
     fn emit(s: &mut Session, p: &TbInfo, next: u64, end: Ending, stats: &mut TrackerStats) {
         match end {
             Ending::Seq | Ending::NeedElr => {}
-            Ending::Atom { taken, addr } => {
+            Ending::Atom { mut taken, addr } => {
                 if !s.last_on {
                     return;
+                }
+                match (p.last, taken, addr) {
+                    (Kind::Cond { target }, false, _) if s.faults.cond_misread && s.plant(2) => {
+                        s.planted.push(format!(
+                            "cond-misread: the branch at {:#x} traced taken to {target:#x}, \
+                             execution went on at {:#x}",
+                            p.last_addr, p.end
+                        ));
+                        taken = true;
+                    }
+                    (Kind::Indirect { .. }, true, Some(a))
+                        if a & 0x7F != 0 && s.faults.indirect_as_exception && s.plant(1) =>
+                    {
+                        s.planted.push(format!(
+                            "indirect-as-exception: the branch at {:#x} to {a:#x} traced as an \
+                             exception",
+                            p.last_addr
+                        ));
+                        s.enc.exception(ExceptionType::Trap, p.last_addr, a);
+                        s.truth.push(Event {
+                            kind: EventKind::Exception(ExceptionType::Trap),
+                            from: p.last_addr,
+                            to: a,
+                        });
+                        return;
+                    }
+                    _ => {}
                 }
                 let to = if taken {
                     match p.last {
@@ -790,9 +868,19 @@ impl Tracker {
                 };
                 Self::atom(s, p, taken, addr, to);
             }
-            Ending::Exception { atom, ty, ret, .. } => {
+            Ending::Exception {
+                atom, ty, mut ret, ..
+            } => {
                 if !s.last_on {
                     return;
+                }
+                if ty == ExceptionType::Irq && s.faults.elr_off && s.plant(0) {
+                    s.planted.push(format!(
+                        "elr-off: the interrupt into {next:#x} traced returning to {:#x}, not \
+                         {ret:#x}",
+                        ret + 4
+                    ));
+                    ret += 4;
                 }
                 if let Some((taken, addr)) = atom {
                     Self::atom(s, p, taken, addr, ret);
