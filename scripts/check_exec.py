@@ -13,8 +13,9 @@ For each CPU with trace, every branch, waypoint and exception csdump decodes (`c
 - a taken branch from A to T: the record has block B right after block A, A's last instruction
   is at A, it is a branch (llvm-mc-19 disassembles it; a direct branch's target must be T) and
   B starts at T;
-- an exception from R to V: some block B that starts at V follows a block A that holds R or
-  ends at R (R after a taken branch of A: that branch, then the exception);
+- an exception from R to V: V is a vector entry (0x80-aligned), the block after A starts at V,
+  and A holds R or ends at R (an interrupt: exactly at A's end; R after a taken branch of A:
+  that branch, then the exception);
 - an ISB waypoint at W: W is in the block whose boundary was just matched;
 - every other boundary of the record that leaves the straight line (a block that does not
   start where the previous one ended, or an unconditional branch) must have been reported;
@@ -296,6 +297,9 @@ class Matcher:
                 lost = None
                 e = ev[i]
             took = False
+            if e[0] == "X" and e[2] & 0x7F:
+                raise Bad(f"CPU{self.cpu}: csdump's exception at event {i} enters {e[2]:#x}, which is not an "
+                          "exception vector (vector entries are 0x80 apart)")
             if e[0] == "X" and e[2] == b[0]:
                 # An exception into B; A's last branch may have been taken first.
                 i -= 1

@@ -1020,6 +1020,55 @@ print("after unload the dump holds only the core's records:", kinds)
 PY
 }
 
+# The independent judge catches what the ground truth cannot: the plugin's tracker makes a
+# mistake on purpose (fault=tracker-*: every 2nd interrupt traced returning 4 bytes too far,
+# every 1024th indirect branch traced as an exception, every 4096th untaken conditional branch at
+# a block's end traced as taken), in the trace and in truth.json alike. check_exec.py must fail naming the CPU and the
+# event; check_trace.py, which compares with truth.json, passes where the mistake leaves the
+# decode in step with the truth (the first two; the third derails the decode until the next
+# address packet, so its verdict is printed, not required).
+scenario_harness-exec-record() {
+	local f d out want
+	for f in tracker-elr-off tracker-indirect-as-exception tracker-cond-misread; do
+		d=$RUNS/harness-exec-record/$f
+		cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg "fault=$f" || return 1
+		grep -q "tracker fault planted: ${f#tracker-}" "$d/plugin.log" ||
+			{ echo "$f: the plugin planted no mistake" >&2; return 1; }
+		if python3 "$REPO/scripts/check_exec.py" --dir "$d" --vmcore "$d/vmcore.elf" --csdump "$CSDUMP" \
+			--vmlinux "$CSPD_CACHE/build-mod/vmlinux" >"$d/check-exec.txt" 2>&1; then
+			echo "$f: check_exec.py passed a trace with the tracker's planted mistakes" >&2
+			return 1
+		fi
+		out=$(grep "check_exec: FAIL" "$d/check-exec.txt")
+		case $f in
+		tracker-elr-off) want="returns to" ;;
+		tracker-indirect-as-exception) want="which is not an exception vector" ;;
+		*) want="is not what the CPU did" ;;
+		esac
+		[[ $out == *"check_exec: FAIL: CPU"*"$want"* ]] ||
+			{ echo "$f: check_exec.py failed for another reason: $out" >&2; return 1; }
+		echo "$f: ${out#*FAIL: }" | cut -c1-300
+		# The first two keep the decode in step: the event named is one the plugin planted.
+		if [ "$f" != tracker-cond-misread ]; then
+			local a=${out#*"$want"}
+			[ "$f" = tracker-elr-off ] && a=${out#*returns to }
+			[ "$f" = tracker-indirect-as-exception ] && a=${out#*enters }
+			a=${a%%[ ,]*}
+			grep "tracker fault planted: ${f#tracker-}" "$d/plugin.log" | grep -qF "$a" ||
+				{ echo "$f: the event check_exec.py names ($a) is not one the plugin planted" >&2; return 1; }
+		fi
+		if python3 "$REPO/scripts/check_trace.py" --dir "$d" --csdump "$CSDUMP" \
+			--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --cpus "$SMP" "${SYSRQ_STOP[@]}" >"$d/check.txt" 2>&1; then
+			echo "$f: check_trace.py (truth.json) passes"
+		elif [ "$f" = tracker-cond-misread ]; then
+			echo "$f: check_trace.py (truth.json) fails too: $(grep FAIL "$d/check.txt" | cut -c1-200)"
+		else
+			echo "$f: check_trace.py failed where the truth agrees with the trace: $(grep FAIL "$d/check.txt")" >&2
+			return 1
+		fi
+	done
+}
+
 # The ground-truth comparison must fail when the decoded list differs from the truth by one branch:
 # on trace-builtin's files, check_trace.py --compare-only passes on the decoded report that check
 # saved (ground/report.json), and fails on copies with one branch of CPU 0 dropped, one added, one
@@ -1116,7 +1165,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
-	trace-etm-never-idle trace-unload harness-trace-ground-truth coresight-devmem
+	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
