@@ -42,7 +42,7 @@ run() {
 	mkdir -p "$d"
 	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
 		--append "$BASE_APPEND cspd.test=panic $TRACE_MOD_APPEND $extra" --workdir "$d" \
-		--vmcore "$d/vmcore.elf" --smp "$cpus" --coresight --plugin "$plugin" \
+		--vmcore "$d/vmcore.elf" --smp "$cpus" --coresight --plugin "$plugin" --exec-record '' \
 		--cs-arg "tmc_size=$CS_TMC_SIZE" --cs-arg "tmc_dump=$d/tmc.bin" "${cs[@]}" \
 		--qemu-arg "-dtb $out/virt-coresight-$cpus.dtb" --panic-timeout 600 >"$d/run.txt" 2>&1 ||
 		die "the $name run failed (logs in $d)"

@@ -2,8 +2,9 @@
 # What the QEMU CoreSight plugin (tools/qemu-coresight) costs: the time from QEMU's start to the end
 # of panic() for the module kernel (cspd.test=panic: init panics it through sysrq), with the plugin
 # and without it, the machine otherwise the same (guest RAM from a shared file, the coresight device
-# tree, mem=1023M); best of RUNS each, interleaved. Also QEMU's peak RSS with and without, and the
-# plugin's own exit line (`qemu-coresight: exit ...`) when its log has one.
+# tree, mem=1023M), and with the execution recorder (tools/exec-record) added to the plugin; best
+# of RUNS each, interleaved. Also QEMU's peak RSS each way, and the plugin's own exit line
+# (`qemu-coresight: exit ...`) when its log has one.
 #
 #   scripts/bench-plugin.sh [RUNS]     default 3
 #
@@ -31,8 +32,10 @@ run() {
 	local kind=$1 i=$2 d=$out/$1-$2 res
 	local -a opt=(--shared-ram)
 	local append="$BASE_APPEND cspd.test=panic"
-	if [ "$kind" = with ]; then
+	if [ "$kind" = with ] || [ "$kind" = recorder ]; then
 		opt=(--coresight --plugin "$plugin")
+		# The execution recorder (tools/exec-record) only where its cost is measured.
+		[ "$kind" = recorder ] || opt+=(--exec-record '')
 	else
 		append+=" mem=1023M"
 	fi
@@ -48,7 +51,7 @@ run() {
 
 declare -A best=() rss=()
 for ((i = 1; i <= n; i++)); do
-	for kind in with without; do
+	for kind in with recorder without; do
 		read -r t r < <(run "$kind" "$i")
 		say "bench: $kind plugin, run $i: $t s to the end of the panic, QEMU peak RSS $((r / 1024)) MiB"
 		if [ -z "${best[$kind]:-}" ] || python3 -c "import sys; sys.exit(not $t < ${best[$kind]})"; then
@@ -59,12 +62,16 @@ for ((i = 1; i <= n; i++)); do
 done
 
 {
-	python3 - "${best[with]}" "${best[without]}" "${rss[with]}" "${rss[without]}" <<'PY'
+	python3 - "${best[with]}" "${best[without]}" "${rss[with]}" "${rss[without]}" \
+		"${best[recorder]}" "${rss[recorder]}" <<'PY'
 import sys
 w, wo, rw, rwo = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+wr, rr = float(sys.argv[5]), int(sys.argv[6])
 print(f"plugin slowdown: {w / wo:.2f}x (with plugin {w:.2f} s, without {wo:.2f} s)")
 print(f"QEMU peak RSS: with plugin {rw / 1024:.0f} MiB, without {rwo / 1024:.0f} MiB "
       f"({(rw - rwo) / 1024:+.0f} MiB)")
+print(f"execution recorder on top of the plugin: {wr:.2f} s ({(wr / w - 1) * 100:+.0f} %), "
+      f"QEMU peak RSS {rr / 1024:.0f} MiB ({(rr - rw) / 1024:+.0f} MiB; its record is a file mapping)")
 PY
 	grep -ah "qemu-coresight: exit" "$out/with-$n/plugin.log" "$out/with-$n/qemu.log" 2>/dev/null |
 		head -n 3 || echo "(the plugin printed no exit line)"
