@@ -27,6 +27,10 @@ record, searched from the newest, that starts a run of matches), and the record 
 to the oldest decoded branch; otherwise the check says the record is too short, not that the
 trace is wrong.
 
+The trace must also be whole: no decoder error, `csdump report` exit 3 only where a record of
+the dump is damaged (a planted fault), and the plugin's counts of dropped trace bytes, lost
+exception returns and gaps all zero.
+
 Prints per CPU what it compared; exits 1 with the CPU and the event on the first disagreement.
 """
 
@@ -434,6 +438,37 @@ def self_test(rec, dis, cpu, events, ring, wrapped):
         raise Bad(f"the judge passed a decode with {what} (CPU{cpu}, event {i}): it cannot be trusted")
 
 
+def check_whole(a, status, report):
+    """The trace decodes whole: no decoder error, `csdump report` exit 3 (decoded in part) only
+    when a record of the dump is damaged or partial (a fault the scenario planted), and the
+    plugin neither dropped trace bytes nor lost an exception's return or the flow."""
+    if report["decoder_error_count"]:
+        raise Bad(f"csdump's decode has {report['decoder_error_count']} decoder errors: "
+                  f"{report['decoder_errors'][:3]}")
+    if status == 3:
+        r = subprocess.run([a.csdump, "info", "--json", a.vmcore], capture_output=True, text=True)
+        try:
+            records = json.loads(r.stdout)["records"]
+        except (ValueError, KeyError):
+            raise Bad(f"csdump info failed ({r.returncode}): {r.stderr[-500:]}")
+        damaged = [f"{x['kind']} {x['status']}" for x in records if x.get("status") != "ok"]
+        if not damaged:
+            raise Bad("csdump report says the trace decoded in part (exit 3), but every record of the "
+                      "dump is sound")
+        print(f"csdump report exit 3: the dump has {', '.join(damaged)} (the scenario's fault)")
+    try:
+        log = open(os.path.join(a.dir, "plugin.log"), errors="replace").read()
+    except OSError as e:
+        raise Bad(f"cannot read the plugin's log: {e}")
+    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped\).*?(\d+) lost, (\d+) gaps", log)
+    if not m:
+        raise Bad("the plugin's log has no exit line with its dropped, lost and gap counts")
+    dropped, lost, gaps = map(int, m.groups())
+    if dropped or lost or gaps:
+        raise Bad(f"the plugin dropped {dropped} trace bytes, lost {lost} exception returns and "
+                  f"recorded {gaps} gaps: the trace is not whole")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True, help="the run directory (exec.rec)")
@@ -455,6 +490,7 @@ def main():
         if r.returncode not in (0, 3):
             raise Bad(f"csdump report failed ({r.returncode}): {r.stderr[-1000:]}")
         report = json.loads(r.stdout)
+        check_whole(a, r.returncode, report)
         dis = Disassembler()
         want = {int(c) for c in a.cpus.split(",")} if a.cpus else None
         judged = 0
@@ -481,6 +517,12 @@ def main():
             judged += 1
             if a.self_test and judged == 1:
                 self_test(rec, dis, cpu, events, ring, wrapped)
+                try:
+                    check_whole(a, 0, dict(report, decoder_error_count=1, decoder_errors=["planted"]))
+                except Bad as e:
+                    print(f"self-test: a decoder error fails the judge: {e}")
+                else:
+                    raise Bad("the judge passed a decode with a decoder error")
         if a.expect_no_decode:
             if judged:
                 raise Bad(f"csdump decoded trace for {judged} CPUs where the scenario expects none "
