@@ -128,27 +128,20 @@ class Disassembler:
         todo = sorted({w for w in words if w not in self.cache})
         if not todo:
             return
-        text = "".join(f"0x{w & 0xFF:02x} 0x{(w >> 8) & 0xFF:02x} 0x{(w >> 16) & 0xFF:02x} 0x{w >> 24:02x}\n"
-                       for w in todo)
+        text = "".join(" ".join(f"0x{(w >> s) & 0xFF:02x}" for s in (0, 8, 16, 24)) + "\n" for w in todo)
         try:
             r = subprocess.run([LLVM_MC, "--disassemble", "-triple=aarch64", "-mattr=+all"],
                                input=text, capture_output=True, text=True)
         except FileNotFoundError:
             raise Bad(f"{LLVM_MC} is missing (package llvm-19, which scripts/setup.sh installs)")
-        lines = [l.strip() for l in r.stdout.splitlines()
-                 if l.strip() and not l.strip().startswith(".text")]
-        if len(lines) != len(todo):
-            # An encoding llvm-mc does not know prints a warning on stderr and no line: go one
-            # by one.
-            lines = []
-            for w in todo:
-                t = f"0x{w & 0xFF:02x} 0x{(w >> 8) & 0xFF:02x} 0x{(w >> 16) & 0xFF:02x} 0x{w >> 24:02x}\n"
-                r = subprocess.run([LLVM_MC, "--disassemble", "-triple=aarch64", "-mattr=+all"],
-                                   input=t, capture_output=True, text=True)
-                ls = [l.strip() for l in r.stdout.splitlines() if l.strip() and not l.strip().startswith(".text")]
-                lines.append(ls[0] if ls else "")
-        for w, l in zip(todo, lines):
-            self.cache[w] = self.kind_of(l)
+        # An encoding llvm-mc does not know gets a warning naming its input line, and no output.
+        invalid = {int(m.group(1)) for m in re.finditer(r"<stdin>:(\d+):\d+: warning: invalid instruction encoding",
+                                                          r.stderr)}
+        out = iter([l.strip() for l in r.stdout.splitlines() if l.strip() and not l.strip().startswith(".text")])
+        for n, w in enumerate(todo, 1):
+            self.cache[w] = (None, 0) if n in invalid else self.kind_of(next(out, ""))
+        if next(out, None) is not None:
+            raise Bad(f"{LLVM_MC} printed more instructions than it was given: cannot pair them")
 
     @staticmethod
     def kind_of(line):
