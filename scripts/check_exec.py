@@ -402,6 +402,11 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped):
             best = (depth, err)
     if best is not None:
         raise best[1]
+    if wrapped:
+        raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before it are not "
+                  f"among the {rec.entries} newest entries the record kept (its ring wrapped: the CPU ran "
+                  f"{rec.counts[cpu]}): the record may not reach back to where the trace ended (a sizing "
+                  "error of the harness), or the decode's end is wrong")
     raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before "
               "it are nowhere in the record as a run")
 
