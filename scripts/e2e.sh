@@ -595,6 +595,7 @@ check_exec() {
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
 	if [ -n "${EXEC_NOT_JUDGED:-}" ]; then
 		echo "check_exec: not judged against the execution record: $EXEC_NOT_JUDGED" | tee "$dir/check-exec.txt"
+		rm -f "$dir/exec.rec"
 		return 0
 	fi
 	local -a extra=()
@@ -602,7 +603,9 @@ check_exec() {
 	[ -z "${EXEC_NO_DECODE:-}" ] || extra+=(--expect-no-decode "$EXEC_NO_DECODE")
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
-	return "${PIPESTATUS[0]}"
+	[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	# The record (a few hundred MiB per run) is kept only where the judge failed.
+	rm -f "$dir/exec.rec"
 }
 
 # check_trace DIR VARIANT [ARGS]: the checks of a sysrq panic with the hardware stop on.
@@ -1075,6 +1078,7 @@ scenario_harness-exec-record() {
 			echo "$f: check_trace.py failed where the truth agrees with the trace: $(grep FAIL "$d/check.txt")" >&2
 			return 1
 		fi
+		rm -f "$d/exec.rec"
 	done
 }
 
