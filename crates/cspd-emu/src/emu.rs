@@ -350,23 +350,22 @@ impl Emu {
         if !v.tracing.load(Ordering::Relaxed) {
             return;
         }
-        let (bytes, stop) = {
+        let (bytes, stop, planted) = {
             let mut t = lock(&v.tracker);
             let before = t.stopped_at();
             t.exec(prev, tb, &self.vectors);
             let after = t.stopped_at();
             let stop = after.filter(|_| after != before);
-            for m in t.take_planted() {
-                self.event(format!("etm {vcpu}: tracker fault planted: {m}"));
-            }
+            let planted = t.take_planted();
             let bytes = (t.pending_bytes() >= PUSH_CHUNK).then(|| t.take_bytes());
             if let Some(b) = bytes.as_ref() {
                 // Where these bytes will sit in the sink's input (another CPU's bytes may land
                 // first, which only makes the record keep a little more).
                 t.handed_to_sink(self.sink_bytes.load(Ordering::Relaxed) + b.len() as u64);
             }
-            (bytes, stop)
+            (bytes, stop, planted)
         };
+        self.log_planted(vcpu, planted);
         if let Some(at) = stop {
             let c = lock(&self.stats).counters(self.cpus);
             self.event(format!("etm {vcpu}: stop point {at:#x} reached {c}"));
@@ -435,7 +434,19 @@ impl Emu {
         }
         v.elr_watch.store(WATCH_NONE, Ordering::Relaxed);
         if let Some(elr) = self.mem.read_u64(paddr) {
-            lock(&v.tracker).elr_stored(elr, &self.vectors);
+            let planted = {
+                let mut t = lock(&v.tracker);
+                t.elr_stored(elr, &self.vectors);
+                t.take_planted()
+            };
+            self.log_planted(vcpu, planted);
+        }
+    }
+
+    /// Logs the tracker mistakes planted on `vcpu` (test-only `fault=tracker-*`).
+    fn log_planted(&self, vcpu: usize, planted: Vec<String>) {
+        for m in planted {
+            self.event(format!("etm {vcpu}: tracker fault planted: {m}"));
         }
     }
 
@@ -668,10 +679,12 @@ impl Emu {
         };
         v.tracing.store(false, Ordering::Relaxed);
         v.elr_watch.store(WATCH_NONE, Ordering::Relaxed);
-        let (stopped, stats) = {
+        let (stopped, stats, planted) = {
             let mut t = lock(&v.tracker);
-            (t.stop(&self.vectors), t.stats())
+            let planted = t.take_planted();
+            (t.stop(&self.vectors), t.stats(), planted)
         };
+        self.log_planted(cpu, planted);
         let Some((bytes, truth)) = stopped else {
             return;
         };
