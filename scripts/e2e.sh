@@ -112,7 +112,7 @@ scenario_sample-builtin() {
 	local d=$RUNS/sample-builtin
 	qemu qemu-dump builtin "$d" "cspd.test=panic" &&
 		grep -q "built-in: true" "$d/console.log" &&
-		grep -F "rust_amba_probe" "$d/console.log" | grep -qF "$AMBA_LINE" &&
+		grep -qF "$AMBA_LINE" <(grep -F "rust_amba_probe" "$d/console.log") &&
 		check_record "$d"
 }
 
@@ -645,7 +645,7 @@ scenario_trace-builtin() {
 	local d=$RUNS/trace-builtin
 	cs_qemu qemu-dump builtin "$d" \
 		"cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1 coresight_panic_dump.stop_at=panic" &&
-		tr -d '\r' <"$d/console.log" | grep -q "^CSPD: stop_at: panic$" &&
+		grep -q "^CSPD: stop_at: panic$" <(tr -d '\r' <"$d/console.log") &&
 		check_trace_with "$d" builtin --through sysrq_handle_crash --hw-stop panic
 }
 
@@ -1066,7 +1066,8 @@ scenario_harness-exec-record() {
 			local a=${out#*"$want" }
 			[ "$f" = tracker-indirect-as-exception ] && a=${out#*enters }
 			a=${a%%[ ,]*}
-			grep "tracker fault planted: ${f#tracker-}" "$d/plugin.log" | grep -qF "$a" ||
+			# (One grep: under pipefail, `grep | grep -q` fails when -q stops reading early.)
+			grep -q "tracker fault planted: ${f#tracker-}.*$a" "$d/plugin.log" ||
 				{ echo "$f: the event check_exec.py names ($a) is not one the plugin planted" >&2; return 1; }
 		fi
 		if python3 "$REPO/scripts/check_trace.py" --dir "$d" --csdump "$CSDUMP" \

@@ -250,7 +250,7 @@ cmd_build() {
 	# Our code must build without warnings. Look for rustc/clippy/C warnings naming our files.
 	local ours
 	ours=$(cd "$REPO" && { find "${OVERLAY_DIRS[@]}" -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
-	if [ -n "$ours" ] && grep -B2 -A12 -E '^(warning|error)' "$log" | grep -qE -- "($ours)"; then
+	if [ -n "$ours" ] && grep -qE -- "($ours)" <(grep -B2 -A12 -E '^(warning|error)' "$log"); then
 		grep -B2 -A12 -E '^(warning|error)' "$log" | grep -B6 -A8 -E -- "($ours)" >&2 || true
 		die "the build warns about this project's code (build-$variant, $log)"
 	fi
@@ -269,7 +269,7 @@ cmd_rustdoc() {
 	fi
 	local ours
 	ours=$(cd "$REPO" && { find "${OVERLAY_DIRS[@]}" -type f -name '*.rs' 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
-	if [ -n "$ours" ] && grep -A8 -E '^(warning|error)' "$log" | grep -qE -- "($ours)"; then
+	if [ -n "$ours" ] && grep -qE -- "($ours)" <(grep -A8 -E '^(warning|error)' "$log"); then
 		grep -A8 -E '^(warning|error)' "$log" >&2
 		die "rustdoc warns about this project's code ($log)"
 	fi

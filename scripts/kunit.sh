@@ -56,7 +56,7 @@ main() {
 	# Our code must build without warnings (kunit.py prints the build's stderr).
 	local ours
 	ours=$(cd "$REPO" && { find rust drivers samples include -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
-	if [ "$rc" = 0 ] && [ -n "$ours" ] && grep -A12 -E '^(warning|error)' "$log" | grep -qE -- "($ours)"; then
+	if [ "$rc" = 0 ] && [ -n "$ours" ] && grep -qE -- "($ours)" <(grep -A12 -E '^(warning|error)' "$log"); then
 		die "the KUnit build warns about this project's code (see $log)"
 	fi
 	[ "$rc" = 0 ] || die "KUnit failed (status $rc): see above, $log and $out/test.log"
