@@ -603,10 +603,16 @@ impl Parsed {
                 PT_NOTE => {
                     let end = offset.saturating_add(filesz);
                     if end > file_len {
-                        self.warnings.push(format!(
-                            "program header {i}: PT_NOTE at file offset {offset:#x} declares {filesz:#x} bytes, the file has {:#x}",
-                            file_len.saturating_sub(offset)
-                        ));
+                        // The notes come first in every vmcore: a file cut inside them holds
+                        // nothing to read, and libkdumpfile would allocate what the header
+                        // declares (the fuzzer found 4 GiB) before it fails.
+                        return Err(VmcoreError::Invalid {
+                            offset: phoff.saturating_add(at as u64),
+                            what: format!(
+                                "program header {i}: PT_NOTE at file offset {offset:#x} declares {filesz:#x} bytes, the file has {:#x}: its notes are cut",
+                                file_len.saturating_sub(offset)
+                            ),
+                        });
                     }
                     let pad = if align == 8 { 8 } else { 4 };
                     self.walk_notes(file, offset, end.min(file_len), pad)?;
