@@ -20,6 +20,9 @@ HOST_PKGS=(
 	make bc flex bison libelf-dev cpio xz-utils gzip python3 kmod ca-certificates git
 	# checkpatch.pl needs the whole perl (a minimal Debian has only perl-base)
 	perl
+	# bench-csdump measures csdump's peak RSS with GNU time: a child's own rusage would count
+	# the memory of the bench that spawned it (vfork), not csdump's
+	time
 	# LLVM for LLVM=-19 kernel builds
 	clang-19 lld-19 llvm-19 libclang1-19
 	# Rust 1.96 with its library source, which the kernel compiles against

@@ -185,9 +185,10 @@ fn main() {
     fs::create_dir_all(&scratch).unwrap();
     fs::create_dir_all(&cwd).unwrap();
     let html = tmp.path().join("out.html");
-    let err_log = tmp.path().join("report.err");
     let t = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_csdump"))
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "%M %e"])
+        .arg(env!("CARGO_BIN_EXE_csdump"))
         .arg("report")
         .arg(&dump_path)
         .arg("--vmlinux")
@@ -196,17 +197,17 @@ fn main() {
         .arg(&html)
         .current_dir(&cwd)
         .env("TMPDIR", &scratch)
-        .stdout(std::process::Stdio::null())
-        .stderr(fs::File::create(&err_log).unwrap())
-        .spawn()
+        .output()
         .unwrap();
-    let (status, rss_kb) = wait_with_peak_rss(child);
     let wall = t.elapsed().as_secs_f64();
-    let err = fs::read_to_string(&err_log).unwrap_or_default();
-    assert!(
-        status == 0,
-        "csdump report failed (wait status {status:#x}): {err}"
-    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let last = err.lines().last().unwrap_or("");
+    let rss_kb: u64 = last
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(o.status.success(), "csdump report failed: {err}");
     let stray: Vec<String> = entries(&scratch).into_iter().chain(entries(&cwd)).collect();
     println!(
         "csdump report (16 MiB trace, --vmlinux, --html): {wall:.2} s, peak RSS {:.1} MB (target < 256 MB), \
@@ -215,17 +216,4 @@ fn main() {
         stray.len(),
         stray
     );
-}
-
-/// Waits for `child` and returns its wait status and its peak resident set in KiB, as the kernel
-/// accounted it (`wait4`'s rusage), so the benchmark needs no `time` program.
-fn wait_with_peak_rss(child: std::process::Child) -> (i32, u64) {
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet reaped; both pointers are to live locals.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    (status, u64::try_from(usage.ru_maxrss).unwrap())
 }
