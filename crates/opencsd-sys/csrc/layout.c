@@ -58,6 +58,17 @@ SAME(offsetof(ocsd_ete_cfg, reg_traceidr), 24);
 SAME(offsetof(ocsd_ete_cfg, arch_ver), 28);
 SAME(offsetof(ocsd_ete_cfg, core_prof), 32);
 
+/* The head of ocsd_etmv4_i_pkt that the packet monitor reads, and ocsd_pkt_vaddr */
+SAME(offsetof(ocsd_etmv4_i_pkt, type), 0);
+SAME(sizeof(ocsd_etmv4_i_pkt_type), 4);
+SAME(offsetof(ocsd_etmv4_i_pkt, v_addr), 8);
+SAME(sizeof(ocsd_pkt_vaddr), 24);
+SAME(sizeof(ocsd_pkt_va_size), 4);
+SAME(offsetof(ocsd_pkt_vaddr, size), 0);
+SAME(offsetof(ocsd_pkt_vaddr, val), 8);
+SAME(offsetof(ocsd_pkt_vaddr, pkt_bits), 16);
+SAME(offsetof(ocsd_pkt_vaddr, valid_bits), 17);
+
 /* Scalar types */
 SAME(sizeof(ocsd_trc_index_t), 4);
 SAME(sizeof(ocsd_vaddr_t), 8);
@@ -145,6 +156,36 @@ SAME(UNSYNC_DISCARD, 4);
 SAME(UNSYNC_BAD_PACKET, 5);
 SAME(UNSYNC_BAD_IMAGE, 6);
 SAME(UNSYNC_EOT, 7);
+SAME(OCSD_C_API_CB_PKT_SINK, 0);
+SAME(OCSD_C_API_CB_PKT_MON, 1);
+SAME(sizeof(ocsd_c_api_cb_types), 4);
+SAME(ETM4_PKT_I_NOTSYNC, 0x200);
+SAME(ETM4_PKT_I_TRACE_INFO, 0x01);
+SAME(ETM4_PKT_I_TRACE_ON, 0x04);
+SAME(ETM4_PKT_I_EXCEPT, 0x06);
+SAME(ETM4_PKT_I_EXCEPT_RTN, 0x07);
+SAME(ETM4_PKT_I_ADDR_CTXT_L_32IS0, 0x82);
+SAME(ETM4_PKT_I_ADDR_CTXT_L_32IS1, 0x83);
+SAME(ETM4_PKT_I_ADDR_CTXT_L_64IS0, 0x85);
+SAME(ETM4_PKT_I_ADDR_CTXT_L_64IS1, 0x86);
+SAME(ETM4_PKT_I_ADDR_MATCH, 0x90);
+SAME(ETM4_PKT_I_ADDR_S_IS0, 0x95);
+SAME(ETM4_PKT_I_ADDR_S_IS1, 0x96);
+SAME(ETM4_PKT_I_ADDR_L_32IS0, 0x9A);
+SAME(ETM4_PKT_I_ADDR_L_32IS1, 0x9B);
+SAME(ETM4_PKT_I_ADDR_L_64IS0, 0x9D);
+SAME(ETM4_PKT_I_ADDR_L_64IS1, 0x9E);
+SAME(ETM4_PKT_I_Q, 0xA0);
+SAME(ETM4_PKT_I_ATOM_F6, 0xC0);
+SAME(ETM4_PKT_I_ATOM_F5, 0xD5);
+SAME(ETM4_PKT_I_ATOM_F2, 0xD8);
+SAME(ETM4_PKT_I_ATOM_F4, 0xDC);
+SAME(ETM4_PKT_I_ATOM_F1, 0xF6);
+SAME(ETM4_PKT_I_ATOM_F3, 0xF8);
+SAME(ETM4_PKT_I_DISCARD, 0x103);
+SAME(ETM4_PKT_I_OVERFLOW, 0x105);
+SAME(ETE_PKT_I_PE_RESET, 0x400);
+SAME(ETE_PKT_I_TRANS_FAIL, 0x401);
 
 /*
  * Flag bits of ocsd_generic_trace_elem are bit-fields, which a static assertion cannot read:

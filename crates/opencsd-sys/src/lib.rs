@@ -332,6 +332,115 @@ pub struct ocsd_ete_cfg {
     pub core_prof: ocsd_core_profile_t,
 }
 
+/// Kind of callback [`ocsd_dt_attach_packet_callback`] attaches (`ocsd_c_api_cb_types`).
+pub type ocsd_c_api_cb_types = c_int;
+/// The packet processor's primary packet output (`FnDefPktDataIn`).
+pub const OCSD_C_API_CB_PKT_SINK: ocsd_c_api_cb_types = 0;
+/// The packet processor's packet monitor output ([`FnDefPktDataMon`]): every packet, before the
+/// decoder takes it.
+pub const OCSD_C_API_CB_PKT_MON: ocsd_c_api_cb_types = 1;
+
+/// ETMv4 and ETE instruction trace packet type (`ocsd_etmv4_i_pkt_type`).
+pub type ocsd_etmv4_i_pkt_type = c_int;
+/// Packet types an ETMv4 or ETE packet monitor sees (IHI 0064; the values are the header byte
+/// of the packet, or above 0xFF for what the packet processor adds).
+pub mod etmv4_pkt {
+    use super::ocsd_etmv4_i_pkt_type as T;
+    /// No synchronisation found yet.
+    pub const NOTSYNC: T = 0x200;
+    /// Trace info.
+    pub const TRACE_INFO: T = 0x01;
+    /// Trace on.
+    pub const TRACE_ON: T = 0x04;
+    /// Exception.
+    pub const EXCEPT: T = 0x06;
+    /// Exception return.
+    pub const EXCEPT_RTN: T = 0x07;
+    /// Address and context, long 32-bit, IS0 (the first of five: 0x82, 0x83, 0x85, 0x86).
+    pub const ADDR_CTXT_L_32IS0: T = 0x82;
+    /// Address and context, long 32-bit, IS1.
+    pub const ADDR_CTXT_L_32IS1: T = 0x83;
+    /// Address and context, long 64-bit, IS0.
+    pub const ADDR_CTXT_L_64IS0: T = 0x85;
+    /// Address and context, long 64-bit, IS1.
+    pub const ADDR_CTXT_L_64IS1: T = 0x86;
+    /// Address exact match (to the address history).
+    pub const ADDR_MATCH: T = 0x90;
+    /// Short address, IS0.
+    pub const ADDR_S_IS0: T = 0x95;
+    /// Short address, IS1.
+    pub const ADDR_S_IS1: T = 0x96;
+    /// Long 32-bit address, IS0.
+    pub const ADDR_L_32IS0: T = 0x9A;
+    /// Long 32-bit address, IS1.
+    pub const ADDR_L_32IS1: T = 0x9B;
+    /// Long 64-bit address, IS0.
+    pub const ADDR_L_64IS0: T = 0x9D;
+    /// Long 64-bit address, IS1.
+    pub const ADDR_L_64IS1: T = 0x9E;
+    /// Q (instruction count) packet.
+    pub const Q: T = 0xA0;
+    /// Atom format 6.
+    pub const ATOM_F6: T = 0xC0;
+    /// Atom format 5.
+    pub const ATOM_F5: T = 0xD5;
+    /// Atom format 2.
+    pub const ATOM_F2: T = 0xD8;
+    /// Atom format 4.
+    pub const ATOM_F4: T = 0xDC;
+    /// Atom format 1.
+    pub const ATOM_F1: T = 0xF6;
+    /// Atom format 3.
+    pub const ATOM_F3: T = 0xF8;
+    /// Overflow.
+    pub const OVERFLOW: T = 0x105;
+    /// Discard.
+    pub const DISCARD: T = 0x103;
+    /// ETE: PE reset (an exception).
+    pub const ETE_PE_RESET: T = 0x400;
+    /// ETE: transaction failure (an exception).
+    pub const ETE_TRANS_FAIL: T = 0x401;
+}
+
+/// An address a packet broadcast (`ocsd_pkt_vaddr`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ocsd_pkt_vaddr {
+    /// 32 or 64 bits (`ocsd_pkt_va_size`).
+    pub size: c_int,
+    /// The address, with the bits earlier packets gave.
+    pub val: ocsd_vaddr_t,
+    /// Bits this packet updated.
+    pub pkt_bits: u8,
+    /// Bits valid in all.
+    pub valid_bits: u8,
+}
+
+/// The first fields of an ETMv4 or ETE instruction trace packet (`ocsd_etmv4_i_pkt`): its type
+/// and the most recently broadcast address. Only ever read through a pointer the library
+/// passes; the rest of the structure is not declared.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ocsd_etmv4_i_pkt_head {
+    /// Packet type.
+    pub type_: ocsd_etmv4_i_pkt_type,
+    /// The most recently broadcast address (the packet's own, for an address packet).
+    pub v_addr: ocsd_pkt_vaddr,
+}
+
+/// Packet monitor callback (`FnDefPktDataMon`): `p_packet_in` is the decoder's packet structure
+/// (`ocsd_etmv4_i_pkt` for ETMv4 and ETE), `p_data` its `size` raw bytes.
+pub type FnDefPktDataMon = Option<
+    unsafe extern "C" fn(
+        p_context: *const c_void,
+        op: ocsd_datapath_op_t,
+        index_sop: ocsd_trc_index_t,
+        p_packet_in: *const c_void,
+        size: u32,
+        p_data: *const u8,
+    ),
+>;
+
 /// Generic element output callback (`FnTraceElemIn`).
 pub type FnTraceElemIn = Option<
     unsafe extern "C" fn(
@@ -403,6 +512,15 @@ extern "C" {
         p_cb_func: Fn_MemAcc_CB,
         p_context: *const c_void,
     ) -> ocsd_err_t;
+    /// Attaches a packet callback of `callback_type` to the decoder of trace ID `CSID`
+    /// (`p_fn_callback_data` is a [`FnDefPktDataMon`] for [`OCSD_C_API_CB_PKT_MON`]).
+    pub fn ocsd_dt_attach_packet_callback(
+        handle: dcd_tree_handle_t,
+        CSID: c_uchar,
+        callback_type: ocsd_c_api_cb_types,
+        p_fn_callback_data: *mut c_void,
+        p_context: *const c_void,
+    ) -> ocsd_err_t;
     /// Removes the memory accessor that starts at `st_address`.
     pub fn ocsd_dt_remove_mem_acc(
         handle: dcd_tree_handle_t,
@@ -459,5 +577,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ocsd_generic_trace_elem>(), 96);
         assert_eq!(core::mem::size_of::<ocsd_etmv4_cfg>(), 52);
         assert_eq!(core::mem::size_of::<ocsd_ete_cfg>(), 36);
+        assert_eq!(core::mem::size_of::<ocsd_pkt_vaddr>(), 24);
+        assert_eq!(core::mem::offset_of!(ocsd_etmv4_i_pkt_head, v_addr), 8);
     }
 }

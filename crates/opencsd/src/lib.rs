@@ -31,6 +31,8 @@
 //! reads its own errors.
 
 use std::any::Any;
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ffi::CStr;
 use std::panic::catch_unwind;
@@ -436,10 +438,17 @@ struct SinkCtx<'f, F> {
     panic: Option<Box<dyn Any + Send>>,
 }
 
+/// What the packet monitor of one source keeps: the address of its newest address packet, as
+/// long as no packet that moves the trace on (an atom, an exception, a trace-on...) followed it.
+type TailCtx = Cell<Option<u64>>;
+
 /// A decode tree: one trace input, its decoders (one per trace ID) and a memory reader.
 pub struct DecodeTree<'m> {
     handle: NonNull<c_void>,
     memory: Option<Box<MemCtx<'m>>>,
+    /// Per trace ID, the context of its packet monitor (registered with the library until the
+    /// tree is destroyed).
+    tails: BTreeMap<u8, Box<TailCtx>>,
     index: u32,
 }
 
@@ -473,6 +482,65 @@ unsafe extern "C" fn mem_trampoline(
             m.panic = Some(p);
             0
         }
+    }
+}
+
+unsafe extern "C" fn packet_monitor(
+    ctx: *const c_void,
+    op: ffi::ocsd_datapath_op_t,
+    _index: ffi::ocsd_trc_index_t,
+    packet: *const c_void,
+    _size: u32,
+    _data: *const u8,
+) {
+    use ffi::etmv4_pkt as P;
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: ctx is the TailCtx registered with this callback; it lives in a Box owned by the
+    // tree, which outlives the decoder, and is only read through shared references (a Cell).
+    let tail = unsafe { &*ctx.cast::<TailCtx>() };
+    if op == ffi::OCSD_OP_RESET {
+        tail.set(None);
+        return;
+    }
+    if op != ffi::OCSD_OP_DATA || packet.is_null() {
+        return;
+    }
+    // SAFETY: an ETMv4 or ETE packet processor passes its `ocsd_etmv4_i_pkt`, valid for the
+    // call, whose first fields `ocsd_etmv4_i_pkt_head` declares (csrc/layout.c checks them).
+    let head = unsafe { &*packet.cast::<ffi::ocsd_etmv4_i_pkt_head>() };
+    match head.type_ {
+        P::ADDR_CTXT_L_32IS0
+        | P::ADDR_CTXT_L_32IS1
+        | P::ADDR_CTXT_L_64IS0
+        | P::ADDR_CTXT_L_64IS1
+        | P::ADDR_MATCH
+        | P::ADDR_S_IS0
+        | P::ADDR_S_IS1
+        | P::ADDR_L_32IS0
+        | P::ADDR_L_32IS1
+        | P::ADDR_L_64IS0
+        | P::ADDR_L_64IS1 => tail.set(Some(head.v_addr.val)),
+        // What follows such a packet is not the target of the branch before it.
+        P::ATOM_F1
+        | P::ATOM_F2
+        | P::ATOM_F3
+        | P::ATOM_F4
+        | P::ATOM_F5
+        | P::ATOM_F6
+        | P::Q
+        | P::EXCEPT
+        | P::EXCEPT_RTN
+        | P::TRACE_ON
+        | P::OVERFLOW
+        | P::DISCARD
+        | P::NOTSYNC
+        | P::ETE_PE_RESET
+        | P::ETE_TRANS_FAIL => tail.set(None),
+        // ETE's source address packets stand for taken branches.
+        0xB0..=0xB9 => tail.set(None),
+        _ => {}
     }
 }
 
@@ -520,6 +588,7 @@ impl<'m> DecodeTree<'m> {
         Ok(Self {
             handle,
             memory: None,
+            tails: BTreeMap::new(),
             index: 0,
         })
     }
@@ -538,7 +607,40 @@ impl<'m> DecodeTree<'m> {
             )
         };
         check("create decoder", err)?;
+        let tail = Box::new(TailCtx::new(None));
+        let p: *const TailCtx = &*tail;
+        let monitor: unsafe extern "C" fn(
+            *const c_void,
+            ffi::ocsd_datapath_op_t,
+            ffi::ocsd_trc_index_t,
+            *const c_void,
+            u32,
+            *const u8,
+        ) = packet_monitor;
+        // SAFETY: the handle is live and has a decoder for `id`; the callback has the type the
+        // library calls a packet monitor with; `p` stays valid as long as the tree (the Box is
+        // kept in `self.tails` and dropped after the tree is destroyed).
+        let err = unsafe {
+            ffi::ocsd_dt_attach_packet_callback(
+                self.handle.as_ptr(),
+                id,
+                ffi::OCSD_C_API_CB_PKT_MON,
+                monitor as *mut c_void,
+                p.cast(),
+            )
+        };
+        check("attach packet monitor", err)?;
+        self.tails.insert(id, tail);
         Ok(id)
+    }
+
+    /// The address of the newest address packet of the source with trace ID `id`, when no
+    /// packet that moves the trace on (an atom, an exception, a trace-on, an overflow) followed
+    /// it. After a decode that ended with a taken indirect branch, this is the branch's target:
+    /// the trace unit named it, then traced nothing more (it stopped, or its buffer ended), so
+    /// the library put it on no element.
+    pub fn trailing_address(&self, id: u8) -> Option<u64> {
+        self.tails.get(&id).and_then(|t| t.get())
     }
 
     /// Adds an ETMv4 instruction trace decoder; returns its trace ID.
@@ -773,6 +875,75 @@ mod tests {
     #[test]
     fn version_is_known() {
         assert!(version().starts_with('1'), "{}", version());
+    }
+
+    /// One ETMv4 source's raw stream: a synchronisation at `start` (EL1, AArch64), then `rest`.
+    fn stream(start: u64, rest: &[u8]) -> Vec<u8> {
+        let mut s = vec![0u8; 11];
+        // A-sync, Trace Info (no sections), Trace On, long 64-bit address with context.
+        s.extend_from_slice(&[0x80, 0x01, 0x00, 0x04, 0x85]);
+        s.extend_from_slice(&addr64(start));
+        s.push(0x31);
+        s.extend_from_slice(rest);
+        s
+    }
+
+    /// The 64-bit IS0 address field of a long address packet.
+    fn addr64(a: u64) -> [u8; 8] {
+        let mut b = a.to_le_bytes();
+        b[0] = ((a >> 2) & 0x7F) as u8;
+        b[1] = ((a >> 9) & 0x7F) as u8;
+        b
+    }
+
+    /// Decodes one source's raw stream against `code` (address, word); returns the ranges
+    /// (start, end) and the trailing address.
+    fn decode_single(trace: &[u8], code: &[(u64, u32)]) -> (Vec<(u64, u64)>, Option<u64>) {
+        let mut t = DecodeTree::new(Format::Single).unwrap();
+        let id = t.add_etmv4(&Etmv4Config::default()).unwrap();
+        let code = code.to_vec();
+        t.set_memory(move |addr, buf| {
+            let Some(&(_, w)) = code.iter().find(|(a, _)| *a == addr) else {
+                return 0;
+            };
+            let n = buf.len().min(4);
+            buf[..n].copy_from_slice(&w.to_le_bytes()[..n]);
+            n
+        })
+        .unwrap();
+        let mut ranges = Vec::new();
+        let out = t
+            .decode(trace, |_, e| {
+                if e.kind() == ElemKind::InstrRange {
+                    ranges.push((e.start(), e.end()));
+                }
+                Flow::Continue
+            })
+            .unwrap();
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        (ranges, t.trailing_address(id))
+    }
+
+    #[test]
+    fn the_address_after_a_last_indirect_branch_is_its_target() {
+        const RET: u32 = 0xD65F_03C0;
+        const B_8: u32 = 0x1400_0002;
+        let code = [(0x1000, RET), (0x4000, B_8)];
+        // RET taken (an E atom), then the address packet of its target, then nothing.
+        let mut target = vec![0xF7, 0x9D];
+        target.extend_from_slice(&addr64(0x4000));
+        let (ranges, tail) = decode_single(&stream(0x1000, &target), &code);
+        assert_eq!(ranges, [(0x1000, 0x1004)]);
+        assert_eq!(tail, Some(0x4000));
+        // One more E atom: the branch at the target ran, the address is no longer trailing.
+        target.push(0xF7);
+        let (ranges, tail) = decode_single(&stream(0x1000, &target), &code);
+        assert_eq!(ranges, [(0x1000, 0x1004), (0x4000, 0x4004)]);
+        assert_eq!(tail, None);
+        // The trace ends with the RET's atom: no target named.
+        let (ranges, tail) = decode_single(&stream(0x1000, &[0xF7]), &code);
+        assert_eq!(ranges, [(0x1000, 0x1004)]);
+        assert_eq!(tail, None);
     }
 
     #[test]

@@ -164,6 +164,15 @@ pub enum Element {
     NoSync,
     /// A trace-on: the trace starts, or restarts after a gap.
     TraceOn,
+    /// Where the last branch went: the trace ends with a taken indirect branch (a return, an
+    /// `ERET`, a `BR`) or an exception (to its vector), and the address packet that named its
+    /// target, with no instruction after it (the trace unit stopped there, at a stop point or
+    /// when the sink stopped). Only ever a trace ID's last element; the instruction at `addr`
+    /// was not executed.
+    BranchTarget {
+        /// The branch's target.
+        addr: u64,
+    },
 }
 
 impl Element {
@@ -171,7 +180,7 @@ impl Element {
     pub fn addr(&self) -> Option<u64> {
         match self {
             Self::Range { start, .. } => Some(*start),
-            Self::NoAccess { addr } => Some(*addr),
+            Self::NoAccess { addr } | Self::BranchTarget { addr } => Some(*addr),
             Self::Exception { ret, .. } => *ret,
             _ => None,
         }
@@ -454,6 +463,9 @@ pub fn decode_each(
     // the decoder says so with a no-sync element and resynchronises.
     let mut errors = Vec::new();
     let mut error_count = 0u64;
+    // The trace IDs whose last element so far is a taken indirect branch or an exception: the
+    // address packet after it names where the CPU went.
+    let mut awaiting = [false; 128];
     let out = tree.decode(s.frames(), |id, el| {
         use opencsd::Unsync;
         if el.kind() == opencsd::ElemKind::NoSync {
@@ -473,10 +485,35 @@ pub fn decode_each(
             }
         }
         match Element::from_elem(&el) {
-            Some(e) => f(id, &e),
+            Some(e) => {
+                if let Some(a) = awaiting.get_mut(usize::from(id)) {
+                    *a = match e {
+                        Element::Range {
+                            taken: true,
+                            branch,
+                            ..
+                        } => branch.is_indirect(),
+                        Element::Exception { .. } => true,
+                        _ => false,
+                    };
+                }
+                f(id, &e)
+            }
             None => Flow::Continue,
         }
     })?;
+    // The target of a last indirect branch, from the address packet after it.
+    if !out.stopped && out.fatal.is_none() {
+        for (id, _) in awaiting.iter().enumerate().filter(|(_, a)| **a) {
+            // CAST: an index of a 128-entry array.
+            let id = id as u8;
+            if let Some(addr) = tree.trailing_address(id) {
+                if f(id, &Element::BranchTarget { addr }) == Flow::Stop {
+                    break;
+                }
+            }
+        }
+    }
     for l in &out.errors {
         error_count += 1;
         if errors.len() < opencsd::MAX_ERRORS {

@@ -42,8 +42,8 @@ pub struct Addr {
 pub struct Branch {
     /// The branch instruction (absent when the decoder only saw the target).
     pub from: Option<Addr>,
-    /// Where execution went; `None` for a CPU's last branch when it is indirect: the trace
-    /// stopped before the address packet that would have named its target.
+    /// Where execution went; `None` only for a CPU's last branch when it is indirect and the
+    /// trace ended before the address packet that names its target.
     pub to: Option<Addr>,
     /// Branch type as OpenCSD names it.
     pub kind: String,
@@ -146,6 +146,17 @@ fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
     }
 }
 
+/// What a branch still waiting for its target is.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    /// A taken branch.
+    Branch,
+    /// A taken waypoint that is not a branch (`ISB`): it falls through.
+    Waypoint,
+    /// An exception, from its preferred return address to the vector.
+    Exception,
+}
+
 /// Turns a CPU's last elements into its last functions and branches.
 /// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
 /// `word` reads the instruction at an address, for the target of a last branch no range
@@ -158,7 +169,9 @@ fn summarise(
 ) -> (Vec<FunctionRun>, Vec<Branch>) {
     let mut funcs: Vec<FunctionRun> = Vec::new();
     let mut branches = Vec::new();
-    let mut pending: Option<(u64, String)> = None;
+    // The last branch, waypoint or exception not yet given its target: (address, kind, what it
+    // is).
+    let mut pending: Option<(u64, String, Pending)> = None;
     let last_branch = |e: &Element| match e {
         Element::Range {
             end,
@@ -166,14 +179,20 @@ fn summarise(
             taken: true,
             branch,
             ..
-        } if *branch != crate::decode::BranchType::None => {
-            Some((end.wrapping_sub(u64::from(*last_size)), e.branch_name()))
-        }
+        } if *branch != crate::decode::BranchType::None => Some((
+            end.wrapping_sub(u64::from(*last_size)),
+            e.branch_name(),
+            if branch.is_branch() {
+                Pending::Branch
+            } else {
+                Pending::Waypoint
+            },
+        )),
         _ => None,
     };
     for e in els {
         if let Some(a) = e.addr() {
-            if let Some((from, kind)) = pending.take() {
+            if let Some((from, kind, _)) = pending.take() {
                 branches.push(Branch {
                     from: Some(addr(sym, from)),
                     to: Some(addr(sym, a)),
@@ -208,14 +227,23 @@ fn summarise(
             Element::Range { .. } => pending = last_branch(e),
             // An exception goes from its preferred return address to the vector, where the
             // next element starts.
-            Element::Exception { ret: Some(r), .. } => pending = Some((*r, "exception".into())),
+            Element::Exception { ret: Some(r), .. } => {
+                pending = Some((*r, "exception".into(), Pending::Exception));
+            }
             _ => pending = None,
         }
     }
     // The trace ended right after a branch (the ETM stopped before the next instruction range):
-    // a direct branch's target is in its encoding; an indirect one's is not in the trace.
-    if let Some((from, kind)) = pending {
-        let to = word(from).and_then(|w| direct_target(w, from));
+    // a direct branch's target is in its encoding. An indirect one's came as a BranchTarget
+    // element above, when the trace named it.
+    // A waypoint that is not a branch (ISB) falls through to the next instruction; an
+    // exception's vector is not known without a range after it.
+    if let Some((from, kind, what)) = pending {
+        let to = match what {
+            Pending::Branch => word(from).and_then(|w| direct_target(w, from)),
+            Pending::Waypoint => Some(from.wrapping_add(4)),
+            Pending::Exception => None,
+        };
         branches.push(Branch {
             from: Some(addr(sym, from)),
             to: to.map(|t| addr(sym, t)),
@@ -634,7 +662,7 @@ mod tests {
     }
 
     #[test]
-    fn a_last_indirect_branch_has_no_target_and_an_unreadable_one_neither() {
+    fn a_last_indirect_branch_has_the_target_the_trace_names_else_none() {
         let els: VecDeque<Element> = [
             range_c(0x100, 0x110, true, B::Direct, true),
             range(0x200, 0x20c, true, B::Return),
@@ -648,6 +676,17 @@ mod tests {
         // A direct branch whose code cannot be read: listed, target unknown.
         let (_, b) = summarise(&els, None, 64, &mut |_| None);
         assert!(b[1].to.is_none());
+        // The address packet after the RET named its target: the branch goes there, and the
+        // function it enters is the last one, with no instruction executed in it.
+        let mut els = els;
+        els.push_back(Element::BranchTarget { addr: 0x4000 });
+        let (f, b) = summarise(&els, None, 64, &mut |_| Some(0xD65F_03C0));
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
+        assert_eq!(b[1].to.as_ref().map(|a| a.addr.as_str()), Some("0x4000"));
+        assert_eq!(b[1].kind, "iBR A64:ret");
+        let last = f.last().map(|r| (r.start.as_str(), r.instructions));
+        assert_eq!(last, Some(("0x4000", 0)));
         // A range that does not end in a taken branch adds nothing.
         let els: VecDeque<Element> = [range_c(0x100, 0x110, false, B::Direct, true)].into();
         assert!(summarise(&els, None, 64, &mut |_| Some(0x9400_0010))

@@ -95,6 +95,46 @@ fn packets(log: &str) -> Vec<String> {
         .collect()
 }
 
+/// Per trace ID, the address of its last address packet when no packet that moves the trace
+/// on (an atom, a Q, an exception, a trace-on, an overflow) followed it, from a packet listing.
+fn trailing_addresses(listing: &str) -> std::collections::BTreeMap<u8, u64> {
+    let mut tails = std::collections::BTreeMap::new();
+    for l in packets(listing) {
+        let Some((head, packet)) = l.split_once(";\tI_") else {
+            continue;
+        };
+        let Some(id) = head
+            .split("ID:")
+            .nth(1)
+            .and_then(|r| u8::from_str_radix(r.split(';').next()?.trim(), 16).ok())
+        else {
+            continue;
+        };
+        let kind = packet.split_whitespace().next().unwrap_or("");
+        if kind.starts_with("ADDR") {
+            let addr = packet
+                .split("Addr=0x")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_hexdigit()).next())
+                .and_then(|h| u64::from_str_radix(h, 16).ok());
+            if let Some(a) = addr {
+                tails.insert(id, Some(a));
+            }
+        } else if [
+            "ATOM", "Q", "EXCEPT", "TRACE_ON", "OVERFLOW", "DISCARD", "NOT_SYNC", "SRC_ADDR",
+        ]
+        .iter()
+        .any(|k| kind.starts_with(k))
+        {
+            tails.insert(id, None);
+        }
+    }
+    tails
+        .into_iter()
+        .filter_map(|(id, a)| Some((id, a?)))
+        .collect()
+}
+
 /// One element of `trc_pkt_lister`'s output, in the terms csdump's decode gives it: the trace
 /// ID and what the element says (the judge's reading of the text OpenCSD's tools print).
 fn judge_line(line: &str) -> Option<(u8, Judged)> {
@@ -126,6 +166,7 @@ fn judge_line(line: &str) -> Option<(u8, Judged)> {
             count: num_in(b, "num_i(")?,
             last_size: num_in(b, "last_sz(")?,
             taken: tail.starts_with('E'),
+            indirect: tail.contains("iBR"),
         }
     } else if let Some(b) = body.strip_prefix("ADDR_NACC(") {
         Judged::NoAccess(hex_after(b, "")?)
@@ -152,12 +193,14 @@ enum Judged {
         count: u32,
         last_size: u32,
         taken: bool,
+        indirect: bool,
     },
     NoAccess(u64),
     Exception(Option<u64>),
     ExceptionReturn,
     NoSync,
     TraceOn,
+    BranchTarget(u64),
 }
 
 impl From<&csdump::decode::Element> for Judged {
@@ -170,6 +213,7 @@ impl From<&csdump::decode::Element> for Judged {
                 count,
                 last_size,
                 taken,
+                branch,
                 ..
             } => Self::Range {
                 start,
@@ -177,12 +221,14 @@ impl From<&csdump::decode::Element> for Judged {
                 count,
                 last_size,
                 taken,
+                indirect: branch.is_indirect(),
             },
             E::NoAccess { addr } => Self::NoAccess(addr),
             E::Exception { ret, .. } => Self::Exception(ret),
             E::ExceptionReturn => Self::ExceptionReturn,
             E::NoSync => Self::NoSync,
             E::TraceOn => Self::TraceOn,
+            E::BranchTarget { addr } => Self::BranchTarget(addr),
         }
     }
 }
@@ -283,6 +329,26 @@ fn in_process_decode_equals_trc_pkt_lister() {
         let mut want: std::collections::BTreeMap<u8, Vec<Judged>> = Default::default();
         for (id, e) in log.lines().filter_map(judge_line) {
             want.entry(id).or_default().push(e);
+        }
+        // The trace's last indirect branch or exception goes where the address packet after it
+        // says, when no atom, exception or trace-on followed that packet (the packet listing).
+        let listing =
+            trc_pkt_lister_of(&tool, &snap, false, &tmp.path().join(format!("{name}.pkt")));
+        for (id, addr) in trailing_addresses(&listing) {
+            if let Some(w) = want.get_mut(&id) {
+                if matches!(
+                    w.last(),
+                    Some(
+                        Judged::Range {
+                            taken: true,
+                            indirect: true,
+                            ..
+                        } | Judged::Exception(_)
+                    )
+                ) {
+                    w.push(Judged::BranchTarget(addr));
+                }
+            }
         }
         let cap = Capture::from_snapshot_dir(&snap).unwrap();
         let mut mem = csdump::decode::CodeImages::new(&cap, None);

@@ -10,10 +10,11 @@
 //!
 //! GDB takes the end of the newest block as the thread's current instruction, not yet executed,
 //! and lists the history up to the one before it. [`Builder::finish`] therefore ends the trace
-//! where the CPU was going next: the target of a last direct branch (read from its encoding),
-//! the instruction after a last range that did not end in a taken branch, the address the
-//! decoder could not read; only when the trace ends in an indirect branch or an exception,
-//! whose destination it does not hold, is the last traced instruction the current one.
+//! where the CPU was going next: the target of a last direct branch (read from its encoding) or
+//! of a last indirect one (the address packet after it), the instruction after a last range
+//! that did not end in a taken branch, the address the decoder could not read; only when the
+//! trace ends in an exception, or an indirect branch whose target it does not name, is the
+//! last traced instruction the current one.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -44,21 +45,24 @@ pub enum Piece {
 /// Why the current instruction is where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceEnd {
-    /// The trace ends with a taken direct branch: the current instruction is its target.
+    /// The trace ends with a taken branch: the current instruction is its target (a direct
+    /// branch's from its encoding, an indirect one's from the address packet after it).
     Branch {
         /// The branch instruction (link-time).
         from: u64,
     },
     /// The last range ends in an instruction that falls through: the next one is current.
     Sequential,
-    /// The trace ends with an indirect branch (or a taken branch whose code is not readable):
-    /// its target is not in the trace, so the branch itself is shown as current.
+    /// The trace ends with an indirect branch whose target the trace does not name (or a
+    /// taken branch whose code is not readable), so the branch itself is shown as current.
     Indirect,
     /// The trace ends with an exception: the vector is not in the trace, so the last executed
     /// instruction is shown as current.
     Exception,
     /// The trace ends where the decoder could not read the code: that address is current.
     Unreadable,
+    /// The trace ends with an exception and the address of its vector: the vector is current.
+    Vector,
 }
 
 impl TraceEnd {
@@ -76,6 +80,7 @@ impl TraceEnd {
                  does not hold)"
             }
             Self::Unreadable => "where the decoder could not read the code",
+            Self::Vector => "the vector of the last exception",
         }
     }
 }
@@ -137,8 +142,19 @@ struct Open {
 #[derive(Debug, Clone, Copy)]
 enum Tail {
     None,
-    Range { last: u64, next: u64, taken: bool },
+    Range {
+        last: u64,
+        next: u64,
+        taken: bool,
+    },
+    /// The last range ended in a taken branch whose target the trace named.
+    Target {
+        from: u64,
+        to: u64,
+    },
     Exception,
+    /// An exception whose vector the trace named.
+    Vector(u64),
     Unreadable(u64),
 }
 
@@ -213,6 +229,18 @@ impl<'r> Builder<'r> {
                 self.boundary();
                 self.lost(None);
             }
+            Element::BranchTarget { addr } => match self.tail {
+                Tail::Range {
+                    last, taken: true, ..
+                } => {
+                    self.tail = Tail::Target {
+                        from: last,
+                        to: addr,
+                    }
+                }
+                Tail::Exception => self.tail = Tail::Vector(addr),
+                _ => {}
+            },
         }
     }
 
@@ -309,6 +337,13 @@ impl<'r> Builder<'r> {
         let (current, end) = match self.tail {
             Tail::Unreadable(addr) => (Some(addr), TraceEnd::Unreadable),
             Tail::Exception | Tail::None => (None, TraceEnd::Exception),
+            Tail::Vector(v) => (Some(v), TraceEnd::Vector),
+            Tail::Target { from, to } => (
+                Some(to),
+                TraceEnd::Branch {
+                    from: to_link(from),
+                },
+            ),
             Tail::Range { last, next, taken } => {
                 let w = word(last);
                 if !taken {
@@ -483,6 +518,33 @@ mod tests {
         assert_eq!(
             (t.pc, t.end, t.instructions),
             (0x10c, TraceEnd::Indirect, 3)
+        );
+        // The trace named the RET's target (the address packet after it): that is current,
+        // in a block of its own.
+        let t = build(
+            &[
+                range(0x100, 0x110, true),
+                Element::BranchTarget { addr: 0x4000 },
+            ],
+            &r,
+            &|_| Some(RET),
+        );
+        assert_eq!(
+            t.pieces,
+            [
+                Piece::Block {
+                    begin: 0x100,
+                    end: 0x10c
+                },
+                Piece::Block {
+                    begin: 0x4000,
+                    end: 0x4000
+                }
+            ]
+        );
+        assert_eq!(
+            (t.pc, t.end, t.instructions),
+            (0x4000, TraceEnd::Branch { from: 0x10c }, 4)
         );
         // Code that cannot be read: the branch's target is unknown.
         let t = build(&[range(0x100, 0x110, true)], &r, &|_| None);
