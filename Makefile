@@ -92,9 +92,10 @@ demo: setup plugin
 		--vmlinux $${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/build-mod/vmlinux --last 24
 	@echo; grep -h "^ground truth CPU\|^panicking CPU" \
 		$${CSPD_CACHE:-/var/tmp/coresight-panic-dump}/e2e/trace-kdump/check.txt | cut -c1-150
-	@echo "checked: the last 64 branches, waypoints and exceptions of each CPU that csdump decodes from this"
-	@echo "dump equal QEMU's ground truth (what the vCPUs executed, recorded by the plugin when each ETM"
-	@echo "stopped), and the panicking CPU's decoded flow runs through sysrq_handle_crash into panic()"
+	@echo "checked: every branch, waypoint and exception of each CPU that csdump decodes from this dump"
+	@echo "equals QEMU's ground truth (what the vCPUs executed, recorded by the plugin when each ETM"
+	@echo "stopped) and the independent execution record, and the panicking CPU's decoded flow runs"
+	@echo "through sysrq_handle_crash into panic()"
 
 ## check            every test: host tests, lint, the three kernel builds, all QEMU scenarios
 check: setup

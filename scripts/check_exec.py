@@ -227,7 +227,7 @@ class Matcher:
         start, words = a
         last = start + 4 * len(words) - 4
         if e[0] == "T":
-            return e[1] == last and e[2] in (b[0], None)
+            return e[1] == last and e[2] == b[0]
         if e[0] == "X":
             return e[2] == b[0]
         if e[0] == "W":
@@ -316,9 +316,7 @@ class Matcher:
                               f"record's block before the vector {b[0]:#x} is {start:#x}..{end:#x} and its "
                               "last branch was not reported as taken to it")
                 took = True
-            elif e[0] == "T" and e[1] == last and (e[2] == b[0] or (e[2] is None and i == len(ev) - 1)):
-                # (csdump does not give the target of the trace's last branch, when no address
-                # packet follows it: the record does.)
+            elif e[0] == "T" and e[1] == last and e[2] == b[0]:
                 self.check_branch(kind, off, last, b[0], i)
                 i -= 1
                 matched += 1

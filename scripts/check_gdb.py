@@ -15,8 +15,9 @@ not moved. Checked, on GDB's own output:
 - `info record`: branch trace store, the instruction count;
 - `record instruction-history`: the panicking CPU's last instructions are the truth's last
   ones, address by address, each named with the function System.map gives it;
-- the current instruction is where the truth says the CPU went after its last branch (for an
-  indirect last branch, whose target the trace does not hold, the branch itself);
+- the current instruction is where the truth says the CPU went after its last branch or exception
+  (the trace names it: a direct branch's target by its encoding, an indirect branch's and an
+  exception's by the address packet after it);
 - `reverse-stepi`, three times: the PC steps back through the truth's last instructions, and
   `x/i $pc` disassembles each from the dump's memory;
 - `record function-call-history` on the whole trace (`--last 0`): the panicking CPU's calls run
@@ -86,7 +87,7 @@ class Reloc:
         return link if self.lo <= link < self.hi else rt
 
 
-def truth_stream(tc, word, need):
+def truth_stream(tc, need):
     """The CPU's last executed instructions (runtime addresses, oldest first, at least `need`
     when the truth holds them) and its current instruction as the trace can show it."""
     ev = tc["events"]
@@ -106,13 +107,8 @@ def truth_stream(tc, word, need):
         out[:0] = range(start, end + 1, 4)
         if len(out) > need + 2:
             break
-    if last["kind"] == "exception":
-        # The vector is not in the trace: the last executed instruction is current.
-        return out[:-1], out[-1]
-    w = word(h(last["from"]))
-    if last["kind"] == "taken" and (w is None or check_trace.is_indirect(w)):
-        # An indirect last branch: its target is not in the trace; the branch is current.
-        return out[:-1], out[-1]
+    # The trace names where the last event went (a direct branch's target in its encoding, an
+    # indirect branch's or an exception's in the address packet after it): that is current.
     return out, h(last["to"])
 
 
@@ -203,7 +199,6 @@ def check(a):
     reloc = Reloc(offset, kernel_image(a.system_map))
     sym = check_trace.Symbols(a.system_map, 0)
     funcs = Funcs(a.system_map)
-    word = check_trace.code_reader(vmcore, a.vmlinux, offset)
     truth = check_trace.truth_of(a.dir)
     cpus = sorted(truth)
     # The panicking CPU, from the dump's panic record.
@@ -215,7 +210,7 @@ def check(a):
     if panic_cpu not in truth:
         raise Bad(f"the panicking CPU{panic_cpu} has no ground truth")
     other = next(c for c in cpus if c != panic_cpu)
-    streams = {c: truth_stream(truth[c], word, HISTORY + 4) for c in cpus}
+    streams = {c: truth_stream(truth[c], HISTORY + 4) for c in cpus}
 
     target = f"| {a.csdump} gdb {vmcore} --vmlinux {a.vmlinux}"
     cmds = [

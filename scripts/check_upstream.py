@@ -12,12 +12,13 @@ ETF through /dev/tmc_etf0 to a raw disk (etf.disk) and printed each ETM's sysfs 
 - writes an OpenCSD snapshot (snapshot/): the ETF bytes as read through /dev/tmc_etf0, each ETM's
   registers as the upstream driver's sysfs shows them, and the kernel text as it ran, read from
   the vmcore (alternatives and jump labels are patched at boot, so vmlinux's bytes would not do);
-- decodes it with `trc_pkt_lister` and, for each CPU, compares the last LAST (64, or as many as
-  the buffer holds) taken branches, waypoints and exceptions with the plugin's ground truth
-  (truth.json, written when that CPU's ETM was disabled). The decoder learns a branch's target
-  only from the range after it, so the truth's very last event may be missing from the decode;
-  the comparison then ends one event earlier and checks that the missing one leaves the last
-  decoded range.
+- decodes it with `trc_pkt_lister` (no decoder error allowed) and, for each CPU, compares every
+  taken branch, waypoint and exception of the whole decoded window with the plugin's ground
+  truth (truth.json, written when that CPU's ETM was disabled; it keeps every event whose bytes
+  the sink may hold): the decoder's elements give a branch's target from the range after it, so
+  the last branch's target comes from its encoding (direct) or from the address packet after it
+  (indirect), read from trc_pkt_lister's packet listing; user space, which the snapshot holds no
+  code of, is left out as check_trace.py does.
 
 With --etr (scenario upstream-etr) it judges upstream's ETR crash-data path instead: the first
 boot selected the reserved buffer (buf_mode_preferred resrv, the device tree's "tracedata" and
@@ -41,7 +42,9 @@ import struct
 import subprocess
 import sys
 
-LAST = 64
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_trace  # noqa: E402  (the whole-window comparison with the ground truth)
+
 TRUTH_KINDS = ("taken", "waypoint", "exception")
 # ETMv4 register numbers (byte offset / 4) as OpenCSD's snapshot reader names them.
 TRCIDR_OFFSET = {**{n: 0x1E0 + 4 * n for n in range(8)}, **{n: 0x180 + 4 * (n - 8) for n in range(8, 14)}}
@@ -254,28 +257,69 @@ def write_snapshot(d, etf, images, etms):
 ELEM = re.compile(r"Idx:\d+; ID:([0-9a-fA-F]+); OCSD_GEN_TRC_ELEM_(\w+)\((.*)\)\s*$")
 
 
+PKT = re.compile(r"Idx:\d+; ID:([0-9a-fA-F]+); \[[^\]]*\];\s+(I_\w+) : .*?(?:Addr=0x([0-9A-Fa-f]+))?")
+# Packets after which an address packet is no longer the target of the last branch.
+MOVES_ON = ("I_ATOM", "I_Q", "I_EXCEPT", "I_TRACE_ON", "I_OVERFLOW", "I_DISCARD", "I_NOT_SYNC",
+            "I_SRC_ADDR", "I_PE_RESET", "I_TRANS_FAIL")
+
+
 def decode(d, lister):
+    """Decodes the snapshot with trc_pkt_lister (packets and elements). Returns, per trace ID,
+    its elements and the address of its trailing address packet (one that no atom, exception or
+    trace-on followed: at the end of the trace, the target of a last indirect branch), the decoder
+    errors and the log."""
     log = os.path.join(d, "decode.ppl")
-    r = subprocess.run([lister, "-ss_dir", d, "-src_name", "ETB_0", "-decode_only", "-logfilename", log],
+    r = subprocess.run([lister, "-ss_dir", d, "-src_name", "ETB_0", "-decode", "-logfilename", log],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise Bad(f"trc_pkt_lister failed ({r.returncode}): {r.stderr.strip() or r.stdout[-500:]}")
-    by_id, errors = {}, []
+    by_id, tails, errors = {}, {}, []
     for line in open(log, errors="replace"):
-        m = ELEM.match(line.strip())
+        line = line.strip()
+        m = ELEM.match(line)
         if not m:
-            if "OCSD_ERR" in line:
-                errors.append(line.strip())
+            p = PKT.match(line)
+            if p:
+                tid, kind = int(p.group(1), 16), p.group(2)
+                if kind.startswith("I_ADDR") and p.group(3):
+                    tails[tid] = int(p.group(3), 16)
+                elif kind.startswith(MOVES_ON):
+                    tails[tid] = None
+            elif "OCSD_ERR" in line:
+                errors.append(line)
             continue
         tid, kind, body = int(m.group(1), 16), m.group(2), m.group(3)
         by_id.setdefault(tid, []).append((kind, body))
-    return by_id, errors, log
+    return by_id, tails, errors, log
 
 
-def branches(elems):
+def direct_target(w, at):
+    """The target of an A64 direct branch (B, BL, B.cond, CBZ/CBNZ, TBZ/TBNZ) at `at`, else None."""
+    sext = lambda v, bits: v - (1 << bits) if v >> (bits - 1) else v
+    if w & 0x7C000000 == 0x14000000:
+        off = sext(w & 0x3FFFFFF, 26)
+    elif w & 0xFF000010 == 0x54000000 or w & 0x7E000000 == 0x34000000:
+        off = sext((w >> 5) & 0x7FFFF, 19)
+    elif w & 0x7E000000 == 0x36000000:
+        off = sext((w >> 5) & 0x3FFF, 14)
+    else:
+        return None
+    return (at + 4 * off) & ((1 << 64) - 1)
+
+
+def word_at(images, addr):
+    for _, base, b in images:
+        if base <= addr and addr + 4 <= base + len(b):
+            return struct.unpack_from("<I", b, addr - base)[0]
+    return None
+
+
+def branches(elems, tail, word):
     """(from, to, is_exception) of every taken branch, waypoint and exception, in order, and the
-    end of the last instruction range; the rule csdump's report uses."""
-    out, pending, last_end = [], None, None
+    addresses where the decoder lost the flow (no code image); the rule csdump's report uses,
+    the last branch included: a direct one's target from its encoding (`word` reads the kernel
+    text as it ran), an indirect one's from the trailing address packet (`tail`)."""
+    out, lost, pending = [], [], None
     for kind, body in elems:
         addr = None
         if kind == "INSTR_RANGE":
@@ -285,10 +329,12 @@ def branches(elems):
                 raise Bad(f"cannot read the decoder's range {body!r}")
             start, end, size, flag, br = int(m.group(1), 16), int(m.group(2), 16), int(m.group(3)), \
                 m.group(4), m.group(5).strip()
-            addr, last_end = start, end
+            addr = start
         elif kind == "ADDR_NACC":
             m = re.search(r"0x([0-9a-fA-F]+)", body)
             addr = int(m.group(1), 16) if m else None
+            if pending is None:
+                lost.append(addr)
         elif kind == "EXCEPTION":
             m = re.search(r"ret addr:(0x[0-9a-f]+)", body)
             addr = int(m.group(1), 16) if m else None
@@ -301,51 +347,27 @@ def branches(elems):
             out.append((pending[0], addr, pending[1]))
         pending = None
         if kind == "INSTR_RANGE" and flag == "E" and br and not br.startswith("---"):
-            pending = (end - size, False)
+            pending = (end - size, False, br.startswith("iBR"))
         elif kind == "EXCEPTION" and addr is not None:
-            pending = (addr, True)
-    return out, last_end
+            pending = (addr, True, False)
+    if pending is not None and not pending[1]:
+        frm, _, indirect = pending
+        w = word(frm)
+        to = tail if indirect else (direct_target(w, frm) if w is not None else None)
+        if to is None and w is not None and not indirect and direct_target(w, frm) is None \
+                and (w & 0xFE000000) != 0xD6000000:
+            to = frm + 4  # a taken waypoint that is not a branch (ISB) falls through
+        out.append((frm, to, False))
+    return out, lost
 
 
-def compare(cpu, dec, last_end, tc, n_max):
-    """Returns a note, or raises Bad naming the first difference."""
-    if tc.get("reason") != "stopped":
-        raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
-    events = tc["events"]
-    tru = [(int(e["from"], 16), int(e["to"], 16), e["kind"] == "exception")
-           for e in events if e["kind"] in TRUTH_KINDS]
-    n = min(n_max, len(dec))
-    if n < 8:
-        raise Bad(f"CPU{cpu}: only {len(dec)} branches decoded")
-    if len(tru) < n:
-        raise Bad(f"CPU{cpu}: the truth has only {len(tru)} branches")
-    # Where the compared truth window starts; no gap may fall in it.
-    def gap_in(k):
-        kept = [i for i, e in enumerate(events) if e["kind"] in TRUTH_KINDS]
-        first = kept[-k] if k <= len(kept) else 0
-        return any(e["kind"] == "gap" for e in events[first:])
-    if dec[-n:] == tru[-n:]:
-        if gap_in(n):
-            raise Bad(f"CPU{cpu}: the truth has a gap in the compared window")
-        return f"the last {n} equal"
-    f, t, exc = tru[-1]
-    if dec[-n:] == tru[-n - 1:-1] and not exc and last_end is not None and f == last_end - 4:
-        if gap_in(n + 1):
-            raise Bad(f"CPU{cpu}: the truth has a gap in the compared window")
-        return (f"the last {n} equal up to the decode's end; the truth's final branch "
-                f"{f:#x} -> {t:#x} leaves the last decoded range (its target needs a range after it)")
-    fmt = lambda x: f"{x[0]:#x}->{x[1]:#x}{' exc' if x[2] else ''}" if x else "none"
-    best = None
-    for shift in (0, 1):
-        tw = tru[len(tru) - n - shift:len(tru) - shift]
-        i = next((i for i, (a, b) in enumerate(zip(dec[-n:], tw)) if a != b), n)
-        if best is None or i > best[0]:
-            best = (i, shift, tw)
-    i, shift, tw = best
-    ctx = lambda seq: " ".join(fmt(x) for x in seq[max(0, i - 2):i + 3])
-    raise Bad(f"CPU{cpu}: the last {n} decoded branches differ from the plugin's ground truth at {i} of {n} "
-              f"(truth window ending {shift} early): decoded {fmt(dec[-n:][i] if i < n else None)}, "
-              f"truth {fmt(tw[i] if i < len(tw) else None)}\n  decoded: {ctx(dec[-n:])}\n  truth:   {ctx(tw)}")
+def compare(cpu, dec, lost, tc):
+    """Returns a note, or raises Bad naming the first difference (check_trace.compare_window:
+    the whole decoded window against the truth's newest events)."""
+    try:
+        return check_trace.compare_window(cpu, dec, lost, tc)
+    except check_trace.Bad as e:
+        raise Bad(str(e))
 
 
 def main():
@@ -354,7 +376,6 @@ def main():
                    "etf.disk, vmcore.elf)")
     p.add_argument("--vmlinux", required=True)
     p.add_argument("--cpus", type=int, required=True)
-    p.add_argument("--last", type=int, default=LAST)
     p.add_argument("--trc-pkt-lister", default=shutil.which("trc_pkt_lister") or "trc_pkt_lister")
     p.add_argument("--etr", action="store_true", help="the ETR crash-data path (scenario upstream-etr)")
     a = p.parse_args()
@@ -409,18 +430,18 @@ def main():
               f"sections at KASLR offset {koff:#x}; {patched} bytes differ from vmlinux (patched at boot)")
         snap = os.path.join(d, "snapshot")
         write_snapshot(snap, etf, images, etms)
-        by_id, errors, log = decode(snap, a.trc_pkt_lister)
+        by_id, tails, errors, log = decode(snap, a.trc_pkt_lister)
         if errors:
-            print(f"decoder errors ({len(errors)}), first: {errors[0]}")
+            raise Bad(f"the decode has {len(errors)} decoder errors, first: {errors[0]} (decode: {log})")
 
         truth = {c["cpu"]: c for c in json.load(open(os.path.join(d, "truth.json")))["cpus"]}
         failed = []
         for cpu, tid in sorted(ids.items()):
-            dec, last_end = branches(by_id.get(tid, []))
+            dec, lost = branches(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
             try:
                 if cpu not in truth:
                     raise Bad(f"CPU{cpu}: no ground truth in truth.json")
-                note = compare(cpu, dec, last_end, truth[cpu], a.last)
+                note = compare(cpu, dec, lost, truth[cpu])
                 print(f"ground truth CPU{cpu} (trace ID {tid:#x}): {len(dec)} branches, waypoints and "
                       f"exceptions decoded; {note}")
             except Bad as e:
@@ -492,15 +513,15 @@ def main_etr(a):
               f"{len(images)} sections at KASLR offset {koff:#x}; {patched} bytes differ from vmlinux")
         snap = os.path.join(d, "snapshot")
         write_snapshot(snap, crash, images, etms)
-        by_id, errors, log = decode(snap, a.trc_pkt_lister)
+        by_id, tails, errors, log = decode(snap, a.trc_pkt_lister)
         if errors:
-            print(f"decoder errors ({len(errors)}), first: {errors[0]}")
+            raise Bad(f"the decode has {len(errors)} decoder errors, first: {errors[0]} (decode: {log})")
         failed = []
         for cpu, tid in sorted(ids.items()):
-            dec, last_end = branches(by_id.get(tid, []))
+            dec, lost = branches(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
             try:
                 tc, stopped_at = truth_to_stop(d, cpu)
-                note = compare(cpu, dec, last_end, tc, a.last)
+                note = compare(cpu, dec, lost, tc)
                 print(f"ground truth CPU{cpu} (trace ID {tid:#x}, trace stopped at {stopped_at}): "
                       f"{len(dec)} branches, waypoints and exceptions decoded; {note}")
             except Bad as e:

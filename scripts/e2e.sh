@@ -55,7 +55,7 @@
 #                        one plugin fault each (all eight): only the faulty component's record is
 #                        lost or partial, and named
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
-#   harness-trace-ground-truth  the ground-truth comparison must FAIL with one branch dropped, added
+#   harness-trace-ground-truth  the ground-truth comparison must FAIL with one event dropped, added
 #                        or changed
 #   trace-etr-kdump      the TMC as an ETR (plugin tmc=etr) with upstream's tracedata region: the buffer
 #                        stays in place at panic, the capture kernel hands it over as a vmcore device
@@ -245,10 +245,13 @@ cs_qemu() {
 	shift 4
 	mkdir -p "$RUNS"
 	[ "$region" = none ] || dtb=$RUNS/virt-coresight-region.dtb
-	local -a tmc=()
+	# The plugin's truth keeps every event whose bytes the sink may still hold (truth_bytes: the
+	# ETF's RAM, or the largest ETR buffer a scenario uses), so that check_trace.py compares the
+	# whole decoded window.
+	local -a tmc=(--cs-arg "truth_bytes=$CS_TMC_SIZE")
 	if [ "${CS_TMC:-etf}" = etr ]; then
 		dtb=${dtb%.dtb}-etr${CS_TRACEDATA:+-tracedata}.dtb
-		tmc=(--cs-arg tmc=etr)
+		tmc=(--cs-arg tmc=etr --cs-arg truth_bytes=2M)
 	fi
 	make_dtb "$dtb" "$region" coresight || { echo "could not make the coresight device tree" >&2; return 1; }
 	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" "${tmc[@]}" \
@@ -768,13 +771,13 @@ scenario_trace-oops() {
 # coresight_tracedata@ADDRESS, csdump unwraps it from there. The 1 MiB buffer has wrapped: it
 # equals the plugin's buffer from RWP on, and its decode runs across the wrap point as the CPUs
 # executed. Where the wrap point lies depends on how long the guest ran, so the plugin's truth
-# keeps every event of the last 1 MiB of trace it handed the sink (truth_bytes): the formatted
-# buffer holds at most 15/16 of that in trace bytes, so the record always reaches back past it.
+# keeps every event of the last 2 MiB of trace it handed the sink (truth_bytes, cs_qemu): the
+# formatted buffer holds at most 15/16 of its 1 MiB in trace bytes, so the record always reaches
+# back past it.
 ETR_PROBED="tmc_etr0: trace buffer in the tracedata region at $ETR_TRACEDATA, 1024 KiB"
 scenario_trace-etr-kdump() {
 	local d=$RUNS/trace-etr-kdump
-	CS_TMC=etr CS_TRACEDATA=1 cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" \
-		--cs-arg truth_bytes=1M || return 1
+	CS_TMC=etr CS_TRACEDATA=1 cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" || return 1
 	grep -qF "$ETR_PROBED" "$d/console.log" ||
 		{ echo "coresight_tmc did not take the tracedata region as the ETR's buffer" >&2; return 1; }
 	grep -qF "coresight_panic_dump: kdump capture kernel: trace buffer at $ETR_TRACEDATA (1024 KiB) added to /proc/vmcore as device dump coresight_tracedata@${ETR_TRACEDATA#0x}" \
@@ -1086,39 +1089,57 @@ scenario_harness-exec-record() {
 	done
 }
 
-# The ground-truth comparison must fail when the decoded list differs from the truth by one branch:
+# The ground-truth comparison must fail when the decoded list differs from the truth by one event:
 # on trace-builtin's files, check_trace.py --compare-only passes on the decoded report that check
-# saved (ground/report.json), and fails on copies with one branch of CPU 0 dropped, one added, one
-# changed, and its last branch's target dropped (or invented, if the last branch is indirect).
+# saved (ground/report.json), and fails, naming that CPU and the difference, on copies where one
+# CPU's list (each CPU in turn) has one event dropped, one added, one changed (in the oldest tenth
+# of the window as well as near its end), and its last branch's target dropped.
 scenario_harness-trace-ground-truth() {
-	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-ground-truth rc=0 w
+	local src=$RUNS/trace-builtin d=$RUNS/harness-trace-ground-truth rc=0 f out want
 	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
 	rm -rf "$d"
 	mkdir -p "$d"
 	python3 - "$src/ground/report.json" "$d" <<'PY' || return 1
 import copy, json, os, sys
 rep = json.load(open(sys.argv[1]))
-def altered(what, fn):
+def kernel(b):
+    return b["kind"] != "target" and b["from"] and int(b["from"]["addr"], 16) >= 0xFFFF << 48
+def altered(cpu, what, fn):
     r = copy.deepcopy(rep)
-    for c in r["cpus"]:
-        if c["cpu"] == 0:
-            fn(c["branches"])
-    json.dump(r, open(os.path.join(sys.argv[2], what + ".json"), "w"))
-def change(b):
-    x = b[-30]["to"]
+    c = next(c for c in r["cpus"] if c["cpu"] == cpu)
+    b = c["branches"]
+    # Mutate a kernel event at about the position asked for (user-space events are not compared).
+    fn(b, lambda at: next(i for i in range(at, len(b)) if kernel(b[i])))
+    json.dump(r, open(os.path.join(sys.argv[2], f"cpu{cpu}-{what}.json"), "w"))
+def change(b, i):
+    x = b[i]["to"]
     x["addr"] = hex(int(x["addr"], 16) + 4)
-altered("dropped", lambda b: b.pop(-20))
-altered("added", lambda b: b.insert(-20, copy.deepcopy(b[-25])))
-altered("changed", change)
-# The last branch: a direct one's target dropped, or an indirect one given a target.
-altered("last", lambda b: b[-1].update(to=None if b[-1]["to"] else {"addr": "0x0", "symbol": None}))
+for c in rep["cpus"]:
+    cpu, n = c["cpu"], len(c["branches"])
+    if n < 100:
+        sys.exit(f"CPU{cpu}: only {n} decoded branches in {sys.argv[1]}")
+    altered(cpu, "dropped-old", lambda b, k: b.pop(k(n // 20)))
+    altered(cpu, "added-old", lambda b, k: b.insert(k(n // 20), copy.deepcopy(b[k(n // 20) + 5])))
+    altered(cpu, "changed-old", lambda b, k: change(b, k(n // 10)))
+    altered(cpu, "dropped", lambda b, k: b.pop(k(n - 20)))
+    altered(cpu, "changed", lambda b, k: change(b, k(n - 30)))
+    altered(cpu, "last", lambda b, k: b[-1].update(to=None))
 PY
 	local -a cmp=(python3 "$REPO/scripts/check_trace.py" --dir "$src" --csdump "$CSDUMP"
 		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --compare-only)
 	"${cmp[@]}" --decoded "$src/ground/report.json" ||
 		{ echo "the comparison fails on the unaltered decoded report" >&2; return 1; }
-	for w in dropped added changed last; do
-		expect_failure "one branch $w in CPU 0's decoded list" "${cmp[@]}" --decoded "$d/$w.json" || rc=1
+	for f in "$d"/cpu*.json; do
+		want="FAIL: CPU$(basename "$f" | sed 's/^cpu\([0-9]*\)-.*/\1/'): decoded event"
+		if out=$("${cmp[@]}" --decoded "$f" 2>&1); then
+			echo "harness did not detect: $(basename "$f" .json)" >&2
+			rc=1
+		elif [[ $out != *"$want"* ]]; then
+			echo "$(basename "$f" .json): the comparison failed for another reason: $(tail -n 1 <<<"$out")" >&2
+			rc=1
+		else
+			echo "detected as expected: $(basename "$f" .json): $(grep -o 'decoded event.*' <<<"$out" | cut -c1-160)"
+		fi
 	done
 	return $rc
 }
