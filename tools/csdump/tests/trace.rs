@@ -4,8 +4,8 @@
 //! format's and cspd-hw's encoders.
 //!
 //! The snapshots come from Debian's libopencsd source package (scripts/setup.sh puts them in
-//! the cache; `cspd_testdata` finds them). A test that needs a missing tool or snapshot fails
-//! under CI=true, and elsewhere says `SKIPPED:` and why.
+//! the cache; `cspd_testdata` finds them). A test that needs a missing tool or snapshot fails,
+//! unless the user opted out with `CSPD_TESTS_MAY_SKIP=1`: then it says `SKIPPED` and why.
 
 use std::collections::BTreeSet;
 use std::fs;
