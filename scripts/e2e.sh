@@ -57,6 +57,9 @@
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one event dropped, added
 #                        or changed
+#   harness-judges       the TMC record, ETM records, phase order, cache clean, C API dump and upstream
+#                        judges must each FAIL with their own message on a copy of a run with one
+#                        input altered (per CPU where the judge is per CPU)
 #   trace-etr-kdump      the TMC as an ETR (plugin tmc=etr) with upstream's tracedata region: the buffer
 #                        stays in place at panic, the capture kernel hands it over as a vmcore device
 #                        dump; the wrapped buffer against the plugin's and the ground truth
@@ -955,7 +958,7 @@ scenario_upstream-drivers() {
 	truncate -s 8M "$d/etf.disk"
 	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
 		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1" --workdir "$d" --vmcore "$d/vmcore.elf" \
-		--coresight --cs-arg tmc_size=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
+		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
 		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
 		--panic-timeout 300 || return 1
 	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
@@ -977,7 +980,7 @@ scenario_upstream-etr() {
 	mkdir -p "$d"
 	python3 "$REPO/scripts/qemu.py" warm --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
 		--append "$BASE_APPEND panic=1 cspd.upstream=etr" --workdir "$d" --vmcore "$d/crash.bin" \
-		--coresight --cs-arg tmc=etr --cs-arg "tmc_dump=$d/tmc.bin" --qemu-arg "-dtb $dtb" \
+		--coresight --cs-arg tmc=etr --cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --qemu-arg "-dtb $dtb" \
 		--dump-at "CSPD: upstream: waiting for the host's memory dump" --second-vmcore "$d/vmcore.elf" \
 		--panic-timeout 300 || return 1
 	python3 "$REPO/scripts/check_upstream.py" --etr --dir "$d" --cpus "$SMP" \
@@ -1133,6 +1136,120 @@ PY
 	return $rc
 }
 
+# judge_copy SRC DST: a copy of run SRC that a negative may alter: the small files copied, the
+# vmcore and the truth hard-linked (only read), plugin.log's paths pointed at the copy.
+judge_copy() {
+	local src=$1 dst=$2 f
+	rm -rf "$dst"
+	mkdir -p "$dst"
+	for f in "$src"/*; do
+		[ -f "$f" ] || continue
+		case $(basename "$f") in
+		vmcore*|truth.json*|exec.rec) ln "$f" "$dst/" ;;
+		*) cp "$f" "$dst/" ;;
+		esac
+	done
+	[ ! -f "$dst/plugin.log" ] || sed -i "s#$src/#$dst/#g" "$dst/plugin.log"
+}
+
+# judge_negative WHAT MESSAGE CMD...: CMD (a judge on an altered copy) must fail with MESSAGE.
+judge_negative() {
+	local what=$1 msg=$2
+	shift 2
+	expect_message "$what" "$msg" "$@"
+}
+
+# The judges of check_trace.py that had no negative fail, each with its own message, on a copy of
+# trace-builtin's run with one input altered: the TMC record (one byte of the RAM the plugin
+# wrote), the ETM records (each CPU in turn: the trace ID the plugin saw programmed), the panic
+# path's order (each CPU in turn: its ETM's stop logged after the first EDPCSR read) and the cache
+# clean (no clean counted). check_dump.py fails on a copy of dump-qemu-dump's extraction with the
+# C sample's record altered, and check_upstream.py on a copy of upstream-drivers' run with one
+# event of each CPU's ground truth changed.
+scenario_harness-judges() {
+	local src=$RUNS/trace-builtin d=$RUNS/harness-judges rc=0 cpu c
+	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
+	local -a judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP"
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic)
+	c=$d/tmc
+	judge_copy "$src" "$c"
+	python3 - "$c/tmc.bin" <<'PY' || return 1
+import os, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[len(b) // 2] ^= 0x01
+os.unlink(sys.argv[1])
+open(sys.argv[1], "wb").write(b)
+PY
+	judge_negative "a byte of the TMC's RAM changed" "TMC record differs from the emulated RAM" \
+		"${judge[@]}" --dir "$c" || rc=1
+	for ((cpu = 0; cpu < SMP; cpu++)); do
+		c=$d/etm$cpu
+		judge_copy "$src" "$c"
+		sed -i -E "s/(etm $cpu: enabled, trace id )0x[0-9a-f]+/\10x7e/" "$c/plugin.log"
+		judge_negative "CPU$cpu's trace ID not the one programmed" "ETM record of CPU$cpu: TRCTRACEIDR" \
+			"${judge[@]}" --dir "$c" || rc=1
+		c=$d/order$cpu
+		judge_copy "$src" "$c"
+		python3 - "$c/plugin.log" "$cpu" <<'PY' || return 1
+import re, sys
+path, cpu = sys.argv[1], sys.argv[2]
+lines = open(path, errors="replace").read().splitlines(keepends=True)
+tmc = max(i for i, l in enumerate(lines) if "qemu-coresight: tmc stopped:" in l)
+stop = max(i for i, l in enumerate(lines[:tmc]) if re.search(rf"qemu-coresight: etm {cpu}: stopped", l))
+read = min(i for i, l in enumerate(lines) if re.search(r"qemu-coresight: debug \d+: EDPCSR read", l))
+line = lines.pop(stop)
+lines.insert(read if read > stop else read + 1, line)
+open(path, "w").write("".join(lines))
+PY
+		judge_negative "CPU$cpu's ETM stopped after a CPU was sampled" "came before the last ETM stopped" \
+			"${judge[@]}" --dir "$c" || rc=1
+	done
+	c=$d/cache
+	judge_copy "$src" "$c"
+	sed -i -E "s/(data cache cleans to the point of coherency since the TMC stopped, by cpu: )[0-9,]+/\10,0,0,0,0,0,0,0/" \
+		"$c/plugin.log"
+	judge_negative "no data cache clean after the commit" "data cache cleans after the TMC stopped" \
+		"${judge[@]}" --dir "$c" || rc=1
+
+	src=$RUNS/dump-qemu-dump
+	[ -f "$src/extract/summary.json" ] || scenario_dump-qemu-dump || return 1
+	c=$d/c-api
+	rm -rf "$c"
+	cp -r "$src/extract" "$c"
+	python3 - "$c" <<'PY' || return 1
+import json, os, sys
+d = sys.argv[1]
+r = next(r for r in json.load(open(os.path.join(d, "summary.json")))["records"] if r["name"] == "c-sample")
+p = os.path.join(d, r["file"])
+b = bytearray(open(p, "rb").read())
+b[20] ^= 0x01
+open(p, "wb").write(b)
+PY
+	judge_negative "a byte of the C API's record changed" "record c-sample:" \
+		python3 "$REPO/scripts/check_dump.py" --dir "$c" --message "$MESSAGE" || rc=1
+
+	src=$RUNS/upstream-drivers
+	[ -f "$src/truth.json" ] || scenario_upstream-drivers || return 1
+	for ((cpu = 0; cpu < SMP; cpu++)); do
+		c=$d/upstream$cpu
+		judge_copy "$src" "$c"
+		rm "$c/truth.json"
+		python3 - "$src/truth.json" "$c/truth.json" "$cpu" <<'PY' || return 1
+import json, sys
+t = json.load(open(sys.argv[1]))
+cpu = int(sys.argv[3])
+ev = next(c for c in t["cpus"] if c["cpu"] == cpu)["events"]
+i = next(i for i in range(len(ev) - 40, 0, -1) if ev[i]["kind"] == "taken" and int(ev[i]["from"], 16) >> 48 == 0xFFFF)
+ev[i]["to"] = hex(int(ev[i]["to"], 16) + 4)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+		judge_negative "one event of CPU$cpu's ground truth changed" "CPU$cpu: decoded event" \
+			python3 "$REPO/scripts/check_upstream.py" --dir "$c" --cpus "$SMP" \
+			--vmlinux "$CSPD_CACHE/build-upstream/vmlinux" || rc=1
+	done
+	return $rc
+}
+
 scenario_harness-no-module() {
 	local d=$RUNS/harness-no-module
 	qemu qemu-dump mod "$d" "cspd.test=panic" || return 1
@@ -1193,7 +1310,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers
+	harness-coresight-wrong-id upstream-drivers harness-judges
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
