@@ -397,7 +397,7 @@ fn already_stopped_formatter_is_not_flushed() {
 }
 
 #[test]
-fn slot_smaller_than_ram_reads_no_more_than_the_slot() {
+fn slot_smaller_than_ram_keeps_the_newest_words() {
     let rsz = 4096;
     for fill in [rsz / 2, rsz * 3 / 2] {
         let mut ram = vec![0u32; rsz];
@@ -411,16 +411,17 @@ fn slot_smaller_than_ram_reads_no_more_than_the_slot() {
         assert_eq!(s.outcome, TmcOutcome::Truncated, "fill {fill}");
         assert!(h.has(TMC_REC_TRUNCATED | TMC_REC_BARRIER | TMC_REC_RSZ_CLAMPED));
         let held = fill.min(rsz);
-        assert_eq!(h.words_read, 1000, "fill {fill}");
+        assert_eq!(h.words_read as usize, held, "fill {fill}");
         assert_eq!(
-            m.counts().reads(TMC_RRD),
-            1000,
-            "min(RSZ, slot) reads, no more"
+            m.counts().reads(TMC_RRD) as usize,
+            held + 1,
+            "every word the RAM held, then the empty marker"
         );
-        assert_eq!(h.words_dropped as usize, held - 1000, "left in the RAM");
-        // The oldest words the slot holds, from where the RAM's oldest word is.
-        let oldest = &words[fill - held..fill - held + 1000];
-        assert_eq!(trace, with_barrier(words_to_bytes(oldest)), "fill {fill}");
+        assert_eq!(h.words_dropped as usize, held - 1000, "the oldest, dropped");
+        // The newest words the slot holds, the last ones written before the stop, oldest first
+        // (after a wrap too: the ring in the slot is rotated back).
+        let newest = &words[fill - 1000..fill];
+        assert_eq!(trace, with_barrier(words_to_bytes(newest)), "fill {fill}");
     }
 }
 
@@ -448,12 +449,16 @@ fn slot_that_holds_all_the_trace_is_complete_without_reading_on() {
     let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 4000);
     assert_eq!(s.outcome, TmcOutcome::Complete);
     assert_eq!((h.words_read, h.words_dropped), (1000, 0));
-    assert_eq!(m.counts().reads(TMC_RRD), 1000);
+    assert_eq!(
+        m.counts().reads(TMC_RRD),
+        1001,
+        "the words, then the empty marker"
+    );
     assert_eq!(trace, words_to_bytes(&words));
 }
 
 #[test]
-fn stuck_ram_read_with_a_small_slot_stops_at_the_slot() {
+fn stuck_ram_read_with_a_small_slot_stops_at_rsz() {
     let rsz = 1024;
     let mut ram = vec![0u32; rsz];
     let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).unwrap();
@@ -462,9 +467,13 @@ fn stuck_ram_read_with_a_small_slot_stops_at_the_slot() {
     m.set_fault_ram_stuck(Some(RamStuck::NeverEmpty));
     m.reset_counts();
     let (s, h, _) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 256 * 4);
-    assert_eq!(m.counts().reads(TMC_RRD), 256, "bounded by the slot");
-    assert_eq!(h.words_read, 256);
-    // The pointers say 100 words were held: RRD gave more than the RAM had.
+    assert_eq!(
+        m.counts().reads(TMC_RRD) as usize,
+        rsz + 1,
+        "bounded by RSZ"
+    );
+    assert_eq!(h.words_read as usize, rsz);
+    // RSZ words and still no empty marker: the read is stuck.
     assert_eq!(s.outcome, TmcOutcome::RamReadStuck);
     assert!(h.has(TMC_REC_RAM_STUCK) && !h.has(TMC_REC_TRUNCATED));
 }
@@ -501,12 +510,12 @@ fn wide_memory_keeps_whole_memory_words() {
     enable_circular(&mut m, 0).unwrap();
     let words = pattern(rsz, 4);
     m.push_raw_words(&words);
-    // 1004 words of room: kept in multiples of 8 words, read no further.
+    // 1004 words of room: kept in multiples of 8 words, the newest.
     m.reset_counts();
     let (s, h, trace) = drain_into(&mut m, TMC_RECORD_HEADER_LEN + 1004 * 4);
     assert_eq!(s.outcome, TmcOutcome::Truncated);
-    assert_eq!(trace.len(), 1000 * 4);
-    assert_eq!(m.counts().reads(TMC_RRD), 1000);
+    assert_eq!(trace, with_barrier(words_to_bytes(&words[24..])));
+    assert_eq!(m.counts().reads(TMC_RRD) as usize, rsz + 1);
     assert_eq!(h.words_dropped, 24);
 }
 
@@ -559,6 +568,13 @@ fn record_round_trip_and_parse_errors() {
     let mut bad = buf.clone();
     bad[4] = 9;
     assert_eq!(TmcRecord::parse(&bad), Err(TmcRecordError::BadVersion(9)));
+    // Version 1 (the oldest words kept) has the same layout and is read; 0 is not a version.
+    let mut v1 = buf.clone();
+    v1[4] = 1;
+    assert_eq!(TmcRecord::parse(&v1).map(|(h, _)| h.version), Ok(1));
+    let mut bad = buf.clone();
+    bad[4] = 0;
+    assert_eq!(TmcRecord::parse(&bad), Err(TmcRecordError::BadVersion(0)));
     let mut bad = buf.clone();
     bad[6] = 8;
     assert_eq!(TmcRecord::parse(&bad), Err(TmcRecordError::BadHeaderLen(8)));

@@ -78,7 +78,9 @@ pub fn verdict(what: &str, may_skip: bool, ci: bool) -> Result<String, String> {
     );
     match (may_skip, ci) {
         (true, false) => Ok(format!("SKIPPED ({MAY_SKIP_ENV}=1): {msg}")),
-        (true, true) => Err(format!("CI=true and {msg} ({MAY_SKIP_ENV} does not apply in CI)")),
+        (true, true) => Err(format!(
+            "CI=true and {msg} ({MAY_SKIP_ENV} does not apply in CI)"
+        )),
         (false, _) => Err(format!(
             "{msg}; to let such tests pass without running, set {MAY_SKIP_ENV}=1"
         )),
@@ -135,11 +137,17 @@ mod tests {
     #[test]
     fn missing_data_fails_unless_the_user_opts_out_and_never_in_ci() {
         let e = verdict("x is not there", false, false).unwrap_err();
-        assert!(e.contains("x is not there") && e.contains("CSPD_TESTS_MAY_SKIP=1"), "{e}");
+        assert!(
+            e.contains("x is not there") && e.contains("CSPD_TESTS_MAY_SKIP=1"),
+            "{e}"
+        );
         assert!(verdict("x", false, true).is_err());
         let e = verdict("x", true, true).unwrap_err();
         assert!(e.starts_with("CI=true"), "{e}");
         let ok = verdict("x is not there", true, false).unwrap();
-        assert!(ok.starts_with("SKIPPED (CSPD_TESTS_MAY_SKIP=1): x is not there"), "{ok}");
+        assert!(
+            ok.starts_with("SKIPPED (CSPD_TESTS_MAY_SKIP=1): x is not there"),
+            "{ok}"
+        );
     }
 }

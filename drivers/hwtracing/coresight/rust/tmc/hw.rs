@@ -259,19 +259,16 @@ pub struct DrainSummary {
     pub record_len: usize,
 }
 
-/// Reads `RRD` into `data`, at most `bound` data words, until it returns [`TMC_RRD_EMPTY`].
+/// Reads `RRD` until it returns [`TMC_RRD_EMPTY`], at most `bound` data words and one more read
+/// that must return the marker, keeping the newest words that fit: word `i` goes to word
+/// `i % cap` of `data` (`cap` its whole words, at least one), so that at the end the newest
+/// `cap` words are in `data`, rotated left by `words % cap` once more than `cap` were read.
 ///
-/// Returns `(words read, ended)`. When `check_end` is set (the bound is `RSZ`), one more read
-/// after `bound` words tells whether the empty marker follows, as it must; otherwise the drain
-/// stops after `bound` words without reading on.
-fn drain_ram<A: CsAccess + ?Sized>(
-    io: &mut A,
-    data: &mut [u8],
-    bound: usize,
-    check_end: bool,
-) -> (usize, bool) {
+/// Returns `(words read, ended)`.
+fn drain_ram<A: CsAccess + ?Sized>(io: &mut A, data: &mut [u8], bound: usize) -> (usize, bool) {
+    let cap = (data.len() / 4).max(1);
     let mut words: usize = 0;
-    while words < bound || check_end {
+    loop {
         let w = io.read(RRD).data().get();
         if w == TMC_RRD_EMPTY {
             return (words, true);
@@ -279,13 +276,12 @@ fn drain_ram<A: CsAccess + ?Sized>(
         if words >= bound {
             return (words, false);
         }
-        let at = words.wrapping_mul(4);
+        let at = (words % cap).wrapping_mul(4);
         if let Some(d) = data.get_mut(at..at.wrapping_add(4)) {
             d.copy_from_slice(&w.to_le_bytes());
         }
         words += 1;
     }
-    (words, false)
 }
 
 /// Returns how many words the trace RAM holds in Stopped state, before any `RRD` read: `RSZ` once
@@ -307,19 +303,21 @@ pub fn words_held(sts: STS, rrp: u32, rwp: u32, rsz: u32) -> usize {
 /// case only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`,
 /// `AUTHSTATUS`; read `RRD` until it returns the empty marker; clear `CTL`; lock.
 ///
-/// The drain reads at most `min(RSZ, slot)` data words: `RSZ` from the hardware, and the whole
-/// frames of memory words the slot holds after the header. When it read `RSZ` words, one more
-/// read must return the empty marker (else [`TmcOutcome::RamReadStuck`]). When the slot holds
-/// fewer words than `RSZ` (a slot sized for another RAM size), it keeps the oldest words that fit
-/// and says [`TmcOutcome::Truncated`] if the pointers say the RAM held more ([`words_held`]), or
-/// [`TmcOutcome::RamReadStuck`] if `RRD` gave more words than it held. The trace is written
-/// straight into the slot after the header. When the buffer had wrapped (`STS.Full`) or words
-/// were left unread, the first 16 bytes are replaced by the barrier packet, as the C driver's
-/// `tmc_etb_dump_hw()` does, so that decoders resynchronise where the stream restarts.
+/// The drain reads the RAM through `RRD` until the empty marker, at most `RSZ` data words and
+/// one more read that must return the marker (else [`TmcOutcome::RamReadStuck`]). When the slot
+/// (its whole frames of memory words after the header) holds fewer words than the RAM gave (a
+/// slot sized for another RAM size), it keeps the newest words that fit, the ones written last
+/// before the crash, and says [`TmcOutcome::Truncated`] with the number of older words dropped;
+/// a slot with no room for a frame reads nothing and says how many words the pointers say were
+/// left ([`words_held`]). The trace is written straight into the slot after the header, as a
+/// ring once it is full, and rotated in place to oldest-first at the end. When the buffer had
+/// wrapped (`STS.Full`) or words were dropped, the first 16 bytes are replaced by the barrier
+/// packet, as the C driver's `tmc_etb_dump_hw()` does, so that decoders resynchronise where the
+/// stream restarts.
 ///
-/// The register accesses are one `RRD` read per word, at most one more that reads the empty
-/// marker, and a bounded number of others (at most `2 * (TMC_POLL_TRIES + 1) + 18`), whatever
-/// `RSZ` is.
+/// The register accesses are one `RRD` read per word the RAM holds (at most `RSZ`), one more
+/// that reads the empty marker, and a bounded number of others (at most
+/// `2 * (TMC_POLL_TRIES + 1) + 18`).
 ///
 /// Returns an error, touching no register, only when `slot` cannot hold the header.
 pub fn panic_drain<A: CsAccess + ?Sized>(
@@ -403,26 +401,36 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
         if rsz > slot_words {
             h.flags |= TMC_REC_RSZ_CLAMPED;
         }
-        let check_end = bound == rsz;
-        let (words, ended) = drain_ram(io, data, bound, check_end);
         let mut left = 0;
-        if !ended && check_end {
-            h.flags |= TMC_REC_RAM_STUCK;
-            first_failure = first_failure.or(Some(TmcOutcome::RamReadStuck));
-        } else if !ended {
-            // The slot is full and the drain did not read on: the pointers say what was left,
-            // or that `RRD` gave more words than the RAM held (it is stuck).
-            let held = words_held(sts, h.rrp, h.rwp, h.rsz);
-            left = held.saturating_sub(words);
-            if words > held {
-                h.flags |= TMC_REC_RAM_STUCK;
-                first_failure = first_failure.or(Some(TmcOutcome::RamReadStuck));
-            } else if left > 0 {
+        let (words, kept) = if bound == 0 {
+            // No room for a frame: nothing is read; the pointers say what was left.
+            left = words_held(sts, h.rrp, h.rwp, h.rsz);
+            if left > 0 {
                 h.flags |= TMC_REC_TRUNCATED;
                 first_failure = first_failure.or(Some(TmcOutcome::Truncated));
             }
-        }
-        trace_len = words.wrapping_mul(4);
+            (0, 0)
+        } else {
+            let ring = data
+                .get_mut(..slot_words.wrapping_mul(4))
+                .unwrap_or(&mut []);
+            let (words, ended) = drain_ram(io, ring, rsz);
+            let kept = words.min(slot_words);
+            if words > slot_words {
+                // The ring's oldest kept word is where the next one would have gone.
+                ring.rotate_left((words % slot_words).wrapping_mul(4));
+            }
+            if !ended {
+                h.flags |= TMC_REC_RAM_STUCK;
+                first_failure = first_failure.or(Some(TmcOutcome::RamReadStuck));
+            } else if words > kept {
+                left = words - kept;
+                h.flags |= TMC_REC_TRUNCATED;
+                first_failure = first_failure.or(Some(TmcOutcome::Truncated));
+            }
+            (words, kept)
+        };
+        trace_len = kept.wrapping_mul(4);
         if h.flags & (TMC_REC_WRAPPED | TMC_REC_TRUNCATED) != 0 && trace_len >= CS_BARRIER_LEN {
             if let Some(b) = data.get_mut(..CS_BARRIER_LEN) {
                 for chunk in b.chunks_exact_mut(4) {

@@ -134,23 +134,31 @@ mod kunit {
     }
 
     #[test]
-    fn drain_reads_no_more_words_than_the_slot_holds() -> Result {
+    fn drain_into_a_small_slot_keeps_the_newest_words() -> Result {
         let mut ram = KVec::from_elem(0u32, RSZ, GFP_KERNEL)?;
         let mut m = TmcModel::new(TmcModelConfig::Etb, &mut ram).ok_or(EINVAL)?;
         assert!(enable_circular(&mut m, 0).is_ok());
         let words = pattern(RSZ, 3)?;
         m.push_raw_words(&words);
-        // A slot for 256 words, a quarter of RSZ: 256 RRD reads, the oldest kept, the rest named.
+        // A slot for 256 words, a quarter of RSZ: the whole RAM read, the newest 256 words kept
+        // (the last ones written before the stop), the older ones dropped and counted.
         let mut slot =
             KVec::from_elem(0u8, TmcRecord::slot_len_for(256).ok_or(EINVAL)?, GFP_KERNEL)?;
         let s = panic_drain(&mut m, &mut slot).map_err(|_| EINVAL)?;
         assert!(s.outcome == TmcOutcome::Truncated);
-        assert_eq!(m.counts().reads(TMC_RRD), 256);
+        assert_eq!(m.counts().reads(TMC_RRD), RSZ as u32 + 1);
         let (h, trace) =
             TmcRecord::parse(slot.get(..s.record_len).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
-        assert_eq!((h.words_read, h.words_dropped), (256, RSZ as u32 - 256));
+        assert_eq!(
+            (h.words_read, h.words_dropped),
+            (RSZ as u32, RSZ as u32 - 256)
+        );
         assert!(h.has(TMC_REC_TRUNCATED | TMC_REC_BARRIER));
-        assert!(same_trace(trace, words.get(..256).ok_or(EINVAL)?, true));
+        assert!(same_trace(
+            trace,
+            words.get(RSZ - 256..).ok_or(EINVAL)?,
+            true
+        ));
         Ok(())
     }
 

@@ -42,9 +42,9 @@ pub enum TmcOutcome {
     ReadyTimeout = 5,
     /// `RRD` did not return the empty marker within `RSZ` words; what was read is kept.
     RamReadStuck = 6,
-    /// The slot holds fewer words than `RSZ` and the RAM had more: the drain read the oldest
-    /// words the slot holds and stopped, never reading more than the slot allows. (Records of
-    /// before format version 3 kept the newest words instead.)
+    /// The slot holds fewer words than the RAM had: the drain kept the newest words that fit
+    /// (the last written before the stop) and dropped the older ones. (Records of version 1
+    /// kept the oldest words the slot holds and left the rest unread.)
     Truncated = 7,
 }
 
@@ -118,7 +118,10 @@ pub const TMC_REC_RSZ_CLAMPED: u16 = 1 << 7;
 pub const TMC_RECORD_MAGIC: u32 = u32::from_le_bytes(*b"TMCD");
 
 /// Version of the TMC record payload layout.
-pub const TMC_RECORD_VERSION: u16 = 1;
+///
+/// Version 2 keeps the newest words when the slot is too small (see [`TmcOutcome::Truncated`]);
+/// version 1 records, of the same layout, are read too.
+pub const TMC_RECORD_VERSION: u16 = 2;
 
 /// Size in bytes of the fixed header of a TMC record payload.
 pub const TMC_RECORD_HEADER_LEN: usize = 72;
@@ -130,7 +133,7 @@ pub const TMC_RECORD_HEADER_LEN: usize = 72;
 /// | offset | size | field |
 /// |-------:|-----:|-------|
 /// | 0 | 4 | magic `"TMCD"` |
-/// | 4 | 2 | version (1) |
+/// | 4 | 2 | version (2; 1 is read too) |
 /// | 6 | 2 | header length (72) |
 /// | 8 | 2 | outcome code ([`TmcOutcome`]) |
 /// | 10 | 2 | flags (`TMC_REC_*`) |
@@ -179,11 +182,11 @@ pub struct TmcRecordHeader {
     pub authstatus: u32,
     /// Number of trace bytes that follow the header.
     pub trace_len: u32,
-    /// Data words read from `RRD` (all kept, from format version 3; before, this counted words
-    /// read and then dropped for lack of room too).
+    /// Data words read from `RRD`: the kept and the dropped (version 1: the kept only).
     pub words_read: u32,
-    /// Words left in the RAM because the slot was too small (before format version 3: the oldest
-    /// words read and dropped).
+    /// Words the record does not hold because the slot was too small: the oldest, read and
+    /// dropped, or those the pointers say were left when the slot has no room for a frame
+    /// (version 1: the newest, left in the RAM).
     pub words_dropped: u32,
     /// Delays spent waiting for `FFCR.FlushMan` to clear.
     pub flush_delays: u32,
@@ -283,7 +286,7 @@ impl TmcRecordHeader {
             return Err(TmcRecordError::BadMagic);
         }
         let version = get_u16(b, 4);
-        if version != TMC_RECORD_VERSION {
+        if !(1..=TMC_RECORD_VERSION).contains(&version) {
             return Err(TmcRecordError::BadVersion(version));
         }
         let header_len = get_u16(b, 6);
