@@ -8,8 +8,8 @@ Two capture methods:
              (ours among them) have not run yet: the harness resumes the guest, waits for panic() to
              print its closing line, stops the guest and writes an ELF vmcore with QMP
              `dump-guest-memory`.
-  kdump      the guest loads a capture kernel with `kexec -s -p` and boots with
-             crash_kexec_post_notifiers; after the panic the capture kernel copies /proc/vmcore to
+  kdump      the guest loads a capture kernel with `kexec -s -p` (the command line given says
+             whether crash_kexec_post_notifiers is on); after the panic the capture kernel copies /proc/vmcore to
              a raw virtio disk, which becomes the vmcore on the host; with --makedumpfile it also
              saves makedumpfile's files of the same /proc/vmcore, as distributions' kdump does.
   warm       panic=1 reboots the guest with its RAM; the second boot saves the previous boot's

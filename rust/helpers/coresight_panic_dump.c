@@ -2,6 +2,7 @@
 
 #include <linux/buildid.h>
 #include <linux/cacheflush.h>
+#include <linux/crash_core.h>
 #include <linux/crash_dump.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
@@ -25,12 +26,14 @@ __rust_helper bool rust_helper_is_kdump_kernel(void)
 	return is_kdump_kernel();
 }
 
-__rust_helper bool rust_helper_cspd_swap_crash_kexec_post_notifiers(bool on)
+__rust_helper bool rust_helper_cspd_crash_kexec_post_notifiers(void)
 {
-	bool was = crash_kexec_post_notifiers;
+	return READ_ONCE(crash_kexec_post_notifiers);
+}
 
-	crash_kexec_post_notifiers = on;
-	return was;
+__rust_helper bool rust_helper_cspd_crash_kernel_loaded(void)
+{
+	return kexec_crash_loaded();
 }
 
 /* vmcoreinfo_append_str() is variadic and built-in only: take one preformatted line. */

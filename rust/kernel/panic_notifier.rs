@@ -151,16 +151,24 @@ impl<T: PanicHandler> Registration<T> {
     }
 }
 
-/// Sets whether `panic()` runs the panic notifiers before starting a kdump capture kernel, and
-/// returns the previous setting.
-///
-/// This is the `crash_kexec_post_notifiers` command line switch. Without it a loaded capture
-/// kernel starts right away and no notifier runs. The kernel's own users (Hyper-V, powerpc
-/// fadump) set it while their feature needs the notifiers; a user of this function restores what
-/// it found when it no longer does.
-pub fn set_crash_kexec_post_notifiers(on: bool) -> bool {
-    // SAFETY: Writing the flag has no requirement; `panic()` reads it once when it starts.
-    unsafe { bindings::cspd_swap_crash_kexec_post_notifiers(on) }
+/// Whether `panic()` runs the panic notifiers before it starts a kdump capture kernel: the
+/// `crash_kexec_post_notifiers` switch, which the user sets (command line, or
+/// `/sys/module/kernel/parameters/crash_kexec_post_notifiers`).
+pub fn crash_kexec_post_notifiers() -> bool {
+    // SAFETY: Reads a global flag (`READ_ONCE`); no requirement.
+    unsafe { bindings::cspd_crash_kexec_post_notifiers() }
+}
+
+/// Whether a kdump capture kernel is loaded (`kexec -p`): `panic()` starts it.
+pub fn crash_kernel_loaded() -> bool {
+    // SAFETY: Reads whether the crash image is set; no requirement.
+    unsafe { bindings::cspd_crash_kernel_loaded() }
+}
+
+/// Whether a panic now would start a kdump capture kernel before running any panic notifier
+/// (a capture kernel is loaded and [`crash_kexec_post_notifiers`] is off).
+pub fn kdump_runs_before_notifiers() -> bool {
+    crash_kernel_loaded() && !crash_kexec_post_notifiers()
 }
 
 /// A free-running counter a panic handler can read to time what it does: one register read, no

@@ -246,6 +246,26 @@ impl DescView {
     }
 }
 
+/// Says once, in the kernel log, when a trace sink starts capturing while a panic would start
+/// a kdump capture kernel before the panic dump runs (a capture kernel is loaded and
+/// `crash_kexec_post_notifiers` is off): the dump would then hold no trace. The kdump policy
+/// is the user's; this tells them how to change it. Sink drivers call it when they enable.
+pub fn note_sink_enabled() {
+    use crate::sync::atomic::{
+        Atomic,
+        Relaxed, //
+    };
+    static SAID: Atomic<bool> = Atomic::new(false);
+    if crate::panic_notifier::kdump_runs_before_notifiers() && !SAID.xchg(true, Relaxed) {
+        crate::pr_warn!(
+            "coresight: a kdump capture kernel is loaded and crash_kexec_post_notifiers is off: \
+             kdump starts before the CoreSight panic dump runs, so the dump will hold no trace; \
+             to run it first, boot with crash_kexec_post_notifiers or write 1 to \
+             /sys/module/kernel/parameters/crash_kexec_post_notifiers\n"
+        );
+    }
+}
+
 /// Copies the crash path's entry addresses (the core's `stop_at` parameter, resolved from
 /// function names) into `addrs` and returns how many there are, at most `addrs.len()` and
 /// `CORESIGHT_DUMP_MAX_STOP_ADDRS`.

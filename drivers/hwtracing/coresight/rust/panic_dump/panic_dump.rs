@@ -8,11 +8,11 @@
 //! writes the commit record and cleans the region to the point of coherency. The region's
 //! layout, and the writer used here, is [`format`], shared with the host tool `csdump`.
 //!
-//! While a trace sink or source is registered, the core sets `crash_kexec_post_notifiers`, so
-//! that a kdump capture kernel starts only after the dump is written, and puts back what it found
-//! when the last one goes (as the kernel's Hyper-V and powerpc fadump code set it while their
-//! feature is active). The crash path's first functions, where the trace sources stop in
-//! hardware, are the `stop_at` parameter (`exports.c`).
+//! The kdump policy is the user's: with a capture kernel loaded, the dump runs before kdump only
+//! when `crash_kexec_post_notifiers` is on, which the core never sets; a trace sink that starts
+//! capturing while it is off says so once in the kernel log
+//! ([`kernel::coresight::panic_dump::note_sink_enabled`]). The crash path's first functions,
+//! where the trace sources stop in hardware, are the `stop_at` parameter (`exports.c`).
 //!
 //! The region is, in order of preference: the `reserve_mem=` region labelled `coresight_dump`,
 //! the `memory-region` named "dump" of a device-tree node compatible with
@@ -92,11 +92,6 @@ module! {
             description:
                 "Without a reserved region, dump into a kernel buffer of this many KiB (kdump only; 0: off)",
         },
-        post_notifiers: bool {
-            default: true,
-            description:
-                "Set crash_kexec_post_notifiers while a trace sink or source is registered, so kdump runs the dump first (0: leave it alone)",
-        },
     },
 }
 
@@ -155,10 +150,6 @@ struct Alloc {
     slots: SlotAllocator,
     /// Registration counter, for "registration order" within a phase.
     seq: u64,
-    /// Registered trace sinks and sources.
-    trace: u32,
-    /// `crash_kexec_post_notifiers` as found when the first of them registered.
-    post_notifiers_found: bool,
 }
 
 /// Where the region came from, for the log.
@@ -198,11 +189,6 @@ fn name_field(name: &[u8]) -> [u8; NAME_SIZE] {
     let n = name.len().min(NAME_SIZE - 1);
     out[..n].copy_from_slice(&name[..n]);
     out
-}
-
-/// Whether a registration of `kind` is a trace sink or source, for `crash_kexec_post_notifiers`.
-fn is_trace(kind: DumpType) -> bool {
-    matches!(kind, DumpType::Source | DumpType::Sink)
 }
 
 fn record_kind(t: DumpType) -> RecordKind {
@@ -293,15 +279,6 @@ impl Core {
             })
         };
         e.state.store(ACTIVE, Release);
-        if is_trace(desc.kind) {
-            alloc.trace += 1;
-            if alloc.trace == 1 && module_parameters::post_notifiers.value() {
-                alloc.post_notifiers_found = panic_notifier::set_crash_kexec_post_notifiers(true);
-                if !alloc.post_notifiers_found {
-                    pr_info!("crash_kexec_post_notifiers set: trace sinks/sources registered\n");
-                }
-            }
-        }
         Ok(index)
     }
 
@@ -309,22 +286,13 @@ impl Core {
         let Some(e) = self.entries.get(index) else {
             return;
         };
-        let mut alloc = self.alloc.lock();
+        let _alloc = self.alloc.lock();
         if e.state.load(Relaxed) != ACTIVE {
             return;
         }
         e.state.store(RELEASED, Release);
         // SAFETY: No longer `ACTIVE`, and we hold the lock.
         if let Some(info) = unsafe { &*e.info.get() } {
-            if is_trace(info.desc.kind) {
-                alloc.trace = alloc.trace.saturating_sub(1);
-                if alloc.trace == 0 && module_parameters::post_notifiers.value() {
-                    panic_notifier::set_crash_kexec_post_notifiers(alloc.post_notifiers_found);
-                    if !alloc.post_notifiers_found {
-                        pr_info!("crash_kexec_post_notifiers cleared: no trace sink/source left\n");
-                    }
-                }
-            }
             let h = RecordHeader::new(
                 RecordKind::Free,
                 b"",
@@ -834,8 +802,6 @@ impl kernel::Module for PanicDump {
                 alloc <- new_mutex!(Alloc {
                     slots: SlotAllocator::new(slots.first_free, region_size),
                     seq: 0,
-                    trace: 0,
-                    post_notifiers_found: false,
                 }),
                 dumping: Atomic::new(0),
             }? Error),

@@ -148,6 +148,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         tmc.users.store(1, Relaxed);
         dev_dbg!(csdev.as_device(), "TMC-ETB/ETF enabled\n");
+        coresight::panic_dump::note_sink_enabled();
         Ok(())
     }
 

@@ -275,6 +275,7 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
         this.start(csdev)
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         this.tmc.set_users(1);
+        coresight::panic_dump::note_sink_enabled();
         Ok(())
     }
 
