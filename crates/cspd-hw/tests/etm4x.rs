@@ -513,3 +513,106 @@ fn panic_save_keeps_the_viewinst_state() {
         "a version 2 payload cut to version 1's size"
     );
 }
+
+/// The kernel driver's table of trace system registers (`etm4x/sysreg.rs`: offset, `MRS`/`MSR`
+/// operand, access, and the register's name in a comment), read as text: it is built only into
+/// arm64 kernels and runs only on a CPU with the trace system registers, which no machine here
+/// has.
+const SYSREG_RS: &str = include_str!("../../../drivers/hwtracing/coresight/rust/etm4x/sysreg.rs");
+
+/// `S2_<op1>_C<n>_C<m>_<op2>` as (op0, op1, CRn, CRm, op2).
+fn generic_operand(s: &str) -> Option<(u8, u8, u8, u8, u8)> {
+    let mut p = s.strip_prefix('S')?.split('_');
+    let op0 = p.next()?.parse().ok()?;
+    let op1 = p.next()?.parse().ok()?;
+    let crn = p.next()?.strip_prefix('C')?.parse().ok()?;
+    let crm = p.next()?.strip_prefix('C')?.parse().ok()?;
+    let op2 = p.next()?.parse().ok()?;
+    p.next().is_none().then_some((op0, op1, crn, crm, op2))
+}
+
+#[test]
+fn the_drivers_system_register_table_is_the_architectures() {
+    if !cspd_testdata::tool("llvm-mc-19") {
+        return;
+    }
+    // (offset, operand, access, name)
+    let mut rows = Vec::new();
+    for l in SYSREG_RS.lines().map(str::trim) {
+        let Some((off, rest)) = l.strip_prefix("0x").and_then(|l| l.split_once(" => \"")) else {
+            continue;
+        };
+        let (operand, rest) = rest.split_once("\", ").expect(l);
+        let (access, name) = rest.split_once("; // ").expect(l);
+        let off = u32::from_str_radix(off, 16).expect(l);
+        rows.push((off, operand, access, name.trim()));
+    }
+    assert!(rows.len() >= 60, "{} registers in sysreg.rs", rows.len());
+    // Each operand is the encoding hw::sysreg_of_offset gives the offset (what the host tests
+    // and the KUnit tests check against the register table above).
+    for &(off, operand, _, name) in &rows {
+        let r = sysreg_of_offset(off);
+        assert_eq!(
+            generic_operand(operand),
+            Some((r.op0, r.op1, r.crn, r.crm, r.op2)),
+            "{name} at {off:#x}: {operand}"
+        );
+    }
+    // LLVM's assembler, which knows the trace registers by name, encodes the name and the
+    // operand alike, reads (MRS) what the table reads and writes (MSR) what it only writes.
+    let mut src = String::new();
+    for &(_, operand, access, name) in &rows {
+        for reg in [name, operand] {
+            if access == "wo" {
+                src.push_str(&format!("msr {reg}, x0\n"));
+            } else {
+                src.push_str(&format!("mrs x0, {reg}\n"));
+            }
+        }
+    }
+    let mut child = std::process::Command::new("llvm-mc-19")
+        .args(["-triple=aarch64", "-show-encoding"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(src.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.trim().is_empty(), "{stderr}");
+    let words: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let b = l.split("encoding: [").nth(1)?.split(']').next()?;
+            let v: Vec<u8> = b
+                .split(',')
+                .map(|x| u8::from_str_radix(x.trim().trim_start_matches("0x"), 16).unwrap())
+                .collect();
+            Some(u32::from_le_bytes(v.try_into().unwrap()))
+        })
+        .collect();
+    assert_eq!(words.len(), 2 * rows.len());
+    for (i, &(off, operand, access, name)) in rows.iter().enumerate() {
+        let (by_name, by_operand) = (words[2 * i], words[2 * i + 1]);
+        // MRS Xt is 0xD530_0000 | op0[0] << 19 | ..., MSR 0xD510_0000 | ...: the kernel's
+        // sys_reg() encoding with the L bit, Rt 0.
+        let base = if access == "wo" {
+            0xD500_0000
+        } else {
+            0xD520_0000
+        };
+        assert_eq!(
+            by_name,
+            base | sysreg_of_offset(off).encoding(),
+            "{name} ({operand}, {off:#x}): LLVM encodes the name as {by_name:#010x}"
+        );
+        assert_eq!(by_operand, by_name, "{name}: {operand}");
+    }
+}

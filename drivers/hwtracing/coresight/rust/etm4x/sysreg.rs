@@ -9,9 +9,11 @@
 //! the memory-mapped interface look like here. Writes are followed by an `ISB`, so that a write
 //! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read. The 64-bit address
 //! comparators (`TRCACVRn`, `TRCACATRn`, the hardware stop's) are written whole through
-//! [`CsAccess::write64`]. Like the rest of this file, compiled and checked against the register
-//! tables of the architecture, but never run here: it needs a CPU with the trace system
-//! registers.
+//! [`CsAccess::write64`]. The table below is checked on the host (crates/cspd-hw/tests/etm4x.rs):
+//! each operand is the encoding [`hw::sysreg_of_offset`] gives its offset, and LLVM's assembler
+//! encodes the register's name, in the comment, alike (reading what the table reads, writing
+//! what it only writes). The accessors have never run: they need a CPU with the trace system
+//! registers, which no machine here has.
 
 use core::arch::asm;
 
