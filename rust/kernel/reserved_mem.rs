@@ -220,7 +220,9 @@ impl ReservedRegion {
             Origin::DeviceTree { no_map: true } => Cache::WriteCombine,
             _ => Cache::WriteBack,
         };
-        Mapping::new(self.base, self.size, cache)
+        // SAFETY: The range was reserved at boot for whoever finds it by its label or node: no
+        // allocator hands it out, so nothing else owns it.
+        unsafe { Mapping::memremap(self.base, self.size, cache) }
     }
 }
 
@@ -273,16 +275,21 @@ pub enum Cache {
     WriteCombine,
 }
 
-/// A `memremap` mapping of physical memory with bounds-checked, volatile access.
+/// Reserved memory mapped with bounds-checked, volatile access: a [`ReservedRegion`]
+/// ([`ReservedRegion::map`]), or a kernel buffer it owns ([`Mapping::kernel_buffer`]) for a
+/// user of the same interface that has no reserved region.
 ///
 /// # Invariants
 ///
-/// `ptr` is the start of a live `memremap` mapping of `len` bytes at physical address `phys`.
+/// `ptr` is the start of `len` bytes of memory at physical address `phys` that nothing else
+/// accesses: a live `memremap` mapping of a reserved range when `buffer` is `None`, else the
+/// contents of `buffer`, which is never used as a vector while it is held here.
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     phys: PhysAddr,
     cache: Cache,
+    buffer: Option<KVec<u8>>,
 }
 
 // SAFETY: The mapping is plain memory; it can be used and unmapped from any thread.
@@ -294,7 +301,12 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps `size` bytes of physical memory at `phys` with the given caching.
-    pub fn new(phys: PhysAddr, size: ResourceSize, cache: Cache) -> Result<Self> {
+    ///
+    /// # Safety
+    ///
+    /// `phys..phys + size` is memory that nothing else owns or accesses for the life of the
+    /// mapping (a range reserved at boot), since the mapping's safe methods write to it.
+    unsafe fn memremap(phys: PhysAddr, size: ResourceSize, cache: Cache) -> Result<Self> {
         let len = usize::try_from(size).map_err(|_| EOVERFLOW)?;
         if len == 0 {
             return Err(EINVAL);
@@ -303,16 +315,39 @@ impl Mapping {
             Cache::WriteBack => bindings::MEMREMAP_WB,
             Cache::WriteCombine => bindings::MEMREMAP_WC,
         };
-        // SAFETY: Mapping physical memory has no requirement; `memremap` validates the range and
-        // returns null on failure.
+        // SAFETY: `memremap` validates the range and returns null on failure; what the mapping
+        // may then touch is the caller's promise.
         let ptr = unsafe { bindings::memremap(phys, len, flags as usize) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
-        // INVARIANT: `ptr` maps `len` bytes at `phys`.
+        // INVARIANT: `ptr` maps `len` bytes at `phys`, which the caller guarantees nothing else
+        // uses.
         Ok(Self {
             ptr,
             len,
             phys,
             cache,
+            buffer: None,
+        })
+    }
+
+    /// Allocates a zeroed kernel buffer of `size` bytes and gives it the interface of a
+    /// write-back mapping: for a user without a reserved region (only a kdump capture kernel,
+    /// which reads all of memory, sees what was written there after a panic).
+    pub fn kernel_buffer(size: usize) -> Result<Self> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        let mut buffer = KVec::from_elem(0u8, size, GFP_KERNEL)?;
+        let phys = crate::phys::virt_to_phys(buffer.as_ptr());
+        let ptr = NonNull::new(buffer.as_mut_ptr()).ok_or(ENOMEM)?;
+        // INVARIANT: `ptr` is the start of the `size` bytes of `buffer`, which moves into the
+        // mapping (its heap storage stays where it is) and is only accessed through `ptr`.
+        Ok(Self {
+            ptr,
+            len: size,
+            phys,
+            cache: Cache::WriteBack,
+            buffer: Some(buffer),
         })
     }
 
@@ -321,7 +356,7 @@ impl Mapping {
         self.len
     }
 
-    /// Whether the mapping is empty (never: [`Mapping::new`] refuses empty ranges).
+    /// Whether the mapping is empty (never: empty ranges and buffers are refused).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -423,7 +458,11 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `memremap` (invariant) and is unmapped once, here.
-        unsafe { bindings::memunmap(self.ptr.as_ptr().cast()) };
+        if self.buffer.is_none() {
+            // SAFETY: Without a buffer, `ptr` came from `memremap` (invariant) and is unmapped
+            // once, here.
+            unsafe { bindings::memunmap(self.ptr.as_ptr().cast()) };
+        }
+        // A buffer is freed when its field is dropped, after this.
     }
 }

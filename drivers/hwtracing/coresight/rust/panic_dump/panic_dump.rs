@@ -164,8 +164,6 @@ enum Source {
 #[pin_data]
 struct Core {
     map: Mapping,
-    /// Keeps a kernel buffer alive when the region is one.
-    _buffer: Option<KVec<u8>>,
     header: ContainerHeader,
     panic_slot: usize,
     phases_slot: usize,
@@ -587,14 +585,14 @@ struct DebugFiles {
     _dir: debugfs::Dir,
 }
 
-fn find_region() -> Result<(Mapping, Option<KVec<u8>>, Source)> {
+fn find_region() -> Result<(Mapping, Source)> {
     if let Ok(r) = ReservedRegion::from_reserve_mem(RESERVE_MEM_LABEL) {
-        return Ok((r.map()?, None, Source::ReserveMem));
+        return Ok((r.map()?, Source::ReserveMem));
     }
     if let Ok(r) =
         ReservedRegion::from_of_compatible(c_str!("linux,coresight-panic-dump"), c_str!("dump"))
     {
-        return Ok((r.map()?, None, Source::DeviceTree));
+        return Ok((r.map()?, Source::DeviceTree));
     }
     let kib = module_parameters::kernel_buffer_kib.value();
     if kib == 0 {
@@ -609,11 +607,7 @@ fn find_region() -> Result<(Mapping, Option<KVec<u8>>, Source)> {
         return Err(EINVAL);
     }
     let size = usize::try_from(kib).map_err(|_| EINVAL)? * 1024;
-    let mut buf = KVec::with_capacity(size, GFP_KERNEL | __GFP_ZERO)?;
-    buf.resize(size, 0, GFP_KERNEL)?;
-    let phys = kernel::phys::virt_to_phys(buf.as_ptr());
-    let map = Mapping::new(phys, size as u64, kernel::reserved_mem::Cache::WriteBack)?;
-    Ok((map, Some(buf), Source::KernelBuffer))
+    Ok((Mapping::kernel_buffer(size)?, Source::KernelBuffer))
 }
 
 /// Name of the device dump a capture kernel adds to `/proc/vmcore` (`NT_VMCOREDD` note).
@@ -764,7 +758,7 @@ impl kernel::Module for PanicDump {
             tracedata::hand_over();
             return Err(ENODEV);
         }
-        let (map, buffer, source) = find_region().inspect_err(|_| {
+        let (map, source) = find_region().inspect_err(|_| {
             pr_info!(
                 "no dump region (reserve_mem=SIZE:ALIGN:{}, device tree, or kernel_buffer_kib=)\n",
                 RESERVE_MEM_LABEL
@@ -789,7 +783,6 @@ impl kernel::Module for PanicDump {
         let core = KBox::pin_init(
             try_pin_init!(Core {
                 map,
-                _buffer: buffer,
                 header,
                 panic_slot: slots.panic_info,
                 phases_slot: slots.phases,
