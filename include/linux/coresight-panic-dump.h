@@ -64,6 +64,10 @@ struct coresight_dump_entry;
  * registration or an ERR_PTR: -EINVAL for a bad description, -ENOSPC when the region has no
  * room (or the core no free registration), -ENODEV without the core or a region.
  *
+ * coresight_dump_del() returns once no panic path can run @dump any more, so the caller may
+ * free what it uses; while a panic is being dumped (its CPU may be inside @dump) it never
+ * returns. It sleeps (a mutex): process context only.
+ *
  * coresight_dump_stop_addrs() copies up to @max of the crash path's entry addresses (the core's
  * stop_at parameter) to @addrs and returns how many: a trace source driver programs them as
  * stop points when it starts tracing, so that its trace ends where the crash began.

@@ -322,6 +322,10 @@ pub struct DumpInfo<'a> {
 
 /// A registration with the panic-dump core; unregisters on drop.
 ///
+/// Dropping it returns once no panic path can run the callback any more, so what the callback
+/// uses may go after it; while a panic is being dumped (its CPU may be inside the callback) the
+/// drop never returns. It sleeps: drop it in process context.
+///
 /// # Invariants
 ///
 /// `entry` is the core's handle for a registration whose `data` is a pointer to this pinned

@@ -56,6 +56,7 @@ use kernel::{
         PanicHandler, //
     },
     prelude::*,
+    processor::cpu_relax,
     random,
     reserved_mem::{
         Mapping,
@@ -66,6 +67,7 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
+            Full,
             Relaxed,
             Release, //
         },
@@ -288,7 +290,19 @@ impl Core {
         if e.state.load(Relaxed) != ACTIVE {
             return;
         }
-        e.state.store(RELEASED, Release);
+        // Fully ordered against the panic path, which sets `dumping` with full ordering before
+        // it reads any entry's state: either it sees `RELEASED` and skips the entry, or this
+        // sees `dumping` set (both cannot miss the other's store).
+        e.state.xchg(RELEASED, Full);
+        if self.dumping.load(Relaxed) != 0 {
+            // A panic is being dumped, and its CPU may be inside this entry's callback, using
+            // what the caller frees once this returns (the other CPUs are only asked to stop,
+            // and may not). Never return: the system is going down, and this CPU stays here
+            // until the panic path stops it or the machine resets.
+            loop {
+                cpu_relax();
+            }
+        }
         // SAFETY: No longer `ACTIVE`, and we hold the lock.
         if let Some(info) = unsafe { &*e.info.get() } {
             let h = RecordHeader::new(
@@ -450,7 +464,8 @@ impl Core {
     /// The panic path.
     fn dump(&self, message: &CStr) {
         let entry = Counter::read();
-        if self.dumping.cmpxchg(0, 1, Relaxed).is_err() {
+        // Fully ordered: set before any entry's state is read (see `del`).
+        if self.dumping.cmpxchg(0, 1, Full).is_err() {
             return;
         }
         let cpu = CpuId::current().as_u32();
