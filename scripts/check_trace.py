@@ -84,7 +84,9 @@ TRUTH_KINDS = ("taken", "waypoint", "exception")
 DEBUG_FAULTS = {"debug-power-off": "powered down", "debug-ignore-corepurq": "powered down",
                 "debug-double-lock": "OS double lock"}
 # The TMC faults and the drain outcome each must give.
-TMC_FAULTS = {"tmc-rrd-stuck": 6, "tmc-never-ready": 5, "tmc-flush-stuck": 4}
+TMC_FAULTS = {"tmc-rrd-stuck": 6, "tmc-never-ready": 5, "tmc-flush-stuck": 4, "tmc-rrd-never-empty": 6}
+# TMC faults whose partial record still holds the trace: it is decoded and judged like any other.
+TMC_FAULTS_WITH_TRACE = ("tmc-rrd-never-empty",)
 BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
 TMC_OUTCOMES = {0: "complete", 1: "not_enabled", 2: "not_circular_buffer", 3: "locked",
                 4: "flush_timeout", 5: "ready_timeout", 6: "ram_read_stuck", 7: "truncated"}
@@ -1057,10 +1059,11 @@ def check(a):
         check_cache_clean(a, log, raw, panic_cpu)
     if fault in TMC_FAULTS:
         check_tmc_fault(a, fault, log, vmcore, out, recs, stops)
-        check_etms(a, out, recs, enabled, cpus, log, fault)
-        print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
-        return
-    if a.sink.startswith("tmc_etr"):
+        if fault not in TMC_FAULTS_WITH_TRACE:
+            check_etms(a, out, recs, enabled, cpus, log, fault)
+            print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
+            return
+    elif a.sink.startswith("tmc_etr"):
         check_etr(a, out, recs, stops, rep, not is_elf(raw), vmcore, truth_of(a.dir), cpus)
     else:
         check_tmc(a, out, recs, stops)
@@ -1116,6 +1119,24 @@ def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):
             raise Bad(f"stuck drain kept {len(data)} bytes of {words_read} words read, RSZ {rsz}, flags {flags:#x}")
         if not stops:
             raise Bad("the plugin never said the TMC stopped")
+    if fault == "tmc-rrd-never-empty":
+        # RRD gave the RAM's words from RRP on, wrapping, and never the empty marker: the drain
+        # stopped after RSZ words, which are the whole RAM, oldest first from RRP.
+        if words_read != rsz or len(data) != rsz * 4 or not flags & (1 << 6):
+            raise Bad(f"never-empty drain kept {len(data)} bytes of {words_read} words read, RSZ {rsz}, "
+                      f"flags {flags:#x}")
+        if not stops or not stops[-1][2]:
+            raise Bad("the plugin never said the TMC stopped with its RAM written")
+        ram = open(stops[-1][2], "rb").read()
+        raw = open(os.path.join(out, rec["file"]), "rb").read()
+        rrp = struct.unpack_from("<I", raw, 36)[0] % max(len(ram), 1)
+        want = ram[rrp:] + ram[:rrp]
+        if flags & (1 << 1):
+            want = BARRIER + want[16:]
+        if data != want:
+            raise Bad("the never-empty drain's record is not the RAM from RRP on, wrapping")
+        print(f"TMC record (tmc-rrd-never-empty): the whole RAM from RRP {rrp:#x} on, wrapping "
+              f"({len(data)} bytes), equal to the emulated RAM")
     r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux])
     if r.returncode not in (0, 3) or f"drain ended {TMC_OUTCOMES[want]}" not in r.stderr:
         raise Bad(f"csdump report ({r.returncode}) does not warn about the TMC drain: {r.stderr[-1500:]}")

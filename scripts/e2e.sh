@@ -53,7 +53,8 @@
 #   trace-tmc-stuck, trace-tmc-never-ready, trace-tmc-flush-stuck, trace-debug-power-off,
 #   trace-debug-ignore-corepurq, trace-debug-double-lock, trace-etm-os-lock, trace-etm-never-idle
 #                        one plugin fault each (all eight): only the faulty component's record is
-#                        lost or partial, and named
+#                        lost or partial, and named; trace-tmc-never-empty's partial TMC record
+#                        still holds the trace, which is judged whole
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one event dropped, added
 #                        or changed
@@ -860,6 +861,15 @@ scenario_trace-tmc-stuck() {
 			check_trace "$d" mod --fault tmc-rrd-stuck
 }
 
+# RRD gives the RAM's words, wrapping, and never the empty marker (fault=tmc-rrd-never-empty): the
+# drain stops after RSZ words, which are the whole RAM, and names the stuck read; the partial
+# record holds the trace, which decodes to the ground truth and the execution record.
+scenario_trace-tmc-never-empty() {
+	local d=$RUNS/trace-tmc-never-empty
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND" --cs-arg fault=tmc-rrd-never-empty &&
+		check_trace "$d" mod --fault tmc-rrd-never-empty
+}
+
 # The TMC never sets TMCReady (fault=tmc-never-ready): the drain times out with nothing read.
 scenario_trace-tmc-never-ready() {
 	local d=$RUNS/trace-tmc-never-ready
@@ -1317,7 +1327,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-ready
+	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges

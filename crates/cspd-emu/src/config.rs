@@ -101,10 +101,11 @@ impl Default for Config {
 }
 
 /// The fault names `fault=` takes.
-pub const FAULT_NAMES: [&str; 11] = [
+pub const FAULT_NAMES: [&str; 12] = [
     "tmc-never-ready",
     "tmc-flush-stuck",
     "tmc-rrd-stuck",
+    "tmc-rrd-never-empty",
     "tracker-elr-off",
     "tracker-indirect-as-exception",
     "tracker-cond-misread",
@@ -230,6 +231,7 @@ impl Config {
             "tmc-never-ready" => f.tmc.never_ready = true,
             "tmc-flush-stuck" => f.tmc.flush_stuck = true,
             "tmc-rrd-stuck" => f.tmc.rrd_stuck = true,
+            "tmc-rrd-never-empty" => f.tmc.rrd_never_empty = true,
             "tracker-elr-off" => f.tracker.elr_off = true,
             "tracker-indirect-as-exception" => f.tracker.indirect_as_exception = true,
             "tracker-cond-misread" => f.tracker.cond_misread = true,

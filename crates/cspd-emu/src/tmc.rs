@@ -120,6 +120,9 @@ pub struct TmcFaults {
     /// In Stopped state `RRD` keeps returning the same word and `RRP` never moves: a drain
     /// never sees `0xFFFFFFFF`.
     pub rrd_stuck: bool,
+    /// In Stopped state `RRD` goes on returning the RAM's words, wrapping, and never
+    /// `0xFFFFFFFF`: a drain reads the whole RAM but never sees it end.
+    pub rrd_never_empty: bool,
 }
 
 /// An emulated TMC-ETB or TMC-ETF behind the register window.
@@ -170,7 +173,13 @@ impl Tmc {
         model.set_memwidth_code(2);
         model.set_fault_never_ready(faults.never_ready);
         model.set_fault_flush_stuck(faults.flush_stuck);
-        model.set_fault_ram_stuck(faults.rrd_stuck.then_some(RamStuck::SameWord));
+        model.set_fault_ram_stuck(if faults.rrd_stuck {
+            Some(RamStuck::SameWord)
+        } else if faults.rrd_never_empty {
+            Some(RamStuck::NeverEmpty)
+        } else {
+            None
+        });
         Ok(Tmc {
             model,
             faults,
@@ -234,7 +243,7 @@ impl Tmc {
         if !self.model.is_stopped() || self.model.read32(regs::MODE) != 0 {
             return regs::RRD_EMPTY;
         }
-        if self.faults.rrd_stuck {
+        if self.faults.rrd_stuck || self.faults.rrd_never_empty {
             return self.ram_word_at(rrp);
         }
         if self.model.read32(regs::STS) & STS_EMPTY != 0 {

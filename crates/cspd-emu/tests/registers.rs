@@ -437,6 +437,29 @@ fn tmc_fault_rrd_stuck() {
     assert_eq!(w.read(RRP), 0, "RRP never moves");
 }
 
+#[test]
+fn tmc_fault_rrd_never_empty() {
+    let faults = TmcFaults {
+        rrd_never_empty: true,
+        ..TmcFaults::default()
+    };
+    let mut w = tmc(TmcKind::Etf, 256, faults);
+    tmc_enable(&mut w);
+    w.c.push_trace(0x10, &[0xAB; 40]);
+    let (flush, ready) = tmc_flush_and_stop(&mut w, 100);
+    assert!(flush.is_some() && ready.is_some());
+    let held = (w.read(RWP) / 4) as usize;
+    let ram: Vec<u32> = w.c.ram().to_vec();
+    let words = tmc_drain(&mut w, 300);
+    assert_eq!(words.len(), 300, "never the empty marker");
+    // The RAM's words in order from RRP, wrapping round the whole RAM.
+    let n = ram.len();
+    assert!(held > 0 && held < n);
+    for (i, &v) in words.iter().enumerate() {
+        assert_eq!(v, ram[i % n], "word {i}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // TMC in ETR configuration
 
