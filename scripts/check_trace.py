@@ -1041,7 +1041,11 @@ def check(a):
     if want_id and have_id and not want_id.startswith(have_id[:len(want_id)]):
         raise Bad(f"{a.vmlinux} (build ID {have_id}) is not the kernel that wrote the dump ({want_id})")
     kaslr = kaslr_enabled(a.vmlinux)
-    if kaslr is None:
+    if a.nokaslr:
+        if offset != 0:
+            raise Bad(f"the kernel ran with nokaslr, but csdump relocates by {offset:#x}")
+        print("KASLR: off (nokaslr), and csdump relocates by 0")
+    elif kaslr is None:
         print("KASLR: not checked, the kernel's .config is newer than vmlinux (a build in progress?)")
     elif kaslr:
         if offset == 0:
@@ -1049,6 +1053,10 @@ def check(a):
         print(f"KASLR: csdump relocates by {offset:#x}")
     sym = Symbols(a.system_map, offset)
     panic_cpu = rep["panic_cpu"]
+    if a.panic_cpu is not None:
+        if panic_cpu != a.panic_cpu:
+            raise Bad(f"the panic was to happen on CPU{a.panic_cpu}; csdump says CPU{panic_cpu}")
+        print(f"the panic happened on CPU{panic_cpu}, where the trigger was pinned")
     pcs = check_samples(a, rep, samples, log, fault)
 
     if "stop_at refused an unknown function; still: " not in log:
@@ -1182,6 +1190,9 @@ def main():
                     help="functions the panicking CPU's decoded flow runs through, in order")
     ap.add_argument("--trigger", help="a function some CPU's decoded flow takes an exception in (an oops)")
     ap.add_argument("--fault", help="the plugin fault of the run (fault=NAME[@CPU])")
+    ap.add_argument("--nokaslr", action="store_true",
+                    help="the kernel ran with nokaslr: csdump must find the KASLR offset 0")
+    ap.add_argument("--panic-cpu", type=int, help="the CPU the panic must have happened on")
     ap.add_argument("--sink", default="tmc_etf0", help="the TMC's name on the CoreSight bus (tmc_etr0: an ETR)")
     ap.add_argument("--etr-from", help="ETR: where csdump must have read the trace (a part of its 'from')")
     ap.add_argument("--etr-truncated", action="store_true",

@@ -58,6 +58,7 @@
 #   trace-unload         unbind a tracing ETM, rmmod the drivers: clean, and the next dump is without them
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one event dropped, added
 #                        or changed
+#   trace-smp8           8 vCPUs, nokaslr, the panic pinned to CPU 5: every CPU's window judged whole
 #   harness-judges       the TMC record, ETM records, phase order, cache clean, C API dump and upstream
 #                        judges must each FAIL with their own message on a copy of a run with one
 #                        input altered (per CPU where the judge is per CPU)
@@ -664,6 +665,17 @@ scenario_trace-builtin() {
 		"cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1 coresight_panic_dump.stop_at=panic" &&
 		grep -q "^CSPD: stop_at: panic$" <(tr -d '\r' <"$d/console.log") &&
 		check_trace_with "$d" builtin --through sysrq_handle_crash --hw-stop panic
+}
+
+# Eight CPUs, KASLR off, the panic pinned to CPU 5 (a non-boot CPU): every CPU's window is
+# judged whole against the ground truth and the execution record, the panicking CPU's flow runs
+# through the crash into panic(), and csdump finds no KASLR offset.
+scenario_trace-smp8() {
+	local d=$RUNS/trace-smp8
+	SMP=8 CS_DTB=$RUNS/virt-coresight-smp8.dtb cs_qemu qemu-dump builtin "$d" \
+		"nokaslr cspd.test=panic cspd.trigger_cpu=5 $TRACE_APPEND coresight_cpu_debug.enable=1" --smp 8 &&
+		grep -q "CSPD: triggering panic on CPU 5" "$d/console.log" &&
+		SMP=8 check_trace "$d" builtin --nokaslr --panic-cpu 5
 }
 
 # The hardware stop switched off through sysfs (stop_at emptied before the sources are enabled):
@@ -1327,7 +1339,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
 	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges
