@@ -599,20 +599,25 @@ def compare_cpu(cpu, tc, rc, limit=None):
     return compare_window(cpu, dec, lost, tc)
 
 
-def compare_window(cpu, dec, lost, tc):
+def user_space(addr):
+    """Code a vmcore does not serve: user space (the kernel's page tables map only the kernel)."""
+    return addr < KERNEL_VA
+
+
+def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space"):
     """A CPU's decoded events, oldest first ((from, to, is_exception)), and the places where the
     decoder lost the flow (`lost`: code it could not read), against its ground truth: the decode
     must equal the truth's newest events; returns a note.
 
-    User space is code the vmcore does not serve: the decoder loses the flow there (every such
-    place must be a user address) and decodes no branch of it, so the truth's branches and
-    waypoints from user addresses are left out of the comparison; exceptions taken from user
-    space and returns into it are compared. Both are counted in the note."""
+    Code the decoder is not given (`unserved`: user space for a vmcore) is where it loses the
+    flow (every such place must be there) and decodes no branch, so the truth's branches and
+    waypoints from there are left out of the comparison; exceptions taken from there and
+    returns into it are compared. Both are counted in the note."""
     if tc.get("reason") != "stopped":
         raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
-    kernel_lost = [x for x in lost if x is None or x >= KERNEL_VA]
-    if kernel_lost:
-        raise Bad(f"CPU{cpu}: the decoder lost the flow at {hx(kernel_lost[0])}, which is not user space")
+    served_lost = [x for x in lost if x is None or not unserved(x)]
+    if served_lost:
+        raise Bad(f"CPU{cpu}: the decoder lost the flow at {hx(served_lost[0])}, which is not {what}")
     if not dec:
         raise Bad(f"CPU{cpu}: no branch decoded")
     tru, user, gaps = [], 0, 0
@@ -624,7 +629,7 @@ def compare_window(cpu, dec, lost, tc):
         if k not in TRUTH_KINDS:
             continue
         f, t = int(e["from"], 16), int(e["to"], 16)
-        if k != "exception" and f < KERNEL_VA:
+        if k != "exception" and unserved(f):
             user += 1
             continue
         tru.append((f, t, k == "exception"))
@@ -634,8 +639,8 @@ def compare_window(cpu, dec, lost, tc):
                   "a sizing error of the harness (truth_bytes), not a verdict on the trace")
     tail = tru[-n:]
     if dec == tail:
-        return (f"all {n} equal ({len(lost)} places where the flow went into user space, {user} "
-                f"user-space branches of the truth not compared, {gaps} gaps in the truth)")
+        return (f"all {n} equal ({len(lost)} places where the flow went into {what}, {user} "
+                f"branches of the truth from {what} not compared, {gaps} gaps in the truth)")
     # Say where they differ, newest first.
     i = next(i for i in range(n - 1, -1, -1) if dec[i] != tail[i])
     fmt = lambda x: f"{hx(x[0])}->{hx(x[1])}{' exc' if x[2] else ''}"

@@ -1203,6 +1203,11 @@ scenario_harness-judges() {
 	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
 	local -a judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP"
 		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic)
+	# The unaltered copy passes: each failure below is the one alteration's.
+	c=$d/unaltered
+	judge_copy "$src" "$c"
+	"${judge[@]}" --dir "$c" >"$c.txt" 2>&1 ||
+		{ tail -n 5 "$c.txt"; echo "check_trace.py fails on an unaltered copy of trace-builtin" >&2; return 1; }
 	c=$d/tmc
 	judge_copy "$src" "$c"
 	python3 - "$c/tmc.bin" <<'PY' || return 1
@@ -1262,6 +1267,12 @@ PY
 
 	src=$RUNS/upstream-drivers
 	[ -f "$src/truth.json" ] || scenario_upstream-drivers || return 1
+	# The unaltered copy passes: each failure below is the one alteration's.
+	c=$d/upstream
+	judge_copy "$src" "$c"
+	python3 "$REPO/scripts/check_upstream.py" --dir "$c" --cpus "$SMP" \
+		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux" >"$c.txt" 2>&1 ||
+		{ tail -n 5 "$c.txt"; echo "check_upstream.py fails on an unaltered copy of upstream-drivers" >&2; return 1; }
 	for ((cpu = 0; cpu < SMP; cpu++)); do
 		c=$d/upstream$cpu
 		judge_copy "$src" "$c"
