@@ -1140,16 +1140,13 @@ def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):
                       f"flags {flags:#x}")
         if not stops or not stops[-1][2]:
             raise Bad("the plugin never said the TMC stopped with its RAM written")
+        # The plugin writes its RAM oldest first (from RWP when it wrapped), as the drain reads it.
         ram = open(stops[-1][2], "rb").read()
-        raw = open(os.path.join(out, rec["file"]), "rb").read()
-        rrp = struct.unpack_from("<I", raw, 36)[0] % max(len(ram), 1)
-        want = ram[rrp:] + ram[:rrp]
-        if flags & (1 << 1):
-            want = BARRIER + want[16:]
-        if data != want:
-            raise Bad("the never-empty drain's record is not the RAM from RRP on, wrapping")
-        print(f"TMC record (tmc-rrd-never-empty): the whole RAM from RRP {rrp:#x} on, wrapping "
-              f"({len(data)} bytes), equal to the emulated RAM")
+        held = BARRIER + ram[16:] if flags & (1 << 1) else ram
+        if data != held:
+            raise Bad("the never-empty drain's record is not the emulated RAM, oldest first")
+        print(f"TMC record (tmc-rrd-never-empty): the whole RAM, oldest first ({len(data)} bytes), "
+              "equal to the emulated RAM")
     r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux])
     if r.returncode not in (0, 3) or f"drain ended {TMC_OUTCOMES[want]}" not in r.stderr:
         raise Bad(f"csdump report ({r.returncode}) does not warn about the TMC drain: {r.stderr[-1500:]}")
