@@ -1200,8 +1200,8 @@ def main():
     ap.add_argument("--etr-truncated", action="store_true",
                     help="ETR: a DMA buffer larger than the slot: the record keeps its newest bytes")
     ap.add_argument("--etr-wrapped", action="store_true", help="ETR: the buffer must have wrapped")
-    ap.add_argument("--last", type=int, default=150000,
-                    help="csdump report --last for the decoded flow (enough to reach the crash)")
+    ap.add_argument("--last", type=int, default=1000000,
+                    help="csdump report --last: enough to hold every decoded branch of a CPU (the whole window is compared)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
     ap.add_argument("--hw-stop", metavar="FUNCS",
                     help="the ETMs stop trace at these functions' entries (e.g. panic,die,die_kernel_fault): "
