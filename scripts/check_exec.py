@@ -472,6 +472,8 @@ def main():
     ap.add_argument("--vmlinux", required=True)
     ap.add_argument("--csdump", required=True)
     ap.add_argument("--cpus", help="CPUs to judge (default: every CPU csdump decoded trace for)")
+    ap.add_argument("--text-from", help="csdump report --text-from: the kernel text of a region "
+                    "file's dump, from a vmcore of the next boot (warm reboot)")
     ap.add_argument("--expect-no-decode", metavar="WHY",
                     help="the scenario's sink record holds no trace csdump can decode, for this reason")
     ap.add_argument("--self-test", action="store_true",
@@ -481,8 +483,9 @@ def main():
         rec = Record(os.path.join(a.dir, "exec.rec"))
         if rec.table_full:
             raise Bad("the execution record's table filled up: raise exec-record's table=")
+        text = ["--text-from", a.text_from] if a.text_from else []
         r = subprocess.run([a.csdump, "report", a.vmcore, "--vmlinux", a.vmlinux, "--json",
-                            "--last", "100000000"], capture_output=True, text=True)
+                            "--last", "100000000"] + text, capture_output=True, text=True)
         if r.returncode not in (0, 3):
             raise Bad(f"csdump report failed ({r.returncode}): {r.stderr[-1000:]}")
         report = json.loads(r.stdout)

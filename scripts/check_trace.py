@@ -1031,7 +1031,8 @@ def check(a):
     # The report of the dump as csdump gives it: the decode (against the text the kernel ran, read
     # from the vmcore, modules included), symbols from vmlinux, samples, the KASLR offset. --last
     # reaches back to the crash on the panicking CPU.
-    r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", str(a.last)])
+    text = ["--text-from", a.text_from] if a.text_from else []
+    r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", str(a.last)] + text)
     if r.returncode not in (0, 3):
         raise Bad(f"csdump report failed ({r.returncode}): {r.stderr}")
     rep = json.loads(r.stdout)
@@ -1090,7 +1091,15 @@ def check(a):
     with open(os.path.join(ground, "report.json"), "w") as fh:
         json.dump(keep, fh)
     truth = truth_of(a.dir)
-    if region:
+    if region and a.text_from:
+        # The text from a vmcore of the next boot (same kernel, same KASLR offset): csdump must
+        # say where its text came from, and the decode is compared like any other.
+        if not any(n.startswith("kernel text read from") for n in rep.get("notes", [])):
+            raise Bad(f"csdump report does not say it read the kernel text from {a.text_from}: "
+                      f"{rep.get('notes')}")
+        print(f"the dump is a region file: csdump read the kernel text from {a.text_from} (the next boot)")
+        check_ground(a, truth, rep, cpus)
+    elif region:
         # A region file has no kernel text as it ran: csdump decodes against vmlinux as built, and
         # code the kernel patched at boot (alternatives, static keys: gic_handle_irq has both)
         # decodes another way than it ran. csdump must say so; the comparison needs a vmcore.
@@ -1192,6 +1201,8 @@ def main():
                     help="functions the panicking CPU's decoded flow runs through, in order")
     ap.add_argument("--trigger", help="a function some CPU's decoded flow takes an exception in (an oops)")
     ap.add_argument("--fault", help="the plugin fault of the run (fault=NAME[@CPU])")
+    ap.add_argument("--text-from", help="a region file's dump: csdump report --text-from this vmcore "
+                    "of the next boot (the kernel text as it ran), and the ground truth compared")
     ap.add_argument("--nokaslr", action="store_true",
                     help="the kernel ran with nokaslr: csdump must find the KASLR offset 0")
     ap.add_argument("--panic-cpu", type=int, help="the CPU the panic must have happened on")

@@ -597,18 +597,14 @@ check_trace_with() {
 # check_exec DIR VARIANT: csdump's whole decode of the run's dump against the execution record
 # the recorder plugin wrote (exec.rec; scripts/check_exec.py), with the judge's self-test when
 # EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace;
-# EXEC_NOT_JUDGED="why" prints why the decode is not judged.
+# EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore).
 check_exec() {
 	local dir=$1 variant=$2
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
-	if [ -n "${EXEC_NOT_JUDGED:-}" ]; then
-		echo "check_exec: not judged against the execution record: $EXEC_NOT_JUDGED" | tee "$dir/check-exec.txt"
-		rm -f "$dir/exec.rec"
-		return 0
-	fi
 	local -a extra=()
 	[ -z "${EXEC_SELF_TEST:-}" ] || extra+=(--self-test)
 	[ -z "${EXEC_NO_DECODE:-}" ] || extra+=(--expect-no-decode "$EXEC_NO_DECODE")
+	[ -z "${EXEC_TEXT_FROM:-}" ] || extra+=(--text-from "$EXEC_TEXT_FROM")
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
@@ -757,15 +753,19 @@ PY
 # plugin kept; it holds no kernel text as it ran, so the ground truth is compared only where there
 # is a vmcore (check_trace.py says so).
 # Why a warm reboot's decode is not judged against the execution record.
-WARM_NOT_JUDGED="a region file holds no kernel text as it ran: csdump decodes vmlinux as built, and the code the kernel patched at boot (alternatives, static keys) decodes another way than it ran (check_exec finds the first such branch in el0t_64_sync)"
+# A warm reboot's second boot waits for the host's memory dump of it (cspd.text_dump=1): the kernel
+# text as it ran, at the same KASLR offset, for csdump report --text-from.
+TEXT_DUMP_AT="CSPD: waiting for the host's memory dump"
 
 scenario_trace-warm-reboot() {
 	local d=$RUNS/trace-warm-reboot
-	cs_qemu warm builtin "$d" "panic=-1 cspd.test=warm $TRACE_APPEND coresight_cpu_debug.enable=1" || return 1
+	cs_qemu warm builtin "$d" "panic=-1 cspd.test=warm cspd.text_dump=1 $TRACE_APPEND coresight_cpu_debug.enable=1" \
+		--dump-at "$TEXT_DUMP_AT" --second-vmcore "$d/text.vmcore" || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	grep -q "coresight_panic_dump: previous dump: [0-9]* records" "$d/console.log" ||
 		{ echo "the second boot did not report the previous dump" >&2; return 1; }
-	EXEC_NOT_JUDGED="$WARM_NOT_JUDGED" check_trace "$d" builtin
+	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --text-from "$d/text.vmcore"
+	rm -f "$d/text.vmcore"
 }
 
 # An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
@@ -819,11 +819,14 @@ scenario_trace-etr-kdump() {
 scenario_trace-etr-warm-reboot() {
 	local d=$RUNS/trace-etr-warm-reboot
 	CS_TMC=etr CS_TRACEDATA=1 cs_qemu warm builtin "$d" \
-		"panic=-1 cspd.test=warm $TRACE_APPEND coresight_cpu_debug.enable=1" || return 1
+		"panic=-1 cspd.test=warm cspd.text_dump=1 $TRACE_APPEND coresight_cpu_debug.enable=1" \
+		--dump-at "$TEXT_DUMP_AT" --second-vmcore "$d/text.vmcore" || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region into last_dump" \
 		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to last_dump" >&2; return 1; }
-	EXEC_NOT_JUDGED="$WARM_NOT_JUDGED" check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" --etr-wrapped
+	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" \
+		--etr-wrapped --text-from "$d/text.vmcore"
+	rm -f "$d/text.vmcore"
 }
 
 # trace-etr-dma: no tracedata region: each session's buffer is a DMA allocation of buffer_size

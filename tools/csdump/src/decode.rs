@@ -671,6 +671,45 @@ impl<'a> CodeImages<'a> {
         m
     }
 
+    /// Replaces vmlinux's text as built with the text another vmcore of the same kernel holds
+    /// (`text`: another boot of the same build at the same KASLR offset and physical load
+    /// address, such as a memory dump taken after a warm reboot), for a capture whose own input
+    /// holds no kernel text (a region file). `kimage_voffset` is the capture's. Returns how many
+    /// sections were replaced; a section the vmcore does not hold whole stays as built.
+    pub fn text_from(
+        &mut self,
+        text: &crate::vmcore::Vmcore,
+        kimage_voffset: u64,
+        name: &str,
+    ) -> usize {
+        if self.from_core > 0 {
+            return 0;
+        }
+        let mut n = 0;
+        for img in &mut self.images {
+            let len = img.bytes.get().len();
+            let Some(paddr) = img.addr.checked_sub(kimage_voffset) else {
+                continue;
+            };
+            if let Ok(b) = text.read_phys(paddr, len as u64) {
+                if b.len() == len {
+                    img.bytes = Bytes::Borrowed(Cow::Owned(b));
+                    n += 1;
+                }
+            }
+        }
+        if n > 0 {
+            self.notes
+                .retain(|s| !s.starts_with("kernel text from vmlinux, as built"));
+            self.notes.push(format!(
+                "kernel text read from {name} (another boot of the same kernel at the same KASLR \
+                 offset): code that boot patched otherwise than the one that panicked decodes \
+                 another way than it ran"
+            ));
+        }
+        n
+    }
+
     /// Whether any code is known (images, or a vmcore's page tables).
     pub fn has_code(&self) -> bool {
         !self.images.is_empty() || self.kmem.is_some()

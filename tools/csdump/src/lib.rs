@@ -56,7 +56,14 @@ pub fn fuzz_entry(data: &[u8]) {
 }
 
 fn fuzz_report(c: &capture::Capture<'_>, vmlinux: Option<&snapshot::VmlinuxImage<'_>>) {
-    let r = report::build(c, vmlinux, &report::Options { last: 16 });
+    let r = report::build(
+        c,
+        vmlinux,
+        &report::Options {
+            last: 16,
+            text_from: None,
+        },
+    );
     let _ = report::render_text(&r);
     let _ = report::render_html(&r);
     let _ = serde_json::to_string(&r);

@@ -143,6 +143,12 @@ enum Command {
         /// How many branches and functions to show per CPU.
         #[arg(long, default_value_t = 16)]
         last: usize,
+        /// For a region file, which holds no kernel text: read the text the kernel ran from
+        /// this vmcore of another boot of the same kernel at the same KASLR offset (a memory
+        /// dump taken after the warm reboot); refused when its VMCOREINFO names another kernel
+        /// or place.
+        #[arg(long, value_name = "VMCOREFILE", requires = "vmlinux")]
+        text_from: Option<PathBuf>,
     },
     #[command(
         about = "Serves the decoded pre-panic trace to GDB: each CPU a thread, replayed with \
@@ -305,6 +311,53 @@ fn vmlinux_image<'a>(
     }))
 }
 
+/// Checks that `text` (--text-from) is a vmcore of the capture's kernel at the same place: its
+/// VMCOREINFO's `BUILD-ID`, `KERNELOFFSET` and `NUMBER(kimage_voffset)` are the dump's.
+fn check_text_vmcore(
+    text: &csdump::vmcore::Vmcore,
+    capture: &Capture<'_>,
+    name: &str,
+) -> anyhow::Result<()> {
+    let info = text
+        .vmcoreinfo()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name}: --text-from: no VMCOREINFO, so no way to tell which kernel it holds"
+            )
+        })?;
+    let key = |k: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(str::trim)
+            .map(str::to_string)
+    };
+    let hex = |k: &str| key(k).and_then(|v| u64::from_str_radix(&v, 16).ok());
+    let k = &capture.kernel;
+    let id: String = k.build_id.iter().map(|b| format!("{b:02x}")).collect();
+    match key("BUILD-ID=") {
+        Some(b) if !id.is_empty() && !(b.starts_with(&id) || id.starts_with(&b)) => {
+            anyhow::bail!("{name}: --text-from holds kernel build {b}, the dump's is {id}")
+        }
+        _ => {}
+    }
+    let off = hex("KERNELOFFSET=").unwrap_or(0);
+    if off != k.kaslr_offset {
+        anyhow::bail!(
+            "{name}: --text-from's kernel is at KASLR offset {off:#x}, the dump's at {:#x}: its \
+             text is not where the dump's kernel ran",
+            k.kaslr_offset
+        );
+    }
+    match (hex("NUMBER(kimage_voffset)="), k.kimage_voffset) {
+        (Some(a), Some(b)) if a == b => Ok(()),
+        (a, b) => anyhow::bail!(
+            "{name}: --text-from's kimage_voffset is {a:#x?}, the dump's {b:#x?}: the kernel image \
+             is not at the same physical address"
+        ),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<Done> {
     match cli.command {
         Command::Perf { input, output } => {
@@ -351,11 +404,29 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
             json,
             html,
             last,
+            text_from,
         } => {
             let vm = read_vmlinux(vmlinux.as_deref())?;
-            let opts = csdump::report::Options { last };
+            let text = text_from
+                .as_deref()
+                .map(|p| {
+                    csdump::vmcore::Vmcore::open(p)
+                        .with_context(|| format!("{}: --text-from", p.display()))
+                        .map(|v| (v, p.display().to_string()))
+                })
+                .transpose()?;
             let (rep, clean) = with_capture(&input, |c| {
                 let image = vmlinux_image(vm.as_ref(), c, force)?;
+                if let Some((v, name)) = &text {
+                    check_text_vmcore(v, c, name)?;
+                }
+                let opts = csdump::report::Options {
+                    last,
+                    text_from: text.as_ref().map(|(v, name)| csdump::report::TextSource {
+                        vmcore: v,
+                        name: name.clone(),
+                    }),
+                };
                 Ok(csdump::report::build(c, image.as_ref(), &opts))
             })?;
             for n in &rep.notes {

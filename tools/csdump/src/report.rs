@@ -21,9 +21,29 @@ use crate::snapshot::VmlinuxImage;
 
 /// Report options.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct Options<'t> {
     /// How many branches and functions to keep per CPU.
     pub last: usize,
+    /// Where the kernel text comes from when the input holds none (a region file): another
+    /// vmcore of the same kernel at the same KASLR offset, and its name ([`TextSource`]).
+    pub text_from: Option<TextSource<'t>>,
+}
+
+/// A vmcore of another boot of the same kernel, read for its text.
+#[derive(Clone)]
+pub struct TextSource<'t> {
+    /// The vmcore.
+    pub vmcore: &'t crate::vmcore::Vmcore,
+    /// Its name, for the notes.
+    pub name: String,
+}
+
+impl std::fmt::Debug for TextSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextSource")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An address and its symbol.
@@ -268,6 +288,11 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
     // functions before it, still a bounded amount of memory.
     let keep = opts.last.saturating_mul(128).max(1024);
     let mut memory = CodeImages::new(capture, vmlinux.map(|v| (v.bytes, &v.elf)));
+    if let (Some(t), Some(voff)) = (&opts.text_from, capture.kernel.kimage_voffset) {
+        if memory.text_from(t.vmcore, voff, &t.name) == 0 {
+            warnings.push(format!("{} holds none of the kernel's text", t.name));
+        }
+    }
     report_notes.extend(memory.notes.iter().cloned());
     let mut decoded = None;
     let decoder = match decode_last(capture, &mut memory, keep) {

@@ -20,6 +20,7 @@ use cspd_format::*;
 
 mod common;
 use common::snapshots::dump_from_snapshot;
+use common::snapshots::dump_from_snapshot_at;
 use common::snapshots::write_elf;
 use common::snapshots::write_elf_id;
 use common::snapshots::KASLR;
@@ -933,6 +934,117 @@ fn vmlinux_of_another_build_is_refused_unless_forced() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("vmlinux-bad: "), "{err}");
+}
+
+/// After a warm reboot the dump is a region file without kernel text: `--text-from` reads the
+/// text from a vmcore of another boot of the same kernel at the same place, and refuses one of
+/// another KASLR offset, `kimage_voffset` or build.
+#[test]
+fn text_from_reads_another_boots_text_and_refuses_another_kernel() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(snap) = testdata(RET_STCK) else {
+        return;
+    };
+    // The kernel image runs at 0xFFFF_0000_0808_0000 (KASLR applied), loaded at 0x4008_0000.
+    const RUNTIME: u64 = 0xFFFF_0000_0808_0000;
+    const PADDR: u64 = 0x4008_0000;
+    let voff = RUNTIME - PADDR;
+    let dump = tmp.path().join("last_dump");
+    fs::write(&dump, dump_from_snapshot_at(&snap, 0, voff)).unwrap();
+    let image = fs::read(snap.join("kernel_dump.bin")).unwrap();
+    let right = tmp.path().join("vmlinux");
+    write_elf(&image, RUNTIME - KASLR, &right);
+    // vmlinux "as built" differs from what ran: every word a NOP.
+    let built: Vec<u8> = image
+        .chunks(4)
+        .flat_map(|_| 0xD503_201Fu32.to_le_bytes())
+        .collect();
+    let as_built = tmp.path().join("vmlinux-as-built");
+    write_elf(&built, RUNTIME - KASLR, &as_built);
+    let text_vmcore = |name: &str, info: &str| {
+        let p = tmp.path().join(name);
+        let core = common::elf_core(
+            &[common::vmcoreinfo_note(info)],
+            &[common::LoadSpec {
+                paddr: PADDR,
+                size: image.len() as u64,
+                chunks: vec![(0, image.clone())],
+            }],
+        );
+        fs::write(&p, core).unwrap();
+        p
+    };
+    let id = "b1".repeat(20);
+    let info = |kaslr: u64, v: u64, id: &str| {
+        format!("BUILD-ID={id}\nKERNELOFFSET={kaslr:x}\nNUMBER(kimage_voffset)={v:x}\n")
+    };
+    let good = text_vmcore("next-boot.vmcore", &info(KASLR, voff, &id));
+    let branches = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let o = run(args);
+        assert!(
+            matches!(o.status.code(), Some(0 | 3)),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (
+            v["cpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["branches"].clone())
+                .collect::<Vec<_>>(),
+            v["notes"].to_string(),
+        )
+    };
+    let (want, _) = branches(&[&"report", &dump, &"--vmlinux", &right, &"--json"]);
+    let (as_built_only, notes) = branches(&[&"report", &dump, &"--vmlinux", &as_built, &"--json"]);
+    assert_ne!(
+        as_built_only, want,
+        "the text as built must decode otherwise"
+    );
+    assert!(notes.contains("as built"), "{notes}");
+    let (got, notes) = branches(&[
+        &"report",
+        &dump,
+        &"--vmlinux",
+        &as_built,
+        &"--text-from",
+        &good,
+        &"--json",
+    ]);
+    assert_eq!(
+        got, want,
+        "the text of the next boot decodes as the kernel ran"
+    );
+    assert!(notes.contains("kernel text read from"), "{notes}");
+    assert!(!notes.contains("as built"), "{notes}");
+    // Another KASLR offset, kimage_voffset or build: refused, naming it.
+    for (name, info, what) in [
+        (
+            "kaslr",
+            info(KASLR + 0x20_0000, voff, &id),
+            "KASLR offset 0x400000",
+        ),
+        ("voff", info(KASLR, voff + 0x1000, &id), "kimage_voffset"),
+        ("build", info(KASLR, voff, &"c2".repeat(20)), "kernel build"),
+    ] {
+        let p = text_vmcore(&format!("{name}.vmcore"), &info);
+        let o = run(&[
+            &"report",
+            &dump,
+            &"--vmlinux",
+            &as_built,
+            &"--text-from",
+            &p,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(what) && err.contains("--text-from"),
+            "{name}: {err}"
+        );
+    }
 }
 
 /// One exit status contract for every command: 0 complete and clean, 1 fatal (nothing useful

@@ -32,6 +32,11 @@ pub const KASLR: u64 = 0x20_0000;
 /// a saved state, a CPU debug sample per CPU, identity (with `_text` and a KASLR offset) and
 /// panic info.
 pub fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
+    dump_from_snapshot_at(snap, panic_cpu, 0)
+}
+
+/// [`dump_from_snapshot`] whose identity also records `kimage_voffset` (0: unknown).
+pub fn dump_from_snapshot_at(snap: &Path, panic_cpu: u32, kimage_voffset: u64) -> Vec<u8> {
     let cap = Capture::from_snapshot_dir(snap).unwrap();
     let trace = cap.sinks[0].trace.to_vec();
     let mut id = Identity::default();
@@ -39,6 +44,7 @@ pub fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
     id.set_build_id(&BUILD_ID).unwrap();
     id.text_addr = cap.text_addr();
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
+    id.kimage_voffset = kimage_voffset;
     let panic = PanicInfo {
         cpu: panic_cpu,
         message: b"Kernel panic - not syncing: test",
