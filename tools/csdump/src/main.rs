@@ -336,7 +336,7 @@ fn check_text_vmcore(
     let k = &capture.kernel;
     let id: String = k.build_id.iter().map(|b| format!("{b:02x}")).collect();
     match key("BUILD-ID=") {
-        Some(b) if !id.is_empty() && !(b.starts_with(&id) || id.starts_with(&b)) => {
+        Some(b) if !(id.is_empty() || b.starts_with(&id) || id.starts_with(&b)) => {
             anyhow::bail!("{name}: --text-from holds kernel build {b}, the dump's is {id}")
         }
         _ => {}
