@@ -2,7 +2,7 @@
 
 #include <linux/buildid.h>
 #include <linux/cacheflush.h>
-#include <linux/crash_core.h>
+#include <linux/kexec.h>
 #include <linux/crash_dump.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
