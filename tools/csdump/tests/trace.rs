@@ -954,10 +954,13 @@ fn text_from_reads_another_boots_text_and_refuses_another_kernel() {
     let image = fs::read(snap.join("kernel_dump.bin")).unwrap();
     let right = tmp.path().join("vmlinux");
     write_elf(&image, RUNTIME - KASLR, &right);
-    // vmlinux "as built" differs from what ran: every word a NOP.
+    // vmlinux "as built" differs from what ran, as patched code does: every RET a NOP there.
     let built: Vec<u8> = image
         .chunks(4)
-        .flat_map(|_| 0xD503_201Fu32.to_le_bytes())
+        .flat_map(|w| {
+            let w = u32::from_le_bytes(w.try_into().unwrap_or([0; 4]));
+            if w == 0xD65F_03C0 { 0xD503_201F } else { w }.to_le_bytes()
+        })
         .collect();
     let as_built = tmp.path().join("vmlinux-as-built");
     write_elf(&built, RUNTIME - KASLR, &as_built);
