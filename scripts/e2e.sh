@@ -1066,10 +1066,11 @@ PY
 # mistake on purpose (fault=tracker-*: every 2nd interrupt traced returning 4 bytes too far,
 # every 1024th indirect branch traced as an exception, every 4096th untaken conditional branch at
 # a block's end traced as taken), in the trace and in truth.json alike. check_exec.py must fail naming the CPU and the
-# event; check_trace.py, which compares with truth.json, passes where the mistake leaves the
-# decode in step with the truth (the first two; the third derails the decode until the next
-# address packet, so check_exec may name any event of that stretch, and check_trace's verdict is
-# printed, not required).
+# event (for the first two, an event the plugin logged as planted; the third derails the decode
+# until the next address packet, so check_exec may name any event of that stretch).
+# check_trace.py's verdict is printed, not required: the truth agrees with the trace on each
+# planted event, but over the whole window the decode may part from the truth after one (an
+# exception returning 4 bytes too far skips a branch the truth has), which it then names.
 scenario_harness-exec-record() {
 	local f d out want
 	for f in tracker-elr-off tracker-indirect-as-exception tracker-cond-misread; do
@@ -1106,11 +1107,8 @@ scenario_harness-exec-record() {
 		if python3 "$REPO/scripts/check_trace.py" --dir "$d" --csdump "$CSDUMP" \
 			--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --cpus "$SMP" "${SYSRQ_STOP[@]}" >"$d/check.txt" 2>&1; then
 			echo "$f: check_trace.py (truth.json) passes"
-		elif [ "$f" = tracker-cond-misread ]; then
-			echo "$f: check_trace.py (truth.json) fails too: $(grep FAIL "$d/check.txt" | cut -c1-200)"
 		else
-			echo "$f: check_trace.py failed where the truth agrees with the trace: $(grep FAIL "$d/check.txt")" >&2
-			return 1
+			echo "$f: check_trace.py (truth.json) fails later in the window: $(grep FAIL "$d/check.txt" | cut -c1-200)"
 		fi
 		rm -f "$d/exec.rec"
 	done
