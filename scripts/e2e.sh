@@ -45,7 +45,8 @@
 #   trace-builtin        the same built in, QMP dump
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
-#   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot
+#   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot; decoded
+#                        against the text of a memory dump of that boot (csdump --text-from)
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
 #   trace-no-hw-stop     stop_at emptied through sysfs: no hardware stop, the trace runs past panic()
 #   trace-debug-all-off  every CPU's debug power domain stays down: the CPU debug phase keeps its
@@ -750,11 +751,10 @@ PY
 # at once (panic=-1: a second of panic()'s delay loop would push the trace's last moments out of
 # the execution record's ring); the second boot saves the previous dump from debugfs before anything touches
 # CoreSight. The region file is judged against the emulated hardware of the first boot, which the
-# plugin kept; it holds no kernel text as it ran, so the ground truth is compared only where there
-# is a vmcore (check_trace.py says so).
-# Why a warm reboot's decode is not judged against the execution record.
-# A warm reboot's second boot waits for the host's memory dump of it (cspd.text_dump=1): the kernel
-# text as it ran, at the same KASLR offset, for csdump report --text-from.
+# plugin kept. It holds no kernel text, so the second boot then waits for the host's memory dump
+# of it (cspd.text_dump=1): the same kernel at the same KASLR offset, whose text csdump report
+# --text-from decodes against; the whole window is then judged against the ground truth and the
+# execution record like any other.
 TEXT_DUMP_AT="CSPD: waiting for the host's memory dump"
 
 scenario_trace-warm-reboot() {
