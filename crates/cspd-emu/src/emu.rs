@@ -773,7 +773,10 @@ impl Emu {
     }
 }
 
-/// Writes the truths of every CPU as one JSON document, atomically (write then rename).
+/// Writes the truths of every CPU as one JSON document, atomically (write then rename). Not
+/// synced to the disk: a reader only needs it after QEMU has exited (the kernel keeps what was
+/// written), and each ETM's stop writes it while the guest waits, so syncing a truth that
+/// covers the sink (hundreds of MB) cost the guest a second per stop.
 fn write_truth(path: &Path, truths: &[Option<String>]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
@@ -790,7 +793,6 @@ fn write_truth(path: &Path, truths: &[Option<String>]) -> std::io::Result<()> {
             write!(f, "\n{t}")?;
         }
         writeln!(f, "\n]}}")?;
-        f.sync_all()?;
     }
     fs::rename(tmp, path)
 }
