@@ -187,16 +187,6 @@ class Vmcore:
         return out
 
 
-def text_word(v, addr, image_start):
-    """The instruction at runtime address `addr`: kernel image or module area."""
-    b = v.read_phys(v.image_pa(addr), 4) if addr >= image_start else None
-    if b is None:
-        for va, pa, size in v.mappings(addr & ~0xFFF, (addr & ~0xFFF) + 4096):
-            if va <= addr < va + size:
-                b = v.read_phys(pa + addr - va, 4)
-    return struct.unpack("<I", b)[0] if b else None
-
-
 def is_elf(path):
     with open(path, "rb") as f:
         return f.read(4) == b"\x7fELF"
@@ -208,44 +198,6 @@ def elf_sections(m):
     shentsize, shnum = struct.unpack_from("<HH", m, 58)
     for i in range(shnum):
         yield struct.unpack_from("<IIQQQQ", m, shoff + i * shentsize)[1:]
-
-
-def vmlinux_word(vmlinux, offset):
-    """A reader of the instruction at a runtime address from vmlinux's executable sections, the
-    kernel relocated by `offset` (KASLR)."""
-    f = open(vmlinux, "rb")
-    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    # SHT_PROGBITS, SHF_EXECINSTR
-    secs = [(addr, off, size) for typ, flags, addr, off, size in elf_sections(m) if typ == 1 and flags & 4]
-
-    def word(addr):
-        link = addr - offset
-        for base, off, size in secs:
-            if base <= link and link + 4 <= base + size:
-                return struct.unpack_from("<I", m, off + link - base)[0]
-        return None
-    return word
-
-
-def code_reader(dump, vmlinux, offset):
-    """The instruction at a runtime address: from the vmcore (as the kernel ran it, modules
-    included), or from vmlinux when the dump is a region file."""
-    if not is_elf(dump):
-        return vmlinux_word(vmlinux, offset)
-    v = Vmcore(dump)
-    start = image_start(v)
-    return lambda addr: text_word(v, addr, start)
-
-
-def image_start(v):
-    """Where the kernel image starts (below _stext): addresses below it are module memory."""
-    return int(v.info.get("SYMBOL(_stext)", "0"), 16) & ~0xFFFFF
-
-
-def is_indirect(w):
-    """Whether an A64 instruction is a branch to a register (BR, BLR, RET and their authenticated
-    forms, ERET): its target is not in its encoding."""
-    return (w & 0xFE000000) == 0xD6000000
 
 
 # --- the plugin's side --------------------------------------------------------------------------
