@@ -47,7 +47,8 @@ use thiserror::Error;
 /// Most error messages kept from one decode (the count goes on).
 pub const MAX_ERRORS: usize = 64;
 
-/// The library's decode lock (its error logger is one per process).
+/// The library's lock: its error logger and its map of every tree's callback objects are one
+/// per process, so creating, decoding and destroying trees take turns.
 static LOCK: Mutex<()> = Mutex::new(());
 
 /// An error from the library: what was being done, the error code and its description.
@@ -594,6 +595,9 @@ impl<'m> DecodeTree<'m> {
     }
 
     fn create(&mut self, name: &CStr, cfg: *const c_void) -> Result<u8, Error> {
+        // The library keeps every tree's callback objects in one global map (and its decoder
+        // register is a global too): no other thread may touch them meanwhile.
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let mut id: u8 = 0;
         // SAFETY: the handle is live, the name NUL-terminated, `cfg` points to the structure the
         // named decoder takes (the library copies it), `id` is writable.
