@@ -24,6 +24,7 @@ use crate::etr::Etr;
 use crate::funnel::Funnel;
 use crate::tmc::{Tmc, TmcKind};
 use crate::tracker::{self, TbInfo, Tracker, TrackerStats, VectorBases};
+use crate::truth::Truth;
 
 /// Guest physical memory as the plugin reaches it (the shared RAM file).
 pub trait GuestMem: Send + Sync {
@@ -186,7 +187,10 @@ pub struct Emu {
     devices: Mutex<Devices>,
     vcpus: Box<[Vcpu]>,
     vectors: VectorBases,
-    truths: Mutex<Vec<Option<String>>>,
+    /// Each CPU's ground truth as its trace unit last stopped, and why it stopped; written to
+    /// the truth file when QEMU exits (formatting it at every stop cost the guest a second per
+    /// stop with a 2 MiB sink).
+    truths: Mutex<Vec<Option<(Truth, &'static str)>>>,
     stats: Mutex<EmuStats>,
     active: AtomicU32,
     /// What happened that a test harness checks, for the plugin's log.
@@ -673,7 +677,7 @@ impl Emu {
         lock(&self.stats).sessions += 1;
     }
 
-    fn stop_trace(&self, d: &mut Devices, cpu: usize, reason: &str) {
+    fn stop_trace(&self, d: &mut Devices, cpu: usize, reason: &'static str) {
         let Some(v) = self.vcpus.get(cpu) else {
             return;
         };
@@ -706,7 +710,6 @@ impl Emu {
             bytes.len(),
             truth.events().len()
         ));
-        let json = truth.to_json(cpu, reason);
         {
             let mut s = lock(&self.stats);
             s.tracker.blocks += stats.blocks;
@@ -714,12 +717,8 @@ impl Emu {
             s.tracker.elr_lost += stats.elr_lost;
             s.tracker.gaps += stats.gaps;
         }
-        let mut truths = lock(&self.truths);
-        if let Some(slot) = truths.get_mut(cpu) {
-            *slot = Some(json);
-        }
-        if let Some(path) = self.cfg.truth.as_deref() {
-            let _ = write_truth(path, &truths);
+        if let Some(slot) = lock(&self.truths).get_mut(cpu) {
+            *slot = Some((truth, reason));
         }
     }
 
@@ -737,9 +736,15 @@ impl Emu {
         }
     }
 
-    /// Writes the ground truth as it is at exit (open sessions included) to `<truth>.exit`.
+    /// Writes the ground truth: as each trace unit last stopped to the truth file, and as it is
+    /// at exit (open sessions included) to `<truth>.exit`.
     pub fn exit(&self) -> EmuStats {
-        let mut all: Vec<Option<String>> = lock(&self.truths).clone();
+        let stopped: Vec<Option<String>> = lock(&self.truths)
+            .iter()
+            .enumerate()
+            .map(|(cpu, t)| t.as_ref().map(|(t, reason)| t.to_json(cpu, reason)))
+            .collect();
+        let mut all = stopped.clone();
         for (cpu, slot) in all.iter_mut().enumerate() {
             if let Some(v) = self.vcpus.get(cpu) {
                 if let Some(t) = lock(&v.tracker).truth() {
@@ -748,6 +753,7 @@ impl Emu {
             }
         }
         if let Some(path) = self.cfg.truth.as_deref() {
+            let _ = write_truth(path, &stopped);
             let mut p = path.as_os_str().to_owned();
             p.push(".exit");
             let _ = write_truth(Path::new(&p), &all);
@@ -773,10 +779,8 @@ impl Emu {
     }
 }
 
-/// Writes the truths of every CPU as one JSON document, atomically (write then rename). Not
-/// synced to the disk: a reader only needs it after QEMU has exited (the kernel keeps what was
-/// written), and each ETM's stop writes it while the guest waits, so syncing a truth that
-/// covers the sink (hundreds of MB) cost the guest a second per stop.
+/// Writes the truths of every CPU as one JSON document, atomically (write then rename), when
+/// QEMU exits (a reader only needs it afterwards; not synced: the kernel keeps what was written).
 fn write_truth(path: &Path, truths: &[Option<String>]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
