@@ -14,6 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SUITES=(
 	rust_doctests_kernel
 	coresight_panic_dump_format
+	coresight_panic_dump_core
 	coresight_tmc_hw
 	coresight_tmc_etr
 	coresight_etm4x_hw

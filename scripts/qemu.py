@@ -45,6 +45,8 @@ import subprocess
 import sys
 import time
 
+import gdb_observe
+
 PANIC_LINE = "Kernel panic - not syncing"
 PANIC_END = "---[ end Kernel panic"
 
@@ -235,6 +237,31 @@ def stop(proc):
     proc.wait(timeout=30)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def observer_for(a, workdir, args):
+    """With --observe-cleans: QEMU's gdbstub on a free port, and the observer that will watch it
+    (scripts/gdb_observe.py); else no observer."""
+    if not a.observe_cleans:
+        return None
+    port = free_port()
+    args += ["-gdb", f"tcp:127.0.0.1:{port}"]
+    return gdb_observe.Observer(port, a.observe_cleans, os.path.join(workdir, "console.log"), workdir)
+
+
+def observed(observer):
+    """Waits until the observer has taken the dump region's final state and detached."""
+    if observer is not None:
+        try:
+            observer.wait(180)
+        except gdb_observe.GdbError as e:
+            raise Failure(str(e))
+
+
 def run_qemu_dump(a, workdir):
     qmp_path = os.path.join(workdir, "qmp.sock")
     if os.path.exists(qmp_path):
@@ -245,7 +272,10 @@ def run_qemu_dump(a, workdir):
         "-device", "pvpanic-pci", "-action", "panic=pause",
         "-qmp", f"unix:{qmp_path},server=on,wait=off",
     ]
+    observer = observer_for(a, workdir, args)
     proc = start(args, workdir)
+    if observer:
+        observer.start()
     console = Console(os.path.join(workdir, "console.log"))
     try:
         qmp = Qmp(qmp_path, 30)
@@ -273,6 +303,7 @@ def run_qemu_dump(a, workdir):
             except Failure:
                 pass
             console.poll()
+        observed(observer)
         qmp.command("stop")
         out = os.path.abspath(a.vmcore)
         if os.path.exists(out):
@@ -377,7 +408,10 @@ def run_warm(a, workdir):
         if os.path.exists(qmp_path):
             os.unlink(qmp_path)
         args += ["-qmp", f"unix:{qmp_path},server=on,wait=off"]
+    observer = observer_for(a, workdir, args)
     proc = start(args, workdir)
+    if observer:
+        observer.start()
     console = Console(os.path.join(workdir, "console.log"))
     try:
         qmp = Qmp(qmp_path, 30) if a.reset_on or a.dump_at else None
@@ -389,6 +423,7 @@ def run_warm(a, workdir):
             # The guest will not reboot by itself: reset it as a watchdog would.
             console.wait_for(a.reset_on, 60, proc, repr(a.reset_on))
             time.sleep(1)
+            observed(observer)
             qmp.command("system_reset")
         if a.dump_at:
             console.wait_for(a.dump_at, a.capture_timeout, proc, repr(a.dump_at))
@@ -557,6 +592,10 @@ def main():
                    "--second-vmcore (QMP dump-guest-memory) and quit QEMU")
     p.add_argument("--second-vmcore", help="warm --dump-at: where the second boot's vmcore goes")
     p.add_argument("--qemu-arg", action="append", help="extra QEMU arguments")
+    p.add_argument("--observe-cleans", metavar="SYSTEM_MAP",
+                   help="qemu-dump, warm with --reset-on: watch what the panic path cleans to the "
+                   "point of coherency through QEMU's gdbstub (the kernel's System.map; nokaslr) "
+                   "into clean.json and clean-final.bin (scripts/gdb_observe.py)")
     p.add_argument("--coresight", action="store_true",
                    help="load the CoreSight TCG plugin on shared guest RAM, kernel mem=1023M")
     p.add_argument("--cs-arg", action="append", metavar="KEY=VALUE",
@@ -576,6 +615,12 @@ def main():
         p.error("--vmcore is required for a capture")
     if a.dump_at and (a.mode != "warm" or not a.second_vmcore):
         p.error("--dump-at is for a warm run and needs --second-vmcore")
+    if a.observe_cleans and not (a.mode == "qemu-dump" or (a.mode == "warm" and a.reset_on)):
+        # Elsewhere the guest reboots or kexecs on its own while the observer still waits for
+        # the panic path to go quiet, and the next kernel's cleans would count.
+        p.error("--observe-cleans is for qemu-dump, or a warm run with --reset-on")
+    if a.observe_cleans and "nokaslr" not in a.append.split():
+        p.error("--observe-cleans needs nokaslr on the command line (breakpoints from System.map)")
     for f in (a.kernel, a.initrd):
         if not os.path.isfile(f):
             print(f"error: {f} does not exist", file=sys.stderr)

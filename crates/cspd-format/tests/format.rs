@@ -1138,3 +1138,60 @@ fn write_record_seals_data_and_refuses_more_than_capacity() {
     let mut short = vec![0u8; RECORD_HEADER_SIZE + 4];
     assert!(write_record(&mut short, &h, b"0123456789").is_err());
 }
+
+/// The host twin of the KUnit test `a_torn_header_costs_its_slot_only`: a registration's header
+/// cut short at every byte (a released slot being reused, a new slot at the end of the chain)
+/// costs that slot only once the core has repaired it; the commit and every other record survive.
+#[test]
+fn a_torn_header_costs_its_slot_only() {
+    let ch = ContainerHeader::new(8192, BOOT_ID, 5);
+    let stamp = ch.stamp;
+    let mut base = vec![0u8; 8192];
+    init_with_core_records(&mut base, &ch, &Identity::default()).unwrap();
+    let reused = append_record(
+        &mut base,
+        &RecordHeader::new(RecordKind::Free, b"", 128, stamp),
+    )
+    .unwrap();
+    let client = append_record(
+        &mut base,
+        &RecordHeader::new(RecordKind::Other, b"client", 256, stamp),
+    )
+    .unwrap();
+    let fresh = client + RECORD_HEADER_SIZE + 256;
+    let new = RecordHeader::new(RecordKind::Source, b"new-client", 128, stamp).encode();
+    let old = base[reused..reused + RECORD_HEADER_SIZE].to_vec();
+    let mut repaired = 0;
+    for slot in [reused, fresh] {
+        for torn in 0..=RECORD_HEADER_SIZE {
+            let mut r = base.clone();
+            r[slot..slot + torn].copy_from_slice(&new[..torn]);
+            let was = r[slot..slot + RECORD_HEADER_SIZE].to_vec();
+            let whole_new = was == new;
+            let expect = !whole_new && !(slot == reused && was == old);
+            assert_eq!(
+                repair_header(&mut r, slot, 128, stamp),
+                Ok(expect),
+                "slot {slot:#x} torn at {torn}"
+            );
+            repaired += usize::from(expect);
+            let mut h = RecordHeader::new(RecordKind::Other, b"client", 256, stamp);
+            h.status = RecordStatus::Ok;
+            write_record(&mut r[client..], &h, &[7u8; 200]).unwrap();
+            write_commit(&mut r).unwrap();
+            let s = validate(&r).unwrap();
+            assert!(s.is_clean(), "slot {slot:#x} torn at {torn}: {s:?}");
+            // Identity, panic info, phases and the client; the new record only when whole.
+            assert_eq!(
+                s.records,
+                if whole_new { 5 } else { 4 },
+                "slot {slot:#x} torn at {torn}"
+            );
+        }
+    }
+    assert!(repaired > 100, "{repaired}");
+    // Without the repair, the same torn header loses the whole commit.
+    let mut r = base.clone();
+    r[reused..reused + 40].copy_from_slice(&new[..40]);
+    assert!(write_commit(&mut r).is_err());
+}

@@ -5,8 +5,9 @@
 //! Owns the dump region, keeps the registrations drivers make with `coresight_dump_add()` (or
 //! [`kernel::coresight::panic_dump::Registration`]), and at panic runs their callbacks in phases
 //! (stop the trace sources, sample the CPUs, drain the trace sinks, the rest), times each phase,
-//! writes the commit record and cleans the region to the point of coherency. The region's
-//! layout, and the writer used here, is [`format`], shared with the host tool `csdump`.
+//! and commits the dump after each step; every record and commit is cleaned to the point of
+//! coherency as soon as it is written, so that a reset at any step finds it in memory. The
+//! region's layout, and the writer used here, is [`format`], shared with the host tool `csdump`.
 //!
 //! The kdump policy is the user's: with a capture kernel loaded, the dump runs before kdump only
 //! when `crash_kexec_post_notifiers` is on, which the core never sets; a trace sink that starts
@@ -36,6 +37,7 @@ use kernel::{
             RecordStatus,
             SlotAllocator,
             BOOT_ID_SIZE,
+            COMMIT_RECORD_SIZE,
             CONTAINER_HEADER_SIZE,
             CPU_NONE,
             NAME_SIZE,
@@ -59,6 +61,7 @@ use kernel::{
     processor::cpu_relax,
     random,
     reserved_mem::{
+        Cache,
         Mapping,
         Origin,
         ReservedRegion, //
@@ -80,6 +83,8 @@ use kernel::{
     },
 };
 
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
+mod tests;
 mod tracedata;
 
 module! {
@@ -141,6 +146,10 @@ struct EntryInfo {
 struct Entry {
     state: Atomic<u32>,
     info: core::cell::UnsafeCell<Option<EntryInfo>>,
+    /// The slot this entry writes headers to, `offset << 32 | capacity` (0: none yet); set
+    /// before the first header write and never changed after, so that the panic path can
+    /// repair a header a stopped CPU left half written ([`format::repair_header`]).
+    slot: Atomic<u64>,
 }
 
 // SAFETY: Access to `info` follows the protocol above.
@@ -152,6 +161,17 @@ struct Alloc {
     slots: SlotAllocator,
     /// Registration counter, for "registration order" within a phase.
     seq: u64,
+}
+
+/// What [`Core::release`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unregister {
+    /// Released: no panic path will run its callback.
+    Released,
+    /// It was not an active registration.
+    NotActive,
+    /// A panic path had started first and may be inside its callback.
+    PanicInProgress,
 }
 
 /// Where the region came from, for the log.
@@ -173,6 +193,8 @@ struct Core {
     #[pin]
     alloc: Mutex<Alloc>,
     dumping: Atomic<u32>,
+    /// Cleans to the point of coherency that failed since boot (the panic path's message says).
+    clean_failures: Atomic<u32>,
 }
 
 /// The single instance, set once at init and never freed.
@@ -201,13 +223,57 @@ fn record_kind(t: DumpType) -> RecordKind {
 }
 
 impl Core {
+    /// Resets the region for this boot (container header and the core's records, cleaned to
+    /// the point of coherency) and builds the core that owns it.
+    fn new(map: Mapping, header: ContainerHeader) -> Result<impl PinInit<Self, Error>> {
+        let slots = reset(&map, &header)?;
+        // The container and the core's records reach memory now: a panic cleans only what it
+        // writes.
+        if map.clean_to_poc(0, slots.first_free).is_err() {
+            pr_warn!("could not clean the region's header to the point of coherency\n");
+        }
+        let region_size = map.len();
+        Ok(try_pin_init!(Core {
+            map,
+            header,
+            panic_slot: slots.panic_info,
+            phases_slot: slots.phases,
+            entries: [const {
+                Entry {
+                    state: Atomic::new(FREE),
+                    info: core::cell::UnsafeCell::new(None),
+                    slot: Atomic::new(0),
+                }
+            }; MAX_ENTRIES],
+            alloc <- new_mutex!(Alloc {
+                slots: SlotAllocator::new(slots.first_free, region_size),
+                seq: 0,
+            }),
+            dumping: Atomic::new(0),
+            clean_failures: Atomic::new(0),
+        }? Error))
+    }
+
     fn stamp(&self) -> u64 {
         self.header.stamp
     }
 
-    /// Writes a record header; a new header describes a slot with no data yet.
+    /// Writes a record header, then cleans it to the point of coherency; a new header
+    /// describes a slot with no data yet.
     fn write_header(&self, offset: usize, h: &RecordHeader) -> Result {
-        self.map.write(offset, &h.encode())
+        self.map.write(offset, &h.encode())?;
+        self.clean(offset, RECORD_HEADER_SIZE);
+        Ok(())
+    }
+
+    /// Makes `len` bytes at `offset`, just written, reach memory: on silicon a warm reset (a
+    /// watchdog's, after a callback that never returned) need not write dirty cache lines back,
+    /// so every record and every commit is cleaned to the point of coherency before the next
+    /// step starts. Counts a failure for the panic path's message.
+    fn clean(&self, offset: usize, len: usize) {
+        if self.map.clean_to_poc(offset, len).is_err() {
+            self.clean_failures.fetch_add(1, Relaxed);
+        }
     }
 
     /// Reserves a slot for `desc`: a released one that fits, or a new one at the end.
@@ -264,8 +330,11 @@ impl Core {
         );
         h.cpu = desc.cpu.unwrap_or(CPU_NONE);
         h.payload = payload;
-        self.write_header(slot, &h)?;
         let e = &self.entries[index];
+        // CAST: both fit in 32 bits (region offsets, `u32` capacities).
+        e.slot
+            .store(((slot as u64) << 32) | slot_cap as u64, Release);
+        self.write_header(slot, &h)?;
         // SAFETY: The entry is not `ACTIVE` and we hold the lock.
         unsafe {
             *e.info.get() = Some(EntryInfo {
@@ -282,19 +351,9 @@ impl Core {
         Ok(index)
     }
 
+    /// Deletes a registration; returns only once no panic path can be inside its callback.
     fn del(&self, index: usize) {
-        let Some(e) = self.entries.get(index) else {
-            return;
-        };
-        let _alloc = self.alloc.lock();
-        if e.state.load(Relaxed) != ACTIVE {
-            return;
-        }
-        // Fully ordered against the panic path, which sets `dumping` with full ordering before
-        // it reads any entry's state: either it sees `RELEASED` and skips the entry, or this
-        // sees `dumping` set (both cannot miss the other's store).
-        e.state.xchg(RELEASED, Full);
-        if self.dumping.load(Relaxed) != 0 {
+        if self.release(index) == Unregister::PanicInProgress {
             // A panic is being dumped, and its CPU may be inside this entry's callback, using
             // what the caller frees once this returns (the other CPUs are only asked to stop,
             // and may not). Never return: the system is going down, and this CPU stays here
@@ -302,6 +361,26 @@ impl Core {
             loop {
                 cpu_relax();
             }
+        }
+    }
+
+    /// Marks a registration released and frees its slot, unless a panic path has started, which
+    /// may be running its callback: then the slot is left as it is and the caller must not
+    /// return to a driver that would free what the callback uses.
+    fn release(&self, index: usize) -> Unregister {
+        let Some(e) = self.entries.get(index) else {
+            return Unregister::NotActive;
+        };
+        let _alloc = self.alloc.lock();
+        if e.state.load(Relaxed) != ACTIVE {
+            return Unregister::NotActive;
+        }
+        // Fully ordered against the panic path, which sets `dumping` with full ordering before
+        // it reads any entry's state: either it sees `RELEASED` and skips the entry, or this
+        // sees `dumping` set (both cannot miss the other's store).
+        e.state.xchg(RELEASED, Full);
+        if self.dumping.load(Relaxed) != 0 {
+            return Unregister::PanicInProgress;
         }
         // SAFETY: No longer `ACTIVE`, and we hold the lock.
         if let Some(info) = unsafe { &*e.info.get() } {
@@ -315,6 +394,7 @@ impl Core {
                 pr_err!("could not release the slot at {:#x}\n", info.slot);
             }
         }
+        Unregister::Released
     }
 
     /// Runs one registration's callback into its slot and seals its record; returns whether the
@@ -374,6 +454,8 @@ impl Core {
         } {
             let _ = format::seal_record(rec, &h);
         }
+        // CAST: `length` came from a `usize`.
+        self.clean(info.slot, RECORD_HEADER_SIZE + h.length as usize);
         h.status == RecordStatus::Ok
     }
 
@@ -389,10 +471,43 @@ impl Core {
             return None;
         };
         match format::write_commit(all) {
-            Ok(used) => Some(used),
+            Ok(used) => {
+                // The records it covers were cleaned as they were sealed.
+                self.clean(used.saturating_sub(COMMIT_RECORD_SIZE), COMMIT_RECORD_SIZE);
+                Some(used)
+            }
             Err(e) => {
                 pr_emerg!("could not commit the dump: {}\n", e);
                 None
+            }
+        }
+    }
+
+    /// Rewrites, as free slots, the headers a CPU stopped in the middle of `add()` or `del()`
+    /// left half written: the chain walk refuses a header that fails its CRC, which would cost
+    /// the whole commit; this way it costs that slot only.
+    ///
+    /// # Safety
+    ///
+    /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
+    unsafe fn repair_headers(&self) {
+        for e in &self.entries {
+            let slot = e.slot.load(Acquire);
+            if slot == 0 {
+                continue;
+            }
+            // CAST: the halves of what `add()` packed.
+            let (offset, capacity) = ((slot >> 32) as usize, slot as u32);
+            // SAFETY: By the safety requirements nothing else accesses the region; the slice
+            // dies at the end of the statement.
+            let repaired = unsafe { self.map.slice_mut(offset, RECORD_HEADER_SIZE) }
+                .is_ok_and(|h| format::repair_header(h, 0, capacity, self.stamp()) == Ok(true));
+            if repaired {
+                pr_emerg!(
+                    "slot at {:#x} was being written when the panic came; freed\n",
+                    offset
+                );
+                self.clean(offset, RECORD_HEADER_SIZE);
             }
         }
     }
@@ -423,6 +538,7 @@ impl Core {
         } {
             let _ = format::write_record(rec, &h, &data);
         }
+        self.clean(self.phases_slot, RECORD_HEADER_SIZE + PHASES_SIZE);
     }
 
     /// Runs the callbacks of `kind`, in registration order (at most `MAX_ENTRIES`^2 steps);
@@ -494,6 +610,7 @@ impl Core {
             } {
                 let _ = format::write_record(rec, &h, &pi[..n]);
             }
+            self.clean(self.panic_slot, RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE);
         }
         let mut times = Phases {
             frequency: Counter::frequency(),
@@ -502,6 +619,7 @@ impl Core {
         };
         // SAFETY: We won `dumping`; the other CPUs are stopped.
         unsafe {
+            self.repair_headers();
             self.write_phases(&times);
             self.commit();
         }
@@ -532,12 +650,9 @@ impl Core {
             self.write_phases(&times);
             self.commit()
         });
-        let Some(used) = used else {
+        if used.is_none() {
             return;
-        };
-        // On silicon a warm reset need not write dirty cache lines back: make the dump reach
-        // memory (a write-back region is cleaned to the point of coherency).
-        let cleaned = self.map.clean_to_poc(0, used);
+        }
         let us = |p: Phase| {
             let t = times.get(p);
             Counter::us_in_ticks(t.end.wrapping_sub(t.start), times.frequency)
@@ -551,10 +666,10 @@ impl Core {
             us(Phase::DrainSinks),
             us(Phase::Other),
             us(Phase::Commit),
-            match cleaned {
-                Ok(true) => "cleaned to the point of coherency",
-                Ok(false) => "written through (not cached)",
-                Err(_) => "NOT cleaned from the data cache",
+            match (self.map.cache(), self.clean_failures.load(Relaxed)) {
+                (Cache::WriteCombine, _) => "written through (not cached)",
+                (Cache::WriteBack, 0) => "each step cleaned to the point of coherency",
+                (Cache::WriteBack, _) => "NOT cleaned from the data cache",
             }
         );
     }
@@ -791,30 +906,8 @@ impl kernel::Module for PanicDump {
         random::fill_bytes(&mut boot_id);
         let size = u64::try_from(map.len()).map_err(|_| EOVERFLOW)?;
         let header = ContainerHeader::new(size, boot_id, sequence);
-        let slots = reset(&map, &header)?;
-        let region_size = map.len();
-
         let phys = map.phys_addr();
-        let core = KBox::pin_init(
-            try_pin_init!(Core {
-                map,
-                header,
-                panic_slot: slots.panic_info,
-                phases_slot: slots.phases,
-                entries: [const {
-                    Entry {
-                        state: Atomic::new(FREE),
-                        info: core::cell::UnsafeCell::new(None),
-                    }
-                }; MAX_ENTRIES],
-                alloc <- new_mutex!(Alloc {
-                    slots: SlotAllocator::new(slots.first_free, region_size),
-                    seq: 0,
-                }),
-                dumping: Atomic::new(0),
-            }? Error),
-            GFP_KERNEL,
-        )?;
+        let core = KBox::pin_init(Core::new(map, header)?, GFP_KERNEL)?;
         // SAFETY: The core is never freed or moved: the pinned box is leaked.
         let core = unsafe { Pin::into_inner_unchecked(core) };
         CORE.store(KBox::into_raw(core), Release);

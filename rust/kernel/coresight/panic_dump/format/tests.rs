@@ -217,6 +217,72 @@ mod kunit {
         Ok(())
     }
 
+    /// Writes the first `torn` bytes of `header` at `offset`, as a CPU stopped in the middle of
+    /// the core's byte-by-byte header write leaves them.
+    fn tear(region: &mut [u8], offset: usize, header: &RecordHeader, torn: usize) {
+        let bytes = header.encode();
+        for (i, b) in bytes.iter().take(torn).enumerate() {
+            if let Some(r) = region.get_mut(offset + i) {
+                *r = *b;
+            }
+        }
+    }
+
+    /// A header torn at every byte costs its own slot only: after the core's repair the commit
+    /// is written, and every other record reads back whole (a released slot being reused, and a
+    /// new slot at the end of the chain).
+    #[test]
+    fn a_torn_header_costs_its_slot_only() -> Result {
+        let stamp = format::stamp_from_boot_id(&BOOT_ID);
+        let mut base = KVec::from_elem(0u8, REGION, GFP_KERNEL)?;
+        let panic_slot = boot(&mut base).unwrap_or(0);
+        let reused = format::append_record(
+            &mut base,
+            &RecordHeader::new(RecordKind::Free, b"", 128, stamp),
+        )
+        .unwrap_or(0);
+        let other_slot = format::append_record(
+            &mut base,
+            &RecordHeader::new(RecordKind::Other, b"kunit-client", 256, stamp),
+        )
+        .unwrap_or(0);
+        let fresh = other_slot + RECORD_HEADER_SIZE + 256;
+        let new_client = RecordHeader::new(RecordKind::Source, b"kunit-new-client", 128, stamp);
+        let new_bytes = new_client.encode();
+        let mut old_bytes = [0u8; RECORD_HEADER_SIZE];
+        old_bytes.copy_from_slice(
+            base.get(reused..reused + RECORD_HEADER_SIZE)
+                .unwrap_or(&[0; RECORD_HEADER_SIZE]),
+        );
+        let mut repaired = 0u32;
+        for slot in [reused, fresh] {
+            for torn in 0..=RECORD_HEADER_SIZE {
+                let mut region = KVec::new();
+                region.extend_from_slice(&base, GFP_KERNEL)?;
+                tear(&mut region, slot, &new_client, torn);
+                let was = region.get(slot..slot + RECORD_HEADER_SIZE).unwrap_or(&[]);
+                let whole_new = was == new_bytes;
+                // Only a header that is neither the old one nor the new one is rewritten (a new
+                // slot's old bytes are zeros, no header at all).
+                let expect = !(whole_new || slot == reused && was == old_bytes);
+                let fixed = format::repair_header(&mut region, slot, 128, stamp);
+                if !fixed.is_ok_and(|f| f == expect) {
+                    pr_err!("slot {:#x} torn at {}: repaired {:?}\n", slot, torn, fixed);
+                }
+                assert!(fixed.is_ok_and(|f| f == expect));
+                repaired += u32::from(expect);
+                assert!(panic(&mut region, panic_slot, other_slot).is_some());
+                let s = format::validate(&region);
+                // Identity, panic info and the client always; the torn slot's new record only
+                // when its header was written whole.
+                let records = if whole_new { 4 } else { 3 };
+                assert!(s.is_ok_and(|s| s.committed && s.errors == 0 && s.records == records));
+            }
+        }
+        assert!(repaired > 100);
+        Ok(())
+    }
+
     #[test]
     fn vmcoreinfo_lines_round_trip() {
         let mut text = [0u8; format::VMCOREINFO_TEXT_MAX];

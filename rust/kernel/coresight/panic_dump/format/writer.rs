@@ -54,6 +54,41 @@ pub fn seal_record(slot: &mut [u8], header: &RecordHeader) -> Result<RecordHeade
     Ok(h)
 }
 
+/// Makes the record header at `offset` whole again if a write of it was cut short.
+///
+/// The core writes a slot's header when a client registers or unregisters; a CPU stopped by a
+/// panic in the middle of that write leaves a header that is part old, part new, and the chain
+/// walk ([`chain_end`]) refuses a header whose CRC fails, which would cost the whole commit. The
+/// core knows every slot's place and capacity without reading the region: a header there that
+/// does not decode, or does not have that capacity, is rewritten as a free slot of that capacity
+/// (the registration it belonged to was not complete). Returns whether it was rewritten.
+pub fn repair_header(
+    region: &mut [u8],
+    offset: usize,
+    capacity: u32,
+    stamp: u64,
+) -> Result<bool, FormatError> {
+    let end = offset
+        .checked_add(RECORD_HEADER_SIZE)
+        .ok_or(FormatError::BufferTooSmall {
+            needed: usize::MAX,
+            available: region.len(),
+        })?;
+    let Some(raw) = region.get(offset..end) else {
+        return Err(FormatError::BufferTooSmall {
+            needed: end,
+            available: region.len(),
+        });
+    };
+    if RecordHeader::decode_at(raw, offset).is_ok_and(|h| h.capacity == capacity) {
+        return Ok(false);
+    }
+    let free = RecordHeader::new(RecordKind::Free, b"", capacity, stamp);
+    let slot = region.get_mut(offset..).unwrap_or(&mut []);
+    seal_record(slot, &free)?;
+    Ok(true)
+}
+
 /// Writes `data` into the data area of the record at the start of `slot` and seals it.
 ///
 /// The header written is `header` with `length` set to `data.len()` and the data CRC computed.
