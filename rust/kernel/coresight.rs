@@ -54,6 +54,7 @@ use core::{
 pub mod access;
 pub mod component;
 pub mod panic_dump;
+pub mod self_hosted;
 
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`
 /// phandle in the device tree).

@@ -616,3 +616,134 @@ fn the_drivers_system_register_table_is_the_architectures() {
         assert_eq!(by_operand, by_name, "{name}: {operand}");
     }
 }
+
+/// What the stop sequence did, in order: the own CPU's steps and the writes of `TRCPRGCTLR`
+/// with the value written.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    Prohibit,
+    Allow,
+    Synchronize,
+    Isb,
+    Prgctlr(u32),
+    StatusRead,
+}
+
+type Log = std::rc::Rc<std::cell::RefCell<Vec<Step>>>;
+
+/// The model with every `TRCPRGCTLR` write and `TRCSTATR` read logged.
+struct Logged<'a> {
+    m: &'a mut Etm4xModel,
+    log: Log,
+}
+
+impl cspd_hw::access::CsAccess for Logged<'_> {
+    fn read32(&mut self, offset: u32) -> u32 {
+        if offset == TRCSTATR {
+            self.log.borrow_mut().push(Step::StatusRead);
+        }
+        self.m.read32(offset)
+    }
+    fn write32(&mut self, offset: u32, value: u32) {
+        if offset == TRCPRGCTLR {
+            self.log.borrow_mut().push(Step::Prgctlr(value));
+        }
+        self.m.write32(offset, value)
+    }
+    fn delay_us(&mut self, us: u32) {
+        self.m.delay_us(us)
+    }
+}
+
+struct FakeCpu(Log);
+
+impl OwnCpu for FakeCpu {
+    fn prohibit_trace(&self) {
+        self.0.borrow_mut().push(Step::Prohibit);
+    }
+    fn allow_trace(&self) {
+        self.0.borrow_mut().push(Step::Allow);
+    }
+    fn synchronize(&self) {
+        self.0.borrow_mut().push(Step::Synchronize);
+    }
+    fn isb(&self) {
+        self.0.borrow_mut().push(Step::Isb);
+    }
+}
+
+/// The stop follows IHI 0064 and `etm4_disable_hw()`: on the unit's own CPU, trace prohibited
+/// and `DSB; ISB; TSB` before `EN` clears, an `ISB` between that system-register write and the
+/// first `TRCSTATR` read; from another CPU over MMIO, the register steps only. The enable on
+/// the own CPU allows trace again once the unit runs.
+#[test]
+fn stop_takes_the_own_cpus_barriers_before_en_clears() {
+    for (iface, hw) in [
+        (ModelInterface::Mmio, Interface::Mmio),
+        (ModelInterface::SysReg, Interface::SysReg),
+    ] {
+        for own in [true, false] {
+            let (mut m, cfg) = tracing_model(iface);
+            let log = Log::default();
+            let cpu = FakeCpu(log.clone());
+            let mut io = Logged {
+                m: &mut m,
+                log: log.clone(),
+            };
+            let unit = Etm4x::new(&mut io, hw, T);
+            let s = if own { unit.on_own_cpu(&cpu) } else { unit }.panic_save(0);
+            assert_eq!(s.outcome, SaveOutcome::Ok);
+            let steps = log.borrow().clone();
+            let en_off = steps.iter().position(|s| *s == Step::Prgctlr(0)).unwrap();
+            let first_read = en_off
+                + steps[en_off..]
+                    .iter()
+                    .position(|s| *s == Step::StatusRead)
+                    .unwrap();
+            let before: Vec<_> = steps[..en_off]
+                .iter()
+                .filter(|s| !matches!(s, Step::StatusRead | Step::Prgctlr(_)))
+                .cloned()
+                .collect();
+            let between = steps[en_off + 1..first_read].to_vec();
+            match (own, hw) {
+                (true, Interface::SysReg) => {
+                    assert_eq!(before, [Step::Prohibit, Step::Synchronize], "{steps:?}");
+                    assert_eq!(between, [Step::Isb], "{steps:?}");
+                }
+                (true, Interface::Mmio) => {
+                    assert_eq!(before, [Step::Prohibit, Step::Synchronize], "{steps:?}");
+                    assert!(between.is_empty(), "{steps:?}");
+                }
+                (false, _) => {
+                    assert!(before.is_empty() && between.is_empty(), "{steps:?}");
+                }
+            }
+            assert!(!m.enabled() && m.idle());
+
+            // Enabled again on the own CPU: trace is allowed once the unit runs.
+            let log = Log::default();
+            let cpu = FakeCpu(log.clone());
+            let mut io = Logged {
+                m: &mut m,
+                log: log.clone(),
+            };
+            let unit = Etm4x::new(&mut io, hw, T);
+            if own { unit.on_own_cpu(&cpu) } else { unit }
+                .enable(&cfg)
+                .unwrap();
+            let steps = log.borrow().clone();
+            let en_on = steps.iter().position(|s| *s == Step::Prgctlr(1)).unwrap();
+            assert_eq!(
+                steps.iter().filter(|s| **s == Step::Allow).count(),
+                usize::from(own),
+                "{steps:?}"
+            );
+            if own {
+                let allow = steps.iter().position(|s| *s == Step::Allow).unwrap();
+                assert!(allow > en_on, "{steps:?}");
+            }
+            assert!(m.enabled());
+        }
+    }
+}

@@ -31,6 +31,7 @@ use kernel::{
             DumpPayload,
             DumpType, //
         },
+        self_hosted,
         CsDevice,
         Kind,
         Mode,
@@ -64,6 +65,7 @@ use crate::{
         Etm4xIds,
         FoundLocks,
         Interface,
+        OwnCpu,
         Timeout,
         TraceConfig, //
     },
@@ -105,6 +107,27 @@ fn probe_run<B: Backend, R: Send>(
     }
 }
 
+/// The executing CPU, when it is the trace unit's own (see [`OwnCpu`]).
+struct ThisCpu;
+
+impl OwnCpu for ThisCpu {
+    fn prohibit_trace(&self) {
+        self_hosted::set_trace_allowed(false);
+    }
+
+    fn allow_trace(&self) {
+        self_hosted::set_trace_allowed(true);
+    }
+
+    fn synchronize(&self) {
+        self_hosted::synchronize();
+    }
+
+    fn isb(&self) {
+        self_hosted::isb();
+    }
+}
+
 impl<B: Backend> Etm<B> {
     /// A trace unit of `cpu` with the identification `ids` read at probe.
     pub(crate) fn new(
@@ -132,9 +155,15 @@ impl<B: Backend> Etm<B> {
         f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
     ) -> Result<R> {
         let iface = self.iface;
+        // Run by a cross-CPU call on the unit's own CPU: the steps only that CPU can take
+        // (barriers, its trace filter) are taken.
+        let own = self.regs.cpu() == Some(self.cpu);
         let run = || -> Result<R> {
             let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
-            Ok(claim.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT))))
+            Ok(claim.with_io(|io| {
+                let unit = Etm4x::new(io, iface, Timeout::DEFAULT);
+                f(&mut if own { unit.on_own_cpu(&ThisCpu) } else { unit })
+            }))
         };
         match self.regs.cpu() {
             None => run(),
@@ -159,7 +188,13 @@ impl<B: Backend> Etm<B> {
             return Err(SaveOutcome::Unreachable);
         }
         let mut claim = self.regs.try_claim().ok_or(SaveOutcome::Busy)?;
-        Ok(claim.with_io(|io| f(&mut Etm4x::new(io, self.iface, Timeout::DEFAULT))))
+        // The panicking CPU's own unit: it takes the barriers and prohibits its trace before the
+        // stop; the other CPUs' units are stopped over MMIO only.
+        let own = CpuId::current().as_u32() == self.cpu;
+        Ok(claim.with_io(|io| {
+            let unit = Etm4x::new(io, self.iface, Timeout::DEFAULT);
+            f(&mut if own { unit.on_own_cpu(&ThisCpu) } else { unit })
+        }))
     }
 
     /// The trace configuration of an enable: the default one with the trace ID, and the crash

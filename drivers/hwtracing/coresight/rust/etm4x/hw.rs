@@ -374,17 +374,49 @@ pub struct FoundLocks {
     pub sw_locked: bool,
 }
 
+/// What the trace unit's own CPU does around the unit's stop and start, which no other CPU can
+/// do for it (IHI 0064 and the C driver's `etm4_disable_hw()`/`etm4_enable_hw()`): the barriers
+/// that make what it executed reach the trace unit before `TRCPRGCTLR.EN` clears, and the
+/// self-hosted trace filter (`TRFCR_EL1`, FEAT_TRF).
+pub trait OwnCpu {
+    /// Prohibits self-hosted trace at EL0 and EL1 in `TRFCR_EL1` where the CPU has FEAT_TRF
+    /// (read from `ID_AA64DFR0_EL1`); nothing otherwise.
+    fn prohibit_trace(&self);
+    /// Allows self-hosted trace at EL0 and EL1 again where the CPU has FEAT_TRF.
+    fn allow_trace(&self);
+    /// `DSB SY; ISB; TSB CSYNC` (the last a NOP without FEAT_TRF): the instructions executed so
+    /// far are traced before the trace unit is told to stop.
+    fn synchronize(&self);
+    /// `ISB`: the context synchronization needed between a system-register write to the trace
+    /// unit and a read of its status.
+    fn isb(&self);
+}
+
 /// One ETMv4 trace unit reached through `A`.
 pub struct Etm4x<'a, A: CsAccess + ?Sized> {
     io: &'a mut A,
     iface: Interface,
     timeout: Timeout,
+    own_cpu: Option<&'a dyn OwnCpu>,
 }
 
 impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
-    /// Wraps the register access `io` of a trace unit reached through `iface`.
+    /// Wraps the register access `io` of a trace unit reached through `iface`, from a CPU
+    /// other than the unit's own (see [`Self::on_own_cpu`]).
     pub fn new(io: &'a mut A, iface: Interface, timeout: Timeout) -> Self {
-        Self { io, iface, timeout }
+        Self {
+            io,
+            iface,
+            timeout,
+            own_cpu: None,
+        }
+    }
+
+    /// Says that the caller runs on the trace unit's own CPU, which `cpu` acts on: stop and
+    /// enable then take the steps only that CPU can (barriers, `TRFCR_EL1`).
+    pub fn on_own_cpu(mut self, cpu: &'a dyn OwnCpu) -> Self {
+        self.own_cpu = Some(cpu);
+        self
     }
 
     /// Returns the underlying register access.
@@ -526,11 +558,22 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         .map_err(|p| p.value.into_raw())
     }
 
-    /// Stops trace generation: clears `TRCPRGCTLR.EN`, waits for `IDLE`, then `PMSTABLE`.
+    /// Stops trace generation: on the unit's own CPU, prohibits trace in `TRFCR_EL1` and
+    /// synchronizes (`DSB SY; ISB; TSB CSYNC`) first; clears `TRCPRGCTLR.EN` (then, through
+    /// system registers, an `ISB` before `TRCSTATR` is read); waits for `IDLE`, then `PMSTABLE`,
+    /// each within the timeout. From another CPU over MMIO only the register steps apply: that
+    /// CPU's barriers order nothing on the traced one.
     ///
     /// The caller has both locks clear. Returns the last `TRCSTATR` read.
     pub fn stop(&mut self) -> Result<u32, Etm4xError> {
+        if let Some(cpu) = self.own_cpu {
+            cpu.prohibit_trace();
+            cpu.synchronize();
+        }
         self.io.write_reg(TRCPRGCTLR::from_raw(0));
+        if let (Some(cpu), Interface::SysReg) = (self.own_cpu, self.iface) {
+            cpu.isb();
+        }
         self.wait_status(|s| s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
         self.wait_status(|s| s.pmstable())
@@ -597,8 +640,15 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
             .map_err(Etm4xError::IdleTimeout)?;
         self.program(cfg);
         self.io.write_reg(TRCPRGCTLR::from_raw(0).with_en(true));
+        if let (Some(cpu), Interface::SysReg) = (self.own_cpu, self.iface) {
+            cpu.isb();
+        }
         self.wait_status(|s| !s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
+        // What an earlier stop on this CPU prohibited.
+        if let Some(cpu) = self.own_cpu {
+            cpu.allow_trace();
+        }
         Ok(())
     }
 
