@@ -16,7 +16,10 @@
 #                        gzip'ed) and -l -d 31 files, and csdump extracts the same from them
 #   dump-warm-reboot     panic, warm reboot, the second boot reads the dump from debugfs and clears it
 #   dump-warm-corrupt    the dump is corrupted during the warm reset: rejected with a logged reason
-#   dump-hung-callback   a callback that never returns: reset, the committed dump names it
+#   dump-cleaned         every record and commit the panic path writes is cleaned to the point of
+#                        coherency after its last write (QEMU's gdbstub watches dcache_clean_poc)
+#   dump-hung-callback   a callback that never returns: reset, the committed dump names it, and the
+#                        commit made before the callback ran was cleaned to the point of coherency
 #   dump-nested-panic    a callback that panics: the dump runs once and stays readable
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-dt-kdump        the device-tree region with kdump: the capture kernel hands it over as a vmcore
@@ -48,6 +51,10 @@
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot; decoded
 #                        against the text of a memory dump of that boot (csdump --text-from)
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
+#   trace-irq-oops       an oops in a timer callback (interrupt context) with panic_on_oops: judged as
+#                        trace-oops, the fault taken in the built-in c_crash sample
+#   trace-two-cpus       CPUs 0 and 1 panic at once: the dump runs once; the other CPU's flow also
+#                        reaches panic(), where its trace stopped in hardware
 #   trace-no-hw-stop     stop_at emptied through sysfs: no hardware stop, the trace runs past panic()
 #   trace-debug-all-off  every CPU's debug power domain stays down: the CPU debug phase keeps its
 #                        time budget and every CPU's record says why it was not sampled
@@ -152,6 +159,23 @@ check_dump() {
 scenario_dump-qemu-dump() {
 	local d=$RUNS/dump-qemu-dump
 	qemu qemu-dump mod "$d" "cspd.test=panic $DUMP_APPEND" && check_dump "$d"
+}
+
+# What the panic path cleans to the point of coherency, watched through QEMU's gdbstub
+# (scripts/gdb_observe.py; breakpoints from System.map, hence nokaslr): every line of the
+# committed dump it wrote was cleaned after its last write (scripts/check_clean.py).
+check_clean() {
+	local d=$1
+	shift
+	python3 "$REPO/scripts/check_clean.py" --dir "$d" --csdump "$CSDUMP" "$@" | tee "$d/clean.txt"
+	return "${PIPESTATUS[0]}"
+}
+
+scenario_dump-cleaned() {
+	local d=$RUNS/dump-cleaned
+	qemu qemu-dump mod "$d" "cspd.test=panic nokaslr $DUMP_APPEND" \
+		--observe-cleans "$CSPD_CACHE/build-mod/System.map" && check_dump "$d" &&
+		check_clean "$d" --expect-record rust-sample:ok --expect-record c-sample:ok
 }
 
 # makedumpfile's files of the same panic (scripts/qemu.py --makedumpfile): csdump's extract of
@@ -307,8 +331,11 @@ scenario_dump-warm-reboot() {
 # (partial, -ETIMEDOUT), keeps what ran before it, and shows what never ran (c-sample, later).
 scenario_dump-hung-callback() {
 	local d=$RUNS/dump-hung-callback
-	qemu warm mod "$d" "$WARM_APPEND cspd.modparm_rust_dump_client=hang=1" \
-		--reset-on "rust-hang: spinning forever" || return 1
+	qemu warm mod "$d" "$WARM_APPEND nokaslr cspd.modparm_rust_dump_client=hang=1" \
+		--reset-on "rust-hang: spinning forever" --observe-cleans "$CSPD_CACHE/build-mod/System.map" ||
+		return 1
+	# The commit made before the hung callback ran is what the reset finds: cleaned.
+	check_clean "$d" --expect-record rust-hang:partial || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
 	python3 - "$d/extract/summary.json" <<'PY'
@@ -788,6 +815,33 @@ scenario_trace-oops() {
 		--hw-stop die_kernel_fault,die
 }
 
+# An oops in interrupt context: the built-in c_crash sample's timer callback stores to NULL
+# (softirq), and panic_on_oops=1 panics from there ("Fatal exception in interrupt"). Some CPU's
+# decoded flow takes the data abort in c_crash_irq_oops; the panicking CPU's runs through
+# __do_kernel_fault to the hardware stop at die().
+scenario_trace-irq-oops() {
+	local d=$RUNS/trace-irq-oops
+	cs_qemu qemu-dump mod "$d" \
+		"cspd.test=panic cspd.trigger=crash cspd.crash=irq-oops panic_on_oops=1 $TRACE_MOD_APPEND" || return 1
+	grep -qa "Fatal exception in interrupt" "$d/console.log" ||
+		{ echo "the timer callback's oops did not panic in interrupt context" >&2; return 1; }
+	check_trace_with "$d" mod --trigger c_crash_irq_oops --through __do_kernel_fault \
+		--hw-stop die_kernel_fault,die
+}
+
+# Two CPUs crash at once: c_crash's kthreads on CPUs 0 and 1 meet, then both call panic(). The
+# dump runs once, on the CPU that won panic()'s race; the other one's decoded flow also runs
+# through c_crash_panic_thread into panic(), where its trace stopped in hardware and panic() parks
+# it (the second crash's nested path).
+scenario_trace-two-cpus() {
+	local d=$RUNS/trace-two-cpus
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic cspd.trigger=crash cspd.crash=two-cpus $TRACE_MOD_APPEND" ||
+		return 1
+	[ "$(grep -ac "] Kernel panic - not syncing" "$d/console.log")" = 1 ] ||
+		{ echo "expected one panic message (the second CPU stops in panic() without one)" >&2; return 1; }
+	check_trace_with "$d" mod --through c_crash_panic_thread --hw-stop panic --crashed-cpus 0,1
+}
+
 # TMC-ETR (the plugin's tmc=etr): the production coresight_tmc drives the emulated ETR as a sysfs
 # sink; check_trace.py --sink tmc_etr0 compares the trace csdump unwraps from the ETR record with
 # the buffer the plugin wrote (tmc.bin) and the decode with the ground truth.
@@ -1197,8 +1251,9 @@ judge_negative() {
 # wrote), the ETM records (each CPU in turn: the trace ID the plugin saw programmed), the panic
 # path's order (each CPU in turn: its ETM's stop logged after the first EDPCSR read) and the cache
 # clean (no clean counted). check_dump.py fails on a copy of dump-qemu-dump's extraction with the
-# C sample's record altered, and check_upstream.py on a copy of upstream-drivers' run with one
-# event of each CPU's ground truth changed.
+# C sample's record altered, check_clean.py on dump-cleaned's observation without the commit
+# record's last clean, and check_upstream.py on a copy of upstream-drivers' run with one event of
+# each CPU's ground truth changed.
 scenario_harness-judges() {
 	local src=$RUNS/trace-builtin d=$RUNS/harness-judges rc=0 cpu c
 	[ -f "$src/ground/report.json" ] || scenario_trace-builtin || return 1
@@ -1265,6 +1320,29 @@ open(p, "wb").write(b)
 PY
 	judge_negative "a byte of the C API's record changed" "record c-sample:" \
 		python3 "$REPO/scripts/check_dump.py" --dir "$c" --message "$MESSAGE" || rc=1
+
+	# check_clean.py: the observation of dump-cleaned passes as it is; without the last clean
+	# of the commit record (the step dropped, its changes folded into the next), it fails.
+	src=$RUNS/dump-cleaned
+	[ -f "$src/clean.json" ] || scenario_dump-cleaned || return 1
+	c=$d/clean
+	rm -rf "$c"
+	mkdir -p "$c"
+	cp "$src/clean.json" "$src/clean-final.bin" "$c/"
+	python3 "$REPO/scripts/check_clean.py" --dir "$c" --csdump "$CSDUMP" >"$c.txt" 2>&1 ||
+		{ cat "$c.txt"; echo "check_clean.py fails on an unaltered copy of dump-cleaned" >&2; return 1; }
+	python3 - "$c/clean.json" <<'PY' || return 1
+import json, sys
+p = sys.argv[1]
+o = json.load(open(p))
+commit = max(i for i, s in enumerate(o["steps"]) if s["pa"] and s["pa"][1] - s["pa"][0] == 120)
+dropped = o["steps"].pop(commit)
+after = o["steps"][commit]["changed"] if commit < len(o["steps"]) else o["final"]["changed"]
+after[:0] = dropped["changed"]
+json.dump(o, open(p, "w"))
+PY
+	judge_negative "the commit record's last clean left out" "never cleaned after it" \
+		python3 "$REPO/scripts/check_clean.py" --dir "$c" --csdump "$CSDUMP" || rc=1
 
 	src=$RUNS/upstream-drivers
 	[ -f "$src/truth.json" ] || scenario_upstream-drivers || return 1
@@ -1349,9 +1427,9 @@ scenario_harness-bad-input() {
 	return $rc
 }
 
-ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-builtin dump-kdump dump-warm-reboot dump-warm-corrupt
-	dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
+	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
+	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges
