@@ -636,8 +636,9 @@ check_exec() {
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
-	# The record (a few hundred MiB per run) is kept only where the judge failed.
-	rm -f "$dir/exec.rec"
+	# The record (a few hundred MiB per run) is kept only where the judge failed, or with
+	# CSPD_KEEP_EXEC=1.
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$dir/exec.rec"
 }
 
 # check_trace DIR VARIANT [ARGS]: the checks of a sysrq panic with the hardware stop on.
@@ -1380,8 +1381,8 @@ scenario_harness-no-module() {
 
 scenario_harness-no-panic() {
 	local d=$RUNS/harness-no-panic
-	expect_message "guest that never panics" "the guest did not panic within 45 s" \
-		qemu qemu-dump mod "$d" "cspd.test=idle cspd.insmod=rust_panic_record.ko" --panic-timeout 45
+	expect_message "guest that never panics" "the guest did not panic within 15 s" \
+		qemu qemu-dump mod "$d" "cspd.test=idle cspd.insmod=rust_panic_record.ko" --panic-timeout 15
 }
 
 scenario_harness-wrong-record() {

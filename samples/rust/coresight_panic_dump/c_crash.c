@@ -6,13 +6,14 @@
  *
  *   irq-oops   a store to NULL in a timer callback: an oops in interrupt (softirq) context,
  *              which panics with panic_on_oops=1 ("Fatal exception in interrupt");
- *   two-cpus   CPUs 0 and 1 panic at once: a kthread bound to each, they meet, then both call
- *              panic(); the one that loses panic()'s race stops itself there.
+ *   two-cpus   CPUs 0 and 1 panic at once: a kthread bound to each, they meet with interrupts
+ *              off, then both call panic(); the one that loses panic()'s race stops itself there.
  */
 #include <linux/atomic.h>
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/init.h>
+#include <linux/irqflags.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
 #include <linux/panic.h>
@@ -32,6 +33,11 @@ static noinline void c_crash_irq_oops(struct timer_list *t)
 
 static noinline int c_crash_panic_thread(void *arg)
 {
+	/*
+	 * With interrupts off, the first CPU's stop IPI cannot catch the other one before it calls
+	 * panic() itself: both crash.
+	 */
+	local_irq_disable();
 	atomic_inc(&c_crash_met);
 	while (atomic_read(&c_crash_met) < 2)
 		cpu_relax();
