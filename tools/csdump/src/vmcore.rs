@@ -552,7 +552,10 @@ impl Parsed {
         if phnum == 0 || phnum > MAX_PHDRS || phentsize < 56 {
             return Err(VmcoreError::Invalid {
                 offset: 54,
-                what: format!("{phnum} program headers of {phentsize} bytes"),
+                what: format!(
+                    "ELF header: {phnum} program headers of {phentsize} bytes (e_phnum, e_phentsize): \
+                     a vmcore has program headers (its notes and memory) of at least 56 bytes"
+                ),
             });
         }
         // A section header table, when there is one, must be whole (a vmcore has none; a
@@ -569,8 +572,8 @@ impl Parsed {
             return Err(VmcoreError::Invalid {
                 offset: 40,
                 what: format!(
-                    "{shnum} section headers of {shentsize} bytes at file offset {shoff:#x} \
-                     (the file is {file_len:#x} bytes)"
+                    "ELF header: {shnum} section headers of {shentsize} bytes at file offset \
+                     {shoff:#x} are not a whole table in the file ({file_len:#x} bytes)"
                 ),
             });
         }
