@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::dumps;
+use common::snapshots;
 use common::*;
 
 const REGION_PADDR: u64 = 0x4800_0000;
@@ -53,11 +55,49 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     let mut v = vec![
         dump(b.bytes.clone()),
-        dump(vmcore),
+        dump(vmcore.clone()),
         dump(elf_core(&[core_note()], &loads(0x900))),
         with_vmlinux,
         gdb,
     ];
+    // Every vmcore format csdump reads: kdump-compressed with each page compression, flattened,
+    // gzip'ed (a flattened one, as Debian's kdump-tools writes it through gzip, and an ELF one).
+    let mem = dumps::memory(&b.bytes);
+    let kdump_notes = [
+        core_note(),
+        vmcoreinfo_note(&vmcoreinfo_text(dumps::REGION_PADDR, 0x2000)),
+    ];
+    for c in [
+        dumps::Compress::Zlib,
+        dumps::Compress::Lzo,
+        dumps::Compress::Snappy,
+        dumps::Compress::Zstd,
+    ] {
+        v.push(dump(dumps::kdump_of(&mem, &kdump_notes, c, 31, &[])));
+    }
+    let zlib = dumps::kdump_of(&mem, &kdump_notes, dumps::Compress::Zlib, 31, &[]);
+    v.push(dump(dumps::flatten(&zlib)));
+    v.push(dump(dumps::gzip(&dumps::flatten(&zlib))));
+    v.push(dump(dumps::gzip(&vmcore)));
+    // A real vmlinux (an ELF executable with the kernel text of an OpenCSD snapshot, its
+    // symbols and the build ID of the dump built from the same snapshot, whose real trace the
+    // report decodes against it): the first 96 KiB of its text, to stay under -max_len.
+    if let Some(snap) = cspd_testdata::snapshot("juno-ret-stck") {
+        let region = snapshots::dump_from_snapshot(&snap, 0);
+        let image = std::fs::read(snap.join("kernel_dump.bin")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("vmlinux");
+        snapshots::write_elf(
+            &image[..96 << 10],
+            0xFFFF_0000_0808_0000 - snapshots::KASLR,
+            &path,
+        );
+        let mut real = vec![2u8];
+        real.extend_from_slice(&(region.len() as u32).to_le_bytes());
+        real.extend_from_slice(&region);
+        real.extend_from_slice(&std::fs::read(&path).unwrap());
+        v.push(real);
+    }
     // A real snapshot (Juno, user space), packed as files for the snapshot reader.
     if let Some(dir) = cspd_testdata::snapshot("juno-uname-001") {
         let mut packed = vec![1u8];
@@ -85,7 +125,38 @@ fn seeds() -> Vec<Vec<u8>> {
 #[test]
 fn fuzz_seeds_reach_the_readers() {
     let seeds = seeds();
-    assert!(seeds.len() >= 6, "the snapshot seed is missing");
+    assert_eq!(seeds.len(), 14, "a seed that needs test data is missing");
+    // Every vmcore format is seeded, and each seed reads as that format.
+    let formats: Vec<String> = seeds
+        .iter()
+        .filter(|s| s[0] == 0)
+        .filter_map(|s| csdump::vmcore::Vmcore::from_bytes(&s[1..]).ok())
+        .map(|c| c.format.to_string())
+        .collect();
+    for f in [
+        "ELF vmcore",
+        "kdump-compressed vmcore, zlib pages, dump level 31",
+        "kdump-compressed vmcore, lzo pages, dump level 31",
+        "kdump-compressed vmcore, snappy pages, dump level 31",
+        "kdump-compressed vmcore, zstd pages, dump level 31",
+        "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F)",
+        "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F), gzip'ed",
+        "ELF vmcore, gzip'ed",
+    ] {
+        assert!(
+            formats.iter().any(|x| x == f),
+            "no seed of {f}: {formats:?}"
+        );
+    }
+    // The real vmlinux seed is an executable with the dump's build ID.
+    let real = &seeds[seeds.len() - 2];
+    assert_eq!(real[0], 2);
+    let n = u32::from_le_bytes(real[1..5].try_into().unwrap()) as usize;
+    let aligned = real[5 + n..].to_vec();
+    let vmlinux = csdump::elf::Vmlinux::parse(&aligned).unwrap();
+    let located = csdump::region::locate(&real[5..5 + n]).unwrap();
+    let c = csdump::capture::Capture::from_dump(&located).unwrap();
+    csdump::elf::check_build_id(&vmlinux, &c.kernel.build_id, c.kernel.release.as_deref()).unwrap();
     // The packed snapshot reads back as its files.
     let snap = seeds.last().unwrap();
     let files = csdump::snapshot_files(&snap[1..]);
