@@ -1,9 +1,10 @@
 //! csdump on every vmcore format a kdump set-up saves, and on the vmcore device dump.
 //!
-//! The kdump-compressed, flattened and device-dump files are written here from the formats'
-//! own definitions (makedumpfile's diskdump_mod.h and makedumpfile.h, the kernel's
-//! include/uapi/linux/vmcore.h and fs/proc/vmcore.c), independently of csdump's reader, which
-//! is libkdumpfile. The e2e scenarios add makedumpfile's own output of real panics.
+//! The kdump-compressed, flattened and device-dump files are written by tests/common/dumps.rs
+//! from the formats' own definitions (makedumpfile's diskdump_mod.h and makedumpfile.h, the
+//! kernel's include/uapi/linux/vmcore.h and fs/proc/vmcore.c), independently of csdump's reader;
+//! tests/oracle.rs checks that reader against libkdumpfile. The e2e scenarios add makedumpfile's
+//! own output of real panics.
 
 mod common;
 
