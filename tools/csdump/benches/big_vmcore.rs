@@ -27,6 +27,8 @@ const ULIMIT_V: u64 = 1_000_000;
 
 /// Runs `bin info path` under the address-space limit: exit status, stdout, stderr, peak RSS
 /// (KiB) of that process alone.
+// Waited for by wait4, which gives the child's own rusage as Child::wait cannot.
+#[allow(clippy::zombie_processes)]
 fn info(bin: &str, path: &Path) -> (Option<i32>, String, String, i64) {
     use std::io::Read;
     let mut child = Command::new("sh")
