@@ -1046,8 +1046,15 @@ impl Vmcore {
 
     /// Reads page `pfn` of an ELF vmcore into `buf` (one page) from its `PT_LOAD`s; the first
     /// program header that holds a byte gives it. Bytes of memory the file does not hold
-    /// (`p_memsz` past `p_filesz`, outside every segment) read as zeros.
-    fn read_elf_page(&self, pfn: u64, buf: &mut [u8]) -> Result<Option<()>, VmcoreError> {
+    /// (`p_memsz` past `p_filesz`, outside every segment) read as zeros. The page is damaged
+    /// when a byte of `range` (the physical addresses the caller wants) that a segment declares
+    /// is past the end of a truncated file; the bytes before the end are read all the same.
+    fn read_elf_page(
+        &self,
+        pfn: u64,
+        range: std::ops::Range<u64>,
+        buf: &mut [u8],
+    ) -> Result<Option<()>, VmcoreError> {
         let page = self.page_size();
         let a = pfn.saturating_mul(page);
         let b = a.saturating_add(page);
@@ -1076,12 +1083,16 @@ impl Vmcore {
                 got = read_at(&self.file, s.offset + rel, dst).map_err(|e| io_err("vmcore", e))?
                     as u64;
             }
-            if need > s.present || rel + got < have {
+            // The part of `range` this segment's file image declares must be in the file.
+            let want_lo = range.start.max(s.paddr);
+            let want_hi = range.end.min(s.paddr.saturating_add(s.filesz));
+            let want = want_hi.saturating_sub(s.paddr);
+            if want_lo < want_hi && (want > s.present || (rel + got < have && want > rel + got)) {
                 damage = Some(format!(
                     "physical {:#x} is past the end of the file: PT_LOAD {} needs file offset {:#x}, the file has {:#x} bytes (truncated vmcore?)",
-                    (s.paddr + s.present).max(lo),
+                    (s.paddr + s.present.min(rel + got)).max(want_lo),
                     s.index,
-                    s.offset.saturating_add(need),
+                    s.offset.saturating_add(want),
                     self.file_len
                 ));
             }
@@ -1102,16 +1113,18 @@ impl Vmcore {
         }
     }
 
-    /// Reads page `pfn` into `buf` (one page): `Ok(None)` when makedumpfile excluded it (a
-    /// filtered page, zero). `scratch` holds compressed data between calls.
+    /// Reads page `pfn`, of which the caller wants `range`, into `buf` (one page): `Ok(None)`
+    /// when makedumpfile excluded it (a filtered page, zero). `scratch` holds compressed data
+    /// between calls.
     fn read_page(
         &self,
         pfn: u64,
+        range: std::ops::Range<u64>,
         buf: &mut [u8],
         scratch: &mut Vec<u8>,
     ) -> Result<Option<()>, VmcoreError> {
         let Some(kd) = &self.kdump else {
-            return self.read_elf_page(pfn, buf);
+            return self.read_elf_page(pfn, range, buf);
         };
         let page = self.page_size();
         let paddr = pfn.saturating_mul(page);
@@ -1185,7 +1198,7 @@ impl Vmcore {
             let pfn = cur / page;
             let in_page = cur - pfn * page;
             let take = (page - in_page).min(end - cur);
-            match self.read_page(pfn, &mut buf, &mut scratch) {
+            match self.read_page(pfn, cur..cur + take, &mut buf, &mut scratch) {
                 Ok(Some(())) => {}
                 Ok(None) => out.excluded.push(pfn),
                 // The bytes that were read stay (those an ELF file holds before the end of a
