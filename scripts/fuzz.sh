@@ -9,6 +9,11 @@
 #
 #   scripts/fuzz.sh [SECONDS]      default 60
 #
+# CSPD_FUZZ_ASAN=1: the same run with AddressSanitizer on the nightly toolchain (`-s address`),
+# OpenCSD rebuilt with clang (ASan and libFuzzer's coverage, so that its C++ is both checked and
+# guided; into $CSPD_CACHE/opencsd/asan, from the source package setup.sh fetched). Not part of
+# `make check` (nightly, and about five minutes of builds).
+#
 # Repeatable: the corpus is made afresh from the robustness test's seeds in
 # $CSPD_CACHE/fuzz/csdump and libFuzzer runs with a fixed -seed (CSPD_FUZZ_SEED, default 1).
 # At the end the target prints how many inputs of each kind ran; a kind that never ran fails the
@@ -23,12 +28,44 @@ rm -rf "$corpus"
 mkdir -p "$corpus"
 say "fuzz seeds into $corpus"
 (cd "$REPO" && CSPD_FUZZ_SEEDS=$corpus cargo test --locked -q -p csdump --test robustness fuzz_seeds_reach_the_readers)
-say "cargo fuzz run -s none parse, $secs s, -seed=$seed"
+if [ "${CSPD_FUZZ_ASAN:-0}" = 1 ]; then
+	asan=$CSPD_CACHE/opencsd/asan
+	if [ ! -f "$asan/lib/libopencsd_c_api.a" ]; then
+		tarball=$(ls "$CSPD_CACHE"/opencsd/libopencsd_*.orig.tar.* 2>/dev/null | head -n1 || true)
+		[ -n "$tarball" ] || die "no OpenCSD source package in $CSPD_CACHE/opencsd (run scripts/setup.sh)"
+		command -v clang++-19 >/dev/null || die "clang++-19 is missing (apt-get install clang-19)"
+		say "building OpenCSD with clang, ASan and libFuzzer's coverage into $asan"
+		src=$(mktemp -d)
+		tar -xf "$tarball" -C "$src" --strip-components=1
+		flags=(-fsanitize=address -fsanitize=fuzzer-no-link -fPIC -std=c++11 -O2 -DNDEBUG
+			-I"$src/decoder/include" -I"$src/decoder/source")
+		mkdir -p "$src/obj/lib" "$src/obj/capi" "$asan.tmp/lib"
+		# The library's sources as its makefiles list them: everything under source/ but the
+		# C API, which is its own library.
+		while IFS= read -r f; do
+			o=$src/obj/lib/$(echo "${f#"$src"/decoder/source/}" | tr / _).o
+			clang++-19 "${flags[@]}" -c "$f" -o "$o" || die "OpenCSD (ASan): $f does not build"
+		done < <(find "$src/decoder/source" -name '*.cpp' -not -path '*/c_api/*' | sort)
+		for f in "$src"/decoder/source/c_api/*.cpp; do
+			clang++-19 "${flags[@]}" -c "$f" -o "$src/obj/capi/$(basename "$f" .cpp).o" ||
+				die "OpenCSD (ASan): $f does not build"
+		done
+		ar rcs "$asan.tmp/lib/libopencsd.a" "$src"/obj/lib/*.o
+		ar rcs "$asan.tmp/lib/libopencsd_c_api.a" "$src"/obj/capi/*.o
+		cp -r "$src/decoder/include" "$asan.tmp/include"
+		rm -rf "$asan" "$src" && mv "$asan.tmp" "$asan"
+	fi
+	export OPENCSD_DIR=$asan
+	sanitizer=(+nightly fuzz run -s address)
+else
+	sanitizer=(fuzz run -s none)
+fi
+say "cargo ${sanitizer[*]} parse, $secs s, -seed=$seed"
 cd "$REPO/tools/csdump"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo fuzz run -s none parse "$corpus" -- \
+cargo "${sanitizer[@]}" parse "$corpus" -- \
 	-seed="$seed" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=262144 \
 	-print_final_stats=1 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
