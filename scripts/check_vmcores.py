@@ -14,6 +14,9 @@ vmcore.flat.gz (the same through gzip) and vmcore.kdump (-l -d 31, Fedora's and 
      flipped; the flattened file cut short, at 3/4 and by its end marker alone (the region
      survives: exit 3 all the same). Each gives a clear error or warning naming the page or the file offset, never a
      crash, and nothing silently read as good data.
+  4. With --oracle (examples/vmcore_oracle.rs): csdump's Rust reader and libkdumpfile, its test
+     oracle, read the same bytes from every page of every file (the raw copy and makedumpfile's
+     three), and class each page the same way.
 
 Prints what it checked; exits 1 on the first failure.
 """
@@ -120,6 +123,12 @@ def check(a):
               + (f"{excluded.group(1)} of {excluded.group(2)} region pages excluded by -d 31 (zero pages)"
                  if excluded else "every region page stored"))
 
+    if a.oracle:
+        r = run([a.oracle, raw] + [os.path.join(a.dir, n) for n in FILES])
+        print(r.stdout.rstrip())
+        if r.returncode != 0:
+            raise Bad(f"csdump's vmcore reader and libkdumpfile disagree: {r.stdout[-2000:]}{r.stderr[-1000:]}")
+
     # Damage, where it hurts: the region's first page (its container header).
     paddr = int(json.loads(ref["summary.json"])["region_paddr"], 16)
     work = os.path.join(a.dir, "damaged")
@@ -163,6 +172,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True, help="the run directory (vmcore.elf and makedumpfile's files)")
     ap.add_argument("--csdump", required=True)
+    ap.add_argument("--oracle", help="examples/vmcore_oracle (csdump's reader against libkdumpfile)")
     a = ap.parse_args()
     try:
         check(a)

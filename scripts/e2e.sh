@@ -181,7 +181,7 @@ scenario_dump-cleaned() {
 # makedumpfile's files of the same panic (scripts/qemu.py --makedumpfile): csdump's extract of
 # each equals the raw copy's, the format is said, damage is named (scripts/check_vmcores.py).
 check_vmcores() {
-	python3 "$REPO/scripts/check_vmcores.py" --dir "$1" --csdump "$CSDUMP"
+	python3 "$REPO/scripts/check_vmcores.py" --dir "$1" --csdump "$CSDUMP" --oracle "$VMCORE_ORACLE"
 }
 
 scenario_dump-kdump() {
@@ -1442,6 +1442,10 @@ main() {
 		die "qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)"
 	CSDUMP=${CSDUMP:-$REPO/target/release/csdump}
 	(cd "$REPO" && cargo build --release --locked -q -p csdump) || die "could not build csdump"
+	# csdump's vmcore reader against libkdumpfile, its test oracle (check_vmcores.py --oracle).
+	VMCORE_ORACLE=$REPO/target/release/examples/vmcore_oracle
+	(cd "$REPO" && cargo build --release --locked -q -p csdump --example vmcore_oracle) ||
+		die "could not build the vmcore oracle"
 	local -a list=("$@")
 	[ ${#list[@]} -gt 0 ] || list=("${ALL[@]}")
 	local s passed=0 failed=0 start

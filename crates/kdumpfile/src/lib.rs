@@ -1,4 +1,6 @@
-//! A narrow safe wrapper of libkdumpfile: open a kernel dump file (ELF core, kdump-compressed
+//! A narrow safe wrapper of libkdumpfile, the test oracle of csdump's Rust vmcore reader (csdump
+//! itself does not link it: a C parser of untrusted files has no place in its process): open a
+//! kernel dump file (ELF core, kdump-compressed
 //! "KDUMP" with zlib, lzo, snappy or zstd pages, LKCD and the other formats the library knows),
 //! read its physical memory page by page, ask which pages the file stores and which are RAM,
 //! and read its VMCOREINFO text.

@@ -2,7 +2,7 @@
 //! region file, checks it with the format parser shared with the kernel, and writes it out.
 //!
 //! [`region::locate_path`] opens an input file; [`region::locate`] takes bytes (a vmcore among
-//! them is handed to libkdumpfile through an anonymous memory file), and [`info::analyze`]
+//! them is read through an anonymous memory file, by the same reader), and [`info::analyze`]
 //! takes what was located, so tests and fuzzers feed them directly.
 
 pub mod capture;
@@ -40,6 +40,19 @@ pub use cspd_format as format;
 ///   ([`gdb::session::fuzz_session`]).
 pub fn fuzz_entry(data: &[u8]) {
     let (sel, rest) = data.split_first().map_or((0, data), |(s, r)| (*s, r));
+    let kind = match sel {
+        1 => FuzzKind::Snapshot,
+        2 => FuzzKind::DumpWithVmlinux,
+        3 => FuzzKind::GdbSession,
+        _ => match vmcore::sniff(rest) {
+            vmcore::Sniff::Elf => FuzzKind::Elf,
+            vmcore::Sniff::Kdump => FuzzKind::Kdump,
+            vmcore::Sniff::Flattened => FuzzKind::Flattened,
+            vmcore::Sniff::Gzip => FuzzKind::Gzip,
+            vmcore::Sniff::OtherCompression(_) | vmcore::Sniff::Other => FuzzKind::Region,
+        },
+    };
+    FUZZ_COUNTS[kind as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     match sel {
         1 => fuzz_snapshot(rest),
         2 => {
@@ -53,6 +66,51 @@ pub fn fuzz_entry(data: &[u8]) {
         3 => gdb::session::fuzz_session(rest),
         _ => fuzz_dump(rest, None),
     }
+}
+
+/// What kind of input [`fuzz_entry`] ran, for the per-format counts of `make fuzz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuzzKind {
+    /// A raw region or memory image (or anything that is no vmcore).
+    Region = 0,
+    /// An ELF vmcore.
+    Elf,
+    /// A kdump-compressed (or diskdump) vmcore.
+    Kdump,
+    /// makedumpfile's flattened format.
+    Flattened,
+    /// A gzip'ed file.
+    Gzip,
+    /// An OpenCSD snapshot directory.
+    Snapshot,
+    /// A dump with a vmlinux.
+    DumpWithVmlinux,
+    /// A GDB remote session.
+    GdbSession,
+}
+
+/// Names of the [`FuzzKind`]s, in their order.
+pub const FUZZ_KINDS: [&str; 8] = [
+    "region/raw",
+    "ELF vmcore",
+    "kdump-compressed",
+    "flattened",
+    "gzip",
+    "snapshot",
+    "dump+vmlinux",
+    "gdb",
+];
+
+static FUZZ_COUNTS: [std::sync::atomic::AtomicU64; 8] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 8];
+
+/// How many inputs [`fuzz_entry`] ran, per kind ([`FUZZ_KINDS`]), in this process.
+pub fn fuzz_counts() -> Vec<(&'static str, u64)> {
+    FUZZ_KINDS
+        .iter()
+        .zip(&FUZZ_COUNTS)
+        .map(|(k, n)| (*k, n.load(std::sync::atomic::Ordering::Relaxed)))
+        .collect()
 }
 
 fn fuzz_report(c: &capture::Capture<'_>, vmlinux: Option<&snapshot::VmlinuxImage<'_>>) {
@@ -70,6 +128,10 @@ fn fuzz_report(c: &capture::Capture<'_>, vmlinux: Option<&snapshot::VmlinuxImage
 }
 
 fn fuzz_dump(data: &[u8], vmlinux: Option<&[u8]>) {
+    // The ELF reader wants its file aligned as a mapping is (the command maps vmlinux): a
+    // slice of the fuzz input at any offset is not, a new allocation is.
+    let vmlinux = vmlinux.map(<[u8]>::to_vec);
+    let vmlinux = vmlinux.as_deref();
     let image = vmlinux.and_then(|v| {
         let elf = elf::Vmlinux::parse(v).ok()?;
         Some(snapshot::VmlinuxImage { bytes: v, elf })
@@ -96,10 +158,15 @@ fn fuzz_dump(data: &[u8], vmlinux: Option<&[u8]>) {
     if let Ok(core) = vmcore::Vmcore::from_bytes(data) {
         let _ = core.vmcoreinfo();
         let _ = core.device_dumps();
-        for s in core.segments.iter().take(16) {
-            let _ = core.read_phys_lenient(s.paddr, s.memsz.min(1 << 16));
-            let _ = core.phys_to_offset(s.paddr);
+        // The first 64 KiB of each run of memory (ELF segments, kdump bitmap runs): the page
+        // reader and decompressors on every kind of page; the scan over every stored page.
+        let page = core.page_size();
+        for (a, b) in core.memory_runs(16) {
+            let paddr = a.saturating_mul(page);
+            let _ = core.read_phys_lenient(paddr, (b - a).saturating_mul(page).min(1 << 16));
+            let _ = core.phys_to_offset(paddr);
         }
+        let _ = core.scan_page_starts(b"CSPD", 4);
     }
     let _ = cspd_format::validate(data);
     let _ = elf::Vmlinux::parse(data);

@@ -1,17 +1,26 @@
-//! csdump's one vmcore reader: every format a kdump set-up saves, through libkdumpfile.
+//! csdump's one vmcore reader: every format a kdump set-up saves, read in Rust.
 //!
-//! - ELF cores: a copy of `/proc/vmcore`, QEMU's `dump-guest-memory`, `makedumpfile -E`.
+//! - ELF cores: a copy of `/proc/vmcore`, QEMU's `dump-guest-memory`, `makedumpfile -E`: the
+//!   program headers and notes are read here, memory through the `PT_LOAD`s.
 //! - kdump-compressed (`makedumpfile -c/-l/-p/-z`, zlib, lzo, snappy or zstd pages, filtered by
-//!   its dump level), what Fedora and RHEL save.
-//! - The flattened format (`makedumpfile -F`, what Debian's kdump-tools saves), also gzip'ed:
-//!   libkdumpfile 0.5 does not read it, so it is rearranged, as `makedumpfile -R` would, into an
-//!   unnamed temporary file (gone when csdump exits) that libkdumpfile then reads.
+//!   its dump level), what Fedora and RHEL save, and the older diskdump: [`kdump`], written from
+//!   makedumpfile's documented layout, with pure-Rust decompressors.
+//! - The flattened format (`makedumpfile -F`, what Debian's kdump-tools saves), also gzip'ed
+//!   (flate2 on miniz_oxide): rearranged, as `makedumpfile -R` would, into an unnamed temporary
+//!   file (gone when csdump exits), then read as above.
 //!
-//! libkdumpfile reads the memory. This module adds what csdump needs on top: which format it
-//! was, the notes (a vmcore device dump is an ELF note, and libkdumpfile does not list notes),
-//! the classification of a page that cannot be read (filtered out by makedumpfile, hence zero,
-//! versus missing or damaged), and the checks libkdumpfile does not make (it reads past the end
-//! of a truncated file as zeros).
+//! No C code reads the file in csdump's process: the input may be hostile (a damaged dump from
+//! the field, or a crafted one). Every length and offset the file gives is checked against the
+//! file's size and its container before it is used or allocated (a program header's file range,
+//! a note's sizes, the bitmaps, a page descriptor's offset and size, a page's decompressed size);
+//! a failure is an error that names the file offset or page and what is wrong. libkdumpfile,
+//! which csdump read through before, is the test oracle: `tests/oracle.rs` and
+//! `examples/vmcore_oracle.rs` check that both read the same bytes from every page.
+//!
+//! On top of the memory, this module says which format it was, lists the notes (a vmcore device
+//! dump is an ELF note), and classifies a page that cannot be read: filtered out by makedumpfile
+//! (hence zero), not memory of this dump, or damaged (a truncated file, data that does not
+//! decompress).
 
 use std::fs::File;
 use std::io::BufReader;
@@ -22,11 +31,14 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use kdumpfile::Dump;
-use kdumpfile::ErrorKind;
 use thiserror::Error;
 
 use crate::progress::Progress;
+
+pub mod kdump;
+
+use kdump::Kdump;
+use kdump::PAGE_DESC_SIZE;
 
 /// Name of the ELF note that holds the kernel's vmcoreinfo text.
 pub const VMCOREINFO_NOTE_NAME: &[u8] = b"VMCOREINFO";
@@ -50,7 +62,12 @@ const FLAT_HEADER_SIZE: u64 = 4096;
 const FLAT_MAX_RECORD: u64 = 1 << 30;
 const KDUMP_SIGNATURE: &[u8] = b"KDUMP   ";
 const DISKDUMP_SIGNATURE: &[u8] = b"DISKDUMP";
-const PAGE_DESC_SIZE: u64 = 24;
+/// Largest VMCOREINFO text read (the kernel's is at most a page).
+pub const MAX_VMCOREINFO: u64 = 1 << 20;
+/// Page size of a dump that does not say its own (an ELF core without VMCOREINFO).
+pub const DEFAULT_PAGE_SIZE: u64 = 4096;
+/// `EM_AARCH64`.
+const EM_AARCH64: u16 = 183;
 
 /// Why a vmcore cannot be opened or a range of it read.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -69,14 +86,6 @@ pub enum VmcoreError {
         /// What is wrong.
         what: String,
     },
-    /// libkdumpfile refused the file.
-    #[error("libkdumpfile cannot open it ({format}): {message}")]
-    Open {
-        /// The format csdump took it for.
-        format: String,
-        /// libkdumpfile's message.
-        message: String,
-    },
     /// A physical range is not (entirely) in the dump.
     #[error("physical range {start:#x}..{end:#x} is not in the dump ({why})")]
     NotMapped {
@@ -94,7 +103,7 @@ pub enum VmcoreError {
         pfn: u64,
         /// Physical address of the page.
         paddr: u64,
-        /// What is wrong (libkdumpfile's message, or the truncation).
+        /// What is wrong (the truncation, the descriptor, the decompression).
         why: String,
     },
     /// An error met in a file already found damaged while it was read (a flattened stream cut
@@ -150,7 +159,7 @@ pub struct Format {
     pub compression: Option<&'static str>,
     /// makedumpfile's dump level (`-d`), for a kdump-compressed dump.
     pub dump_level: Option<i32>,
-    /// libkdumpfile's name of the format.
+    /// The reader's short name of the format ("elf64", "kdump", "diskdump").
     pub library_name: String,
 }
 
@@ -267,15 +276,6 @@ pub struct DeviceDump {
     pub data_size: u64,
 }
 
-/// Where the pages of a kdump-compressed file are described.
-#[derive(Debug, Clone, Copy)]
-struct KdumpLayout {
-    /// File offset of the page descriptor table.
-    pd_table: u64,
-    /// Block (page) size of the file.
-    block_size: u64,
-}
-
 /// Bytes read from physical memory, with the pages that the dump filtered out (read as zero).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PhysBytes {
@@ -300,20 +300,22 @@ pub struct PhysRead {
 
 /// An open vmcore.
 pub struct Vmcore {
-    dump: Dump,
-    /// The file libkdumpfile reads (the input, or the rearranged temporary file).
+    /// The file the pages are read from (the input, or the rearranged temporary file).
     file: File,
     file_len: u64,
     /// What the input was.
     pub format: Format,
     /// `PT_LOAD`s of an ELF vmcore, in program header order.
     pub segments: Vec<Segment>,
-    layout: Option<KdumpLayout>,
+    /// The page maps and descriptors of a kdump-compressed file.
+    kdump: Option<Kdump>,
+    page_size: u64,
+    arch: Option<String>,
+    vmcoreinfo: Option<Vec<u8>>,
     /// The notes, in file order.
     pub notes: Vec<NoteRef>,
     /// Problems met that did not stop the reading (a truncated file, a cut note segment).
     pub warnings: Vec<String>,
-    rank_index: std::sync::OnceLock<Vec<(u64, u64)>>,
 }
 
 impl std::fmt::Debug for Vmcore {
@@ -331,20 +333,20 @@ fn rd<const N: usize>(data: &[u8], off: usize) -> Option<[u8; N]> {
     data.get(off..off.checked_add(N)?)?.try_into().ok()
 }
 
-fn le16(data: &[u8], off: usize) -> u16 {
+pub(crate) fn le16(data: &[u8], off: usize) -> u16 {
     rd::<2>(data, off).map_or(0, u16::from_le_bytes)
 }
 
-fn le32(data: &[u8], off: usize) -> u32 {
+pub(crate) fn le32(data: &[u8], off: usize) -> u32 {
     rd::<4>(data, off).map_or(0, u32::from_le_bytes)
 }
 
-fn le64(data: &[u8], off: usize) -> u64 {
+pub(crate) fn le64(data: &[u8], off: usize) -> u64 {
     rd::<8>(data, off).map_or(0, u64::from_le_bytes)
 }
 
 /// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end).
-fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         let at = offset.saturating_add(done as u64);
@@ -359,7 +361,12 @@ fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Reads exactly `len` bytes at `offset`, or says what is cut.
-fn read_exact_at(file: &File, offset: u64, len: usize, what: &str) -> Result<Vec<u8>, VmcoreError> {
+pub(crate) fn read_exact_at(
+    file: &File,
+    offset: u64,
+    len: usize,
+    what: &str,
+) -> Result<Vec<u8>, VmcoreError> {
     // Bound by the file before allocating: a lying length must not cost memory.
     let file_len = file.metadata().map_err(|e| io_err(what, e))?.len();
     let avail = file_len.saturating_sub(offset);
@@ -498,15 +505,17 @@ fn temp_file() -> Result<File, VmcoreError> {
     })
 }
 
-/// What csdump reads of a vmcore's structure itself.
+/// What csdump reads of a vmcore's structure.
 #[derive(Default)]
 struct Parsed {
     warnings: Vec<String>,
     segments: Vec<Segment>,
-    layout: Option<KdumpLayout>,
+    kdump: Option<Kdump>,
     notes: Vec<NoteRef>,
     compression: Option<&'static str>,
     dump_level: Option<i32>,
+    arch: Option<String>,
+    vmcoreinfo: Option<Vec<u8>>,
 }
 
 impl Parsed {
@@ -531,6 +540,11 @@ impl Parsed {
                 "unsupported ELF file: big-endian or unknown byte order".into(),
             ));
         }
+        self.arch = Some(match le16(&eh, 18) {
+            EM_AARCH64 => "aarch64".to_string(),
+            62 => "x86_64".to_string(),
+            m => format!("ELF machine {m}"),
+        });
         let phoff = le64(&eh, 32);
         let phentsize = u64::from(le16(&eh, 54));
         let phnum = usize::from(le16(&eh, 56));
@@ -538,10 +552,14 @@ impl Parsed {
         if phnum == 0 || phnum > MAX_PHDRS || phentsize < 56 {
             return Err(VmcoreError::Invalid {
                 offset: 54,
-                what: format!("{phnum} program headers of {phentsize} bytes"),
+                what: format!(
+                    "ELF header: {phnum} program headers of {phentsize} bytes (e_phnum, e_phentsize): \
+                     a vmcore has program headers (its notes and memory) of at least 56 bytes"
+                ),
             });
         }
-        // A section header table, when there is one, must be whole: libkdumpfile reads it.
+        // A section header table, when there is one, must be whole (a vmcore has none; a
+        // table that is not whole says the header is damaged).
         let shoff = le64(&eh, 40);
         let shentsize = u64::from(le16(&eh, 58));
         let shnum = u64::from(le16(&eh, 60));
@@ -554,11 +572,12 @@ impl Parsed {
             return Err(VmcoreError::Invalid {
                 offset: 40,
                 what: format!(
-                    "{shnum} section headers of {shentsize} bytes at file offset {shoff:#x} \
-                     (the file is {file_len:#x} bytes)"
+                    "ELF header: {shnum} section headers of {shentsize} bytes at file offset \
+                     {shoff:#x} are not a whole table in the file ({file_len:#x} bytes)"
                 ),
             });
         }
+        // At most 65535 entries of at most 65535 bytes: bounded, and checked against the file.
         let table_len = phentsize * phnum as u64;
         let table = read_exact_at(
             file,
@@ -569,21 +588,35 @@ impl Parsed {
         for i in 0..phnum {
             let at = usize::try_from(phentsize).unwrap_or(56) * i;
             let ph = table.get(at..).unwrap_or(&[]);
+            let ph_at = phoff.saturating_add(at as u64);
             let p_type = le32(ph, 0);
             let offset = le64(ph, 8);
             let paddr = le64(ph, 24);
             let filesz = le64(ph, 32);
             let memsz = le64(ph, 40);
             let align = le64(ph, 48);
+            let corrupt = |what: String| VmcoreError::Invalid {
+                offset: ph_at,
+                what: format!("program header {i}: {what} (corrupt program header)"),
+            };
             match p_type {
                 PT_LOAD => {
-                    if paddr.checked_add(memsz.max(filesz)).is_none() {
-                        return Err(VmcoreError::Invalid {
-                            offset: phoff.saturating_add(at as u64),
-                            what: format!(
-                                "program header {i}: PT_LOAD {paddr:#x}+{memsz:#x} wraps the address space"
-                            ),
-                        });
+                    // The ELF rule (a segment's file image is at most its memory image): a
+                    // p_filesz above p_memsz is a lie, not a truncated file.
+                    if filesz > memsz {
+                        return Err(corrupt(format!(
+                            "PT_LOAD at file offset {offset:#x} declares p_filesz {filesz:#x}, more than its p_memsz {memsz:#x}"
+                        )));
+                    }
+                    if offset.checked_add(filesz).is_none() {
+                        return Err(corrupt(format!(
+                            "PT_LOAD at file offset {offset:#x} declares p_filesz {filesz:#x}, past any file offset"
+                        )));
+                    }
+                    if paddr.checked_add(memsz).is_none() {
+                        return Err(corrupt(format!(
+                            "PT_LOAD {paddr:#x}+{memsz:#x} wraps the address space"
+                        )));
                     }
                     let present = file_len.saturating_sub(offset).min(filesz);
                     if present < filesz {
@@ -596,7 +629,7 @@ impl Parsed {
                         paddr,
                         offset,
                         filesz,
-                        memsz: memsz.max(filesz),
+                        memsz,
                         present,
                     });
                 }
@@ -604,10 +637,9 @@ impl Parsed {
                     let end = offset.saturating_add(filesz);
                     if end > file_len {
                         // The notes come first in every vmcore: a file cut inside them holds
-                        // nothing to read, and libkdumpfile would allocate what the header
-                        // declares (the fuzzer found 4 GiB) before it fails.
+                        // nothing to read.
                         return Err(VmcoreError::Invalid {
-                            offset: phoff.saturating_add(at as u64),
+                            offset: ph_at,
                             what: format!(
                                 "program header {i}: PT_NOTE at file offset {offset:#x} declares {filesz:#x} bytes, the file has {:#x}: its notes are cut",
                                 file_len.saturating_sub(offset)
@@ -615,14 +647,14 @@ impl Parsed {
                         });
                     }
                     let pad = if align == 8 { 8 } else { 4 };
-                    self.walk_notes(file, offset, end.min(file_len), pad)?;
+                    self.walk_notes(file, offset, end, pad)?;
                 }
                 // Kernel, QEMU and makedumpfile vmcores hold notes and loads only; anything else
-                // is not a vmcore, and libkdumpfile is not to read it.
+                // is not a vmcore.
                 0 => {}
                 other => {
                     return Err(VmcoreError::Invalid {
-                        offset: phoff.saturating_add(at as u64),
+                        offset: ph_at,
                         what: format!(
                             "program header {i}: type {other:#x}, not PT_LOAD or PT_NOTE (not a vmcore)"
                         ),
@@ -630,7 +662,26 @@ impl Parsed {
                 }
             }
         }
+        if let Some(n) = self.notes.iter().find(|n| n.name == VMCOREINFO_NOTE_NAME) {
+            let n = n.clone();
+            self.take_vmcoreinfo(file, n.desc_offset, n.desc_size);
+        }
         Ok(())
+    }
+
+    /// Reads the VMCOREINFO text at `offset`, `size` bytes, if it is in the file and not larger
+    /// than [`MAX_VMCOREINFO`]; a warning otherwise.
+    fn take_vmcoreinfo(&mut self, file: &File, offset: u64, size: u64) {
+        if size > MAX_VMCOREINFO {
+            self.warnings.push(format!(
+                "the VMCOREINFO at file offset {offset:#x} declares {size:#x} bytes (more than {MAX_VMCOREINFO:#x}): not read"
+            ));
+            return;
+        }
+        match read_exact_at(file, offset, size as usize, "VMCOREINFO") {
+            Ok(v) => self.vmcoreinfo = Some(v),
+            Err(e) => self.warnings.push(e.to_string()),
+        }
     }
 
     fn kdump(
@@ -641,56 +692,26 @@ impl Parsed {
         container: Container,
     ) -> Result<(), VmcoreError> {
         // struct disk_dump_header (makedumpfile's diskdump_mod.h) of a 64-bit target.
-        let version = le32(head, 8);
-        let status = le32(head, 424);
-        let block_size = u64::from(le32(head, 428));
-        let sub_hdr_size = u64::from(le32(head, 432));
-        let bitmap_blocks = u64::from(le32(head, 436));
-        self.compression = Some(if status & 0x1 != 0 {
-            "zlib"
-        } else if status & 0x2 != 0 {
-            "lzo"
-        } else if status & 0x4 != 0 {
-            "snappy"
-        } else if status & 0x20 != 0 {
-            "zstd"
-        } else {
-            "uncompressed"
-        });
-        if status & 0x8 != 0 {
+        let h = kdump::Header::parse(head)?;
+        self.compression = Some(h.compression());
+        self.arch = kdump::Header::machine(head);
+        if h.status & kdump::FLAG_INCOMPLETE != 0 {
             self.warnings.push(
                 "the dump is marked incomplete (makedumpfile ran out of space writing it)".into(),
             );
         }
-        if container == Container::Diskdump || block_size == 0 || block_size > 1 << 20 {
+        let kd = Kdump::open(file, file_len, &h)?;
+        let block_size = kd.block_size;
+        self.kdump = Some(kd);
+        if container == Container::Diskdump {
             return Ok(());
         }
-        self.layout = (1u64 + sub_hdr_size)
-            .checked_add(bitmap_blocks)
-            .and_then(|b| b.checked_mul(block_size))
-            .map(|pd_table| KdumpLayout {
-                pd_table,
-                block_size,
-            });
-        if let Some(l) = self.layout {
-            // libkdumpfile would read the missing part of the bitmaps as zeros, and every page
-            // described there as filtered out.
-            if file_len < l.pd_table {
-                return Err(VmcoreError::Invalid {
-                    offset: file_len,
-                    what: format!(
-                        "the file ends inside its page bitmaps, which end at file offset {:#x} (truncated dump)",
-                        l.pd_table
-                    ),
-                });
-            }
-        }
-        // struct kdump_sub_header, one block in.
+        // struct kdump_sub_header, one block in (before the bitmaps: in the file).
         let sub = read_exact_at(file, block_size, 104, "kdump sub-header")?;
-        if version >= 1 {
+        if h.version >= 1 {
             self.dump_level = i32::try_from(le32(&sub, 8)).ok();
         }
-        if version >= 4 {
+        if h.version >= 4 {
             let offset_note = le64(&sub, 48);
             let size_note = le64(&sub, 56);
             if size_note > 0 {
@@ -704,10 +725,24 @@ impl Parsed {
                 self.walk_notes(file, offset_note, end.min(file_len), 4)?;
             }
         }
+        if h.version >= 3 {
+            let offset = le64(&sub, 32);
+            let size = le64(&sub, 40);
+            if size > 0 {
+                self.take_vmcoreinfo(file, offset, size);
+            }
+        }
+        if self.vmcoreinfo.is_none() {
+            if let Some(n) = self.notes.iter().find(|n| n.name == VMCOREINFO_NOTE_NAME) {
+                let n = n.clone();
+                self.take_vmcoreinfo(file, n.desc_offset, n.desc_size);
+            }
+        }
         Ok(())
     }
 
-    /// Lists the notes in `start..end` of the file, reading only their headers and names.
+    /// Lists the notes in `start..end` of the file (`end` at most the file's size), reading
+    /// only their headers and names.
     fn walk_notes(
         &mut self,
         file: &File,
@@ -762,6 +797,18 @@ impl Parsed {
         }
         Ok(())
     }
+}
+
+/// The page size VMCOREINFO states (`PAGESIZE=`), when it is a power of two from 4 KiB to 1 MiB.
+fn vmcoreinfo_page_size(info: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(info.split(|&b| b == 0).next()?).ok()?;
+    let v: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("PAGESIZE="))?
+        .trim()
+        .parse()
+        .ok()?;
+    (v.is_power_of_two() && (4096..=kdump::MAX_BLOCK_SIZE).contains(&v)).then_some(v)
 }
 
 impl Vmcore {
@@ -886,8 +933,6 @@ impl Vmcore {
             dump_level: None,
             library_name: String::new(),
         };
-        // Check the structure before libkdumpfile reads it: clearer errors, and the checks it
-        // does not make (the file's end).
         let mut parsed = Parsed {
             warnings,
             ..Parsed::default()
@@ -900,30 +945,31 @@ impl Vmcore {
         }
         format.compression = parsed.compression;
         format.dump_level = parsed.dump_level;
-        let lib_file = file
-            .try_clone()
-            .map_err(|e| io_err("cannot duplicate", e))?;
-        let dump = Dump::open(lib_file).map_err(|e| VmcoreError::Open {
-            format: format.to_string(),
-            message: e.message,
-        })?;
-        format.library_name = dump.format().to_string();
-        if parsed
-            .layout
-            .is_some_and(|l| l.block_size != dump.page_size())
-        {
-            parsed.layout = None;
+        let page_size = match &parsed.kdump {
+            Some(k) => k.block_size,
+            None => parsed
+                .vmcoreinfo
+                .as_deref()
+                .and_then(vmcoreinfo_page_size)
+                .unwrap_or(DEFAULT_PAGE_SIZE),
+        };
+        format.library_name = match container {
+            Container::Elf => "elf64",
+            Container::KdumpCompressed => "kdump",
+            Container::Diskdump => "diskdump",
         }
+        .to_string();
         Ok(Self {
-            dump,
             file,
             file_len,
             format,
             segments: parsed.segments,
-            layout: parsed.layout,
+            kdump: parsed.kdump,
+            page_size,
+            arch: parsed.arch,
+            vmcoreinfo: parsed.vmcoreinfo,
             notes: parsed.notes,
             warnings: parsed.warnings,
-            rank_index: std::sync::OnceLock::new(),
         })
     }
 
@@ -962,17 +1008,23 @@ impl Vmcore {
 
     /// The VMCOREINFO text, when the dump has one.
     pub fn vmcoreinfo(&self) -> Option<&[u8]> {
-        self.dump.vmcoreinfo()
+        self.vmcoreinfo.as_deref()
     }
 
     /// The dump's page size.
     pub fn page_size(&self) -> u64 {
-        self.dump.page_size()
+        self.page_size
     }
 
-    /// The dump's architecture, as libkdumpfile names it.
+    /// The dump's architecture ("aarch64"), from the ELF header or the kdump header.
     pub fn arch(&self) -> Option<&str> {
-        self.dump.arch()
+        self.arch.as_deref()
+    }
+
+    /// The file the pages are read from: the input, or the temporary file a flattened or
+    /// gzip'ed input was rearranged into (for the libkdumpfile oracle of the tests).
+    pub fn dump_file(&self) -> &File {
+        &self.file
     }
 
     /// Maps a physical address to a file offset, for an ELF vmcore whose file holds that byte.
@@ -992,140 +1044,99 @@ impl Vmcore {
         })
     }
 
-    /// Checks that page `pfn`, which libkdumpfile read, is really in the file: libkdumpfile
-    /// reads past the end of a truncated file as zeros.
-    fn check_page_in_file(
+    /// Reads page `pfn` of an ELF vmcore into `buf` (one page) from its `PT_LOAD`s; the first
+    /// program header that holds a byte gives it. Bytes of memory the file does not hold
+    /// (`p_memsz` past `p_filesz`, outside every segment) read as zeros. The page is damaged
+    /// when a byte of `range` (the physical addresses the caller wants) that a segment declares
+    /// is past the end of a truncated file; the bytes before the end are read all the same.
+    fn read_elf_page(
         &self,
         pfn: u64,
         range: std::ops::Range<u64>,
-        rank: &mut RankCache,
-    ) -> Result<(), String> {
-        match self.format.container {
-            Container::Elf => {
-                // Every segment's part of `range` that the file should hold must be there.
-                for s in &self.segments {
-                    let lo = range.start.max(s.paddr);
-                    let hi = range.end.min(s.paddr.saturating_add(s.filesz));
-                    if lo >= hi {
-                        continue;
-                    }
-                    let need = hi - s.paddr;
-                    if need > s.present {
-                        return Err(format!(
-                            "physical {:#x} is past the end of the file: PT_LOAD {} needs file offset {:#x}, the file has {:#x} bytes (truncated vmcore?)",
-                            (s.paddr + s.present).max(lo),
-                            s.index,
-                            s.offset.saturating_add(need),
-                            self.file_len
-                        ));
-                    }
-                }
-                Ok(())
+        buf: &mut [u8],
+    ) -> Result<Option<()>, VmcoreError> {
+        let page = self.page_size();
+        let a = pfn.saturating_mul(page);
+        let b = a.saturating_add(page);
+        buf.fill(0);
+        let (mut in_memory, mut in_file) = (false, false);
+        let mut damage = None;
+        // Last to first, so that the first segment's bytes are the ones left.
+        for s in self.segments.iter().rev() {
+            if !(s.paddr < b && a < s.paddr.saturating_add(s.memsz)) {
+                continue;
             }
-            Container::KdumpCompressed | Container::Diskdump => {
-                let Some(layout) = self.layout else {
-                    return Ok(());
-                };
-                let Some(r) = rank.rank(&self.dump, self.rank_index(), pfn) else {
-                    return Ok(());
-                };
-                let at = layout
-                    .pd_table
-                    .saturating_add(r.saturating_mul(PAGE_DESC_SIZE));
-                let pd = read_exact_at(&self.file, at, PAGE_DESC_SIZE as usize, "page descriptor")
-                    .map_err(|e| format!("its page descriptor: {e}"))?;
-                let off = le64(&pd, 0);
-                let size = u64::from(le32(&pd, 8));
-                let flags = le32(&pd, 12);
-                let page = self.page_size();
-                // makedumpfile stores a page compressed only when that makes it smaller, else
-                // as is. (libkdumpfile 0.5.1 would copy a larger "compressed" page into a
-                // one-page buffer: checked here, before it reads.)
-                let compressed = flags & (0x1 | 0x2 | 0x4 | 0x20) != 0;
-                if (compressed && (size == 0 || size > page)) || (!compressed && size != page) {
-                    return Err(format!(
-                        "its page descriptor (file offset {at:#x}) is corrupt: {size:#x} bytes, flags {flags:#x}"
-                    ));
-                }
-                if off.saturating_add(size) > self.file_len {
-                    return Err(format!(
-                        "its data ({size:#x} bytes at file offset {off:#x}) is past the end of the file ({:#x} bytes; truncated dump?)",
-                        self.file_len
-                    ));
-                }
-                Ok(())
+            in_memory = true;
+            let lo = a.max(s.paddr);
+            let hi = b.min(s.paddr.saturating_add(s.filesz));
+            if lo >= hi {
+                continue;
             }
+            in_file = true;
+            let (rel, need) = (lo - s.paddr, hi - s.paddr);
+            let have = need.min(s.present);
+            // In the page: at most one page, so the casts hold.
+            let at = (lo - a) as usize;
+            let mut got = 0u64;
+            if rel < have {
+                let dst = &mut buf[at..at + (have - rel) as usize];
+                got = read_at(&self.file, s.offset + rel, dst).map_err(|e| io_err("vmcore", e))?
+                    as u64;
+            }
+            // The part of `range` this segment's file image declares must be in the file.
+            let want_lo = range.start.max(s.paddr);
+            let want_hi = range.end.min(s.paddr.saturating_add(s.filesz));
+            let want = want_hi.saturating_sub(s.paddr);
+            if want_lo < want_hi && (want > s.present || (rel + got < have && want > rel + got)) {
+                damage = Some(format!(
+                    "physical {:#x} is past the end of the file: PT_LOAD {} needs file offset {:#x}, the file has {:#x} bytes (truncated vmcore?)",
+                    (s.paddr + s.present.min(rel + got)).max(want_lo),
+                    s.index,
+                    s.offset.saturating_add(want),
+                    self.file_len
+                ));
+            }
+        }
+        if let Some(why) = damage {
+            return Err(VmcoreError::Damaged { pfn, paddr: a, why });
+        }
+        if in_file {
+            Ok(Some(()))
+        } else if in_memory {
+            Ok(None)
+        } else {
+            Err(VmcoreError::NotMapped {
+                start: a,
+                end: b,
+                why: format!("page {pfn:#x} is not memory this dump holds"),
+            })
         }
     }
 
-    /// Checkpoints `(first pfn of a run of stored pages, rank of that page)`, every
-    /// [`RANK_INDEX_STEP`] runs, built on first use: a page's descriptor is then found in at
-    /// most that many steps, wherever the reads go.
-    fn rank_index(&self) -> &[(u64, u64)] {
-        self.rank_index.get_or_init(|| {
-            let mut index = Vec::new();
-            let (mut pfn, mut rank, mut runs) = (0u64, 0u64, 0usize);
-            while let Some((a, b)) = self.dump.next_file_pages(pfn) {
-                if runs % RANK_INDEX_STEP == 0 {
-                    index.push((a, rank));
-                }
-                runs += 1;
-                rank += b - a;
-                if b == u64::MAX {
-                    break;
-                }
-                pfn = b;
-            }
-            index
-        })
-    }
-
-    /// Reads page `pfn`, of which the caller wants `range`; `Ok(None)` when makedumpfile
-    /// excluded it (a filtered page, zero).
+    /// Reads page `pfn`, of which the caller wants `range`, into `buf` (one page): `Ok(None)`
+    /// when makedumpfile excluded it (a filtered page, zero). `scratch` holds compressed data
+    /// between calls.
     fn read_page(
         &self,
         pfn: u64,
         range: std::ops::Range<u64>,
         buf: &mut [u8],
-        rank: &mut RankCache,
+        scratch: &mut Vec<u8>,
     ) -> Result<Option<()>, VmcoreError> {
+        let Some(kd) = &self.kdump else {
+            return self.read_elf_page(pfn, range, buf);
+        };
         let page = self.page_size();
         let paddr = pfn.saturating_mul(page);
-        let elf = self.format.container == Container::Elf;
-        if !elf {
-            if let Err(why) = self.check_page_in_file(pfn, range.clone(), rank) {
-                buf.fill(0);
-                return Err(VmcoreError::Damaged { pfn, paddr, why });
-            }
-        }
-        match self.dump.read_phys(paddr, buf) {
-            Ok(()) => {
-                if elf {
-                    self.check_page_in_file(pfn, range, rank)
-                        .map_err(|why| VmcoreError::Damaged { pfn, paddr, why })?;
-                }
-                Ok(Some(()))
-            }
-            Err((_, e)) if e.kind == ErrorKind::NoData => {
-                if self.page_in_memory(pfn) && !self.page_in_file(pfn) {
-                    buf.fill(0);
-                    Ok(None)
-                } else {
-                    Err(VmcoreError::NotMapped {
-                        start: paddr,
-                        end: paddr.saturating_add(page),
-                        why: format!("page {pfn:#x} is not memory this dump holds"),
-                    })
-                }
-            }
-            Err((_, e)) => {
-                buf.fill(0);
-                Err(VmcoreError::Damaged {
-                    pfn,
-                    paddr,
-                    why: format!("libkdumpfile: {}", e.message),
-                })
-            }
+        match kd.read_page(&self.file, pfn, buf, scratch) {
+            kdump::Page::Stored => Ok(Some(())),
+            kdump::Page::Excluded => Ok(None),
+            kdump::Page::NotMemory => Err(VmcoreError::NotMapped {
+                start: paddr,
+                end: paddr.saturating_add(page),
+                why: format!("page {pfn:#x} is not memory this dump holds"),
+            }),
+            kdump::Page::Damaged(why) => Err(VmcoreError::Damaged { pfn, paddr, why }),
         }
     }
 
@@ -1154,8 +1165,9 @@ impl Vmcore {
     }
 
     /// Reads `len` bytes of physical memory at `paddr` as far as the dump has them: a damaged
-    /// page reads as zeros (but for the bytes before the end of a truncated file) and is listed, the read stops at the first page that is not memory
-    /// of this dump. Fails only when `len` cannot be allocated or wraps.
+    /// page reads as zeros (but for the bytes an ELF vmcore holds before the end of a truncated
+    /// file) and is listed, the read stops at the first page that is not memory of this dump.
+    /// Fails only when `len` cannot be allocated or wraps.
     pub fn read_phys_lenient(&self, paddr: u64, len: u64) -> Result<PhysRead, VmcoreError> {
         let end = paddr
             .checked_add(len)
@@ -1178,18 +1190,19 @@ impl Vmcore {
                 end,
                 why: format!("cannot allocate {len:#x} bytes"),
             })?;
+        // The page size is at most 1 MiB (checked when opened).
         let mut buf = vec![0u8; usize::try_from(page).unwrap_or(4096)];
-        let mut rank = RankCache::default();
+        let mut scratch = Vec::new();
         let mut cur = paddr;
         while cur < end {
             let pfn = cur / page;
             let in_page = cur - pfn * page;
             let take = (page - in_page).min(end - cur);
-            match self.read_page(pfn, cur..cur + take, &mut buf, &mut rank) {
+            match self.read_page(pfn, cur..cur + take, &mut buf, &mut scratch) {
                 Ok(Some(())) => {}
                 Ok(None) => out.excluded.push(pfn),
-                // The bytes libkdumpfile did read stay (those before the end of a truncated
-                // file); the rest of the page is zeros.
+                // The bytes that were read stay (those an ELF file holds before the end of a
+                // truncated file); the rest of the page is zeros.
                 Err(VmcoreError::Damaged { why, .. }) => out.damaged.push((pfn, why)),
                 Err(e) => {
                     out.stopped = Some(match e {
@@ -1219,11 +1232,11 @@ impl Vmcore {
     /// The end (exclusive) of the run of memory pages of this dump (stored or filtered out)
     /// that starts at page `pfn`; `pfn` itself when it is not memory of this dump.
     pub fn memory_run_end(&self, pfn: u64) -> u64 {
-        if self.format.container != Container::Elf {
-            return self.dump.memory_run_end(pfn);
+        if let Some(kd) = &self.kdump {
+            return kd.memory_run_end(pfn);
         }
-        // From the program headers: libkdumpfile 0.5.1's ELF page maps go wrong when PT_LOADs
-        // overlap, as a kdump vmcore's kernel-image segment overlaps its RAM segment.
+        // From the program headers, which may overlap (a kdump vmcore's kernel-image segment
+        // overlaps its RAM segment).
         let page = self.page_size();
         let mut end = pfn.saturating_mul(page);
         loop {
@@ -1241,40 +1254,53 @@ impl Vmcore {
         (end / page).max(pfn)
     }
 
-    /// Whether any byte of page `pfn` is memory this dump describes (stored or left out).
-    fn page_in_memory(&self, pfn: u64) -> bool {
-        if self.format.container != Container::Elf {
-            return self.dump.page_in_memory(pfn);
+    /// The runs of pages that are memory of this dump (stored or filtered out), as
+    /// `(first pfn, end pfn)`, in order and merged; at most `limit` runs.
+    pub fn memory_runs(&self, limit: usize) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        match &self.kdump {
+            Some(kd) => {
+                let mut pfn = 0;
+                while runs.len() < limit {
+                    let Some(a) = kd.next_memory_page(pfn) else {
+                        break;
+                    };
+                    let b = kd.memory_run_end(a);
+                    runs.push((a, b));
+                    pfn = b;
+                }
+            }
+            None => {
+                let page = self.page_size();
+                let mut v: Vec<(u64, u64)> = self
+                    .segments
+                    .iter()
+                    .filter(|s| s.memsz > 0)
+                    .map(|s| (s.paddr / page, (s.paddr + s.memsz).div_ceil(page)))
+                    .collect();
+                v.sort_unstable();
+                for (a, b) in v {
+                    let full = runs.len() >= limit;
+                    match runs.last_mut() {
+                        Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                        _ if full => break,
+                        _ => runs.push((a, b)),
+                    }
+                }
+            }
         }
-        let a = pfn.saturating_mul(self.page_size());
-        let b = a.saturating_add(self.page_size());
-        self.segments
-            .iter()
-            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.memsz))
-    }
-
-    /// Whether any byte of page `pfn` is stored in the file.
-    fn page_in_file(&self, pfn: u64) -> bool {
-        if self.format.container != Container::Elf {
-            return self.dump.page_in_file(pfn);
-        }
-        let a = pfn.saturating_mul(self.page_size());
-        let b = a.saturating_add(self.page_size());
-        self.segments
-            .iter()
-            .any(|s| s.paddr < b && a < s.paddr.saturating_add(s.filesz))
+        runs
     }
 
     /// Scans the start of every page the file stores for `magic`; returns the physical
     /// addresses where it was found, at most `limit` of them. Shows a progress bar on a
     /// terminal when it takes more than a second. Memory stays flat: an ELF file is read a
-    /// window at a time with read(2), a kdump-compressed one a page at a time through
-    /// libkdumpfile; only pages the file really holds are visited.
+    /// window at a time, a kdump-compressed one a run of page descriptors and a page at a
+    /// time; only pages the file really holds are visited.
     pub fn scan_page_starts(&self, magic: &[u8], limit: usize) -> Vec<u64> {
-        if self.format.container == Container::Elf {
-            self.scan_elf(magic, limit)
-        } else {
-            self.scan_pages(magic, limit)
+        match &self.kdump {
+            Some(kd) => self.scan_pages(kd, magic, limit),
+            None => self.scan_elf(magic, limit),
         }
     }
 
@@ -1344,92 +1370,77 @@ impl Vmcore {
         hits
     }
 
-    fn scan_pages(&self, magic: &[u8], limit: usize) -> Vec<u64> {
+    fn scan_pages(&self, kd: &Kdump, magic: &[u8], limit: usize) -> Vec<u64> {
+        /// Page descriptors read at a time (96 KiB).
+        const DESCS: u64 = 4096;
         let page = self.page_size();
-        // A kdump-compressed file cannot store more pages than descriptors fit in it.
-        let max_pages = match self.layout {
-            Some(l) => self.file_len.saturating_sub(l.pd_table) / PAGE_DESC_SIZE + 1,
-            None => self.file_len / page.max(1) + 1,
-        };
-        // Count the pages first, for the progress bar.
-        let mut total = 0u64;
+        // Pages whose descriptors fit in the file: a lying bitmap cannot make the scan longer.
+        let max_pages = self.file_len.saturating_sub(kd.pd_table) / PAGE_DESC_SIZE;
+        let total = kd.stored_pages().min(max_pages);
+        let progress = Progress::new(total.saturating_mul(page), "scanning the vmcore's pages");
+        let mut hits = Vec::new();
+        let mut buf = vec![0u8; usize::try_from(page).unwrap_or(4096)];
+        let mut scratch = Vec::new();
+        let mut table = Vec::new();
+        // The last page's data: the pages that share it (makedumpfile stores one zero page for
+        // all of them) are not read again.
+        let mut last: Option<(u64, u64, u32, bool)> = None;
+        let mut done = 0u64;
+        let mut rank = 0u64;
         let mut pfn = 0u64;
-        let mut runs = Vec::new();
-        while let Some((a, b)) = self.dump.next_file_pages(pfn) {
-            let b = b.min(a.saturating_add(max_pages - total));
-            total = total.saturating_add(b - a);
-            runs.push((a, b));
-            if b == u64::MAX || total >= max_pages {
-                break;
+        'runs: while let Some((a, b)) = kd.next_file_pages(pfn) {
+            let mut p = a;
+            while p < b {
+                if rank >= max_pages {
+                    break 'runs;
+                }
+                // Descriptors of pages p.. (consecutive ranks), as many as fit in the file.
+                let n = (b - p).min(DESCS).min(max_pages - rank);
+                let at = kd.pd_table + rank * PAGE_DESC_SIZE;
+                table.resize((n * PAGE_DESC_SIZE) as usize, 0);
+                let Ok(got) = read_at(&self.file, at, &mut table) else {
+                    break 'runs;
+                };
+                let n = (got as u64 / PAGE_DESC_SIZE).min(n);
+                if n == 0 {
+                    break 'runs;
+                }
+                for i in 0..n {
+                    let d = &table[(i * PAGE_DESC_SIZE) as usize..][..PAGE_DESC_SIZE as usize];
+                    let paddr = (p + i).saturating_mul(page);
+                    let hit = match kd.check_descriptor(at + i * PAGE_DESC_SIZE, d) {
+                        Err(_) => false,
+                        Ok((off, size, flags)) => match last {
+                            Some((o, s, f, hit)) if (o, s, f) == (off, size, flags) => hit,
+                            _ => {
+                                let hit = kd
+                                    .read_data(&self.file, off, size, flags, &mut buf, &mut scratch)
+                                    .is_ok()
+                                    && buf.starts_with(magic);
+                                last = Some((off, size, flags, hit));
+                                hit
+                            }
+                        },
+                    };
+                    if hit {
+                        hits.push(paddr);
+                        if hits.len() >= limit {
+                            progress.finish();
+                            return hits;
+                        }
+                    }
+                    done += 1;
+                    if done % 1024 == 0 {
+                        progress.set(done.saturating_mul(page));
+                    }
+                }
+                p += n;
+                rank += n;
             }
             pfn = b;
         }
-        let progress = Progress::new(total.saturating_mul(page), "scanning the vmcore's pages");
-        let mut hits = Vec::new();
-        let mut head = vec![0u8; magic.len()];
-        let mut done = 0u64;
-        let mut rank = RankCache::default();
-        for (a, b) in runs {
-            for pfn in a..b {
-                let paddr = pfn.saturating_mul(page);
-                let sane = self
-                    .check_page_in_file(pfn, paddr..paddr + page, &mut rank)
-                    .is_ok();
-                if sane && self.dump.read_phys(paddr, &mut head).is_ok() && head == magic {
-                    hits.push(paddr);
-                    if hits.len() >= limit {
-                        progress.finish();
-                        return hits;
-                    }
-                }
-                done += 1;
-                if done % 1024 == 0 {
-                    progress.set(done.saturating_mul(page));
-                }
-            }
-        }
         progress.finish();
         hits
-    }
-}
-
-/// Runs of stored pages between two checkpoints of the rank index.
-const RANK_INDEX_STEP: usize = 256;
-
-/// The rank of a page among the pages a kdump-compressed file stores (its index in the page
-/// descriptor table), computed from the file's page map and cached for the next page.
-#[derive(Default)]
-struct RankCache {
-    /// (pfn, rank) of the last answer.
-    last: Option<(u64, u64)>,
-}
-
-impl RankCache {
-    fn rank(&mut self, dump: &Dump, index: &[(u64, u64)], pfn: u64) -> Option<u64> {
-        if !dump.page_in_file(pfn) {
-            return None;
-        }
-        // Start from the last answer, or the nearest checkpoint below `pfn`.
-        let checkpoint = match index.partition_point(|&(p, _)| p <= pfn) {
-            0 => (0, 0),
-            i => index[i - 1],
-        };
-        let (mut at, mut rank) = match self.last {
-            Some((p, r)) if p <= pfn && p >= checkpoint.0 => (p, r),
-            _ => checkpoint,
-        };
-        // Count the stored pages in at..pfn, run by run.
-        while at < pfn {
-            let (a, b) = dump.next_file_pages(at)?;
-            if a >= pfn {
-                break;
-            }
-            let stop = b.min(pfn);
-            rank += stop - a.max(at);
-            at = stop;
-        }
-        self.last = Some((pfn, rank));
-        Some(rank)
     }
 }
 

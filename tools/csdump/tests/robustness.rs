@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::dumps;
+use common::snapshots;
 use common::*;
 
 const REGION_PADDR: u64 = 0x4800_0000;
@@ -53,11 +55,49 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     let mut v = vec![
         dump(b.bytes.clone()),
-        dump(vmcore),
+        dump(vmcore.clone()),
         dump(elf_core(&[core_note()], &loads(0x900))),
         with_vmlinux,
         gdb,
     ];
+    // Every vmcore format csdump reads: kdump-compressed with each page compression, flattened,
+    // gzip'ed (a flattened one, as Debian's kdump-tools writes it through gzip, and an ELF one).
+    let mem = dumps::memory(&b.bytes);
+    let kdump_notes = [
+        core_note(),
+        vmcoreinfo_note(&vmcoreinfo_text(dumps::REGION_PADDR, 0x2000)),
+    ];
+    for c in [
+        dumps::Compress::Zlib,
+        dumps::Compress::Lzo,
+        dumps::Compress::Snappy,
+        dumps::Compress::Zstd,
+    ] {
+        v.push(dump(dumps::kdump_of(&mem, &kdump_notes, c, 31, &[])));
+    }
+    let zlib = dumps::kdump_of(&mem, &kdump_notes, dumps::Compress::Zlib, 31, &[]);
+    v.push(dump(dumps::flatten(&zlib)));
+    v.push(dump(dumps::gzip(&dumps::flatten(&zlib))));
+    v.push(dump(dumps::gzip(&vmcore)));
+    // A real vmlinux (an ELF executable with the kernel text of an OpenCSD snapshot, its
+    // symbols and the build ID of the dump built from the same snapshot, whose real trace the
+    // report decodes against it): the first 96 KiB of its text, to stay under -max_len.
+    if let Some(snap) = cspd_testdata::snapshot("juno-ret-stck") {
+        let region = snapshots::dump_from_snapshot(&snap, 0);
+        let image = std::fs::read(snap.join("kernel_dump.bin")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("vmlinux");
+        snapshots::write_elf(
+            &image[..96 << 10],
+            0xFFFF_0000_0808_0000 - snapshots::KASLR,
+            &path,
+        );
+        let mut real = vec![2u8];
+        real.extend_from_slice(&(region.len() as u32).to_le_bytes());
+        real.extend_from_slice(&region);
+        real.extend_from_slice(&std::fs::read(&path).unwrap());
+        v.push(real);
+    }
     // A real snapshot (Juno, user space), packed as files for the snapshot reader.
     if let Some(dir) = cspd_testdata::snapshot("juno-uname-001") {
         let mut packed = vec![1u8];
@@ -85,7 +125,38 @@ fn seeds() -> Vec<Vec<u8>> {
 #[test]
 fn fuzz_seeds_reach_the_readers() {
     let seeds = seeds();
-    assert!(seeds.len() >= 6, "the snapshot seed is missing");
+    assert_eq!(seeds.len(), 14, "a seed that needs test data is missing");
+    // Every vmcore format is seeded, and each seed reads as that format.
+    let formats: Vec<String> = seeds
+        .iter()
+        .filter(|s| s[0] == 0)
+        .filter_map(|s| csdump::vmcore::Vmcore::from_bytes(&s[1..]).ok())
+        .map(|c| c.format.to_string())
+        .collect();
+    for f in [
+        "ELF vmcore",
+        "kdump-compressed vmcore, zlib pages, dump level 31",
+        "kdump-compressed vmcore, lzo pages, dump level 31",
+        "kdump-compressed vmcore, snappy pages, dump level 31",
+        "kdump-compressed vmcore, zstd pages, dump level 31",
+        "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F)",
+        "kdump-compressed vmcore, zlib pages, dump level 31, flattened (makedumpfile -F), gzip'ed",
+        "ELF vmcore, gzip'ed",
+    ] {
+        assert!(
+            formats.iter().any(|x| x == f),
+            "no seed of {f}: {formats:?}"
+        );
+    }
+    // The real vmlinux seed is an executable with the dump's build ID.
+    let real = &seeds[seeds.len() - 2];
+    assert_eq!(real[0], 2);
+    let n = u32::from_le_bytes(real[1..5].try_into().unwrap()) as usize;
+    let aligned = real[5 + n..].to_vec();
+    let vmlinux = csdump::elf::Vmlinux::parse(&aligned).unwrap();
+    let located = csdump::region::locate(&real[5..5 + n]).unwrap();
+    let c = csdump::capture::Capture::from_dump(&located).unwrap();
+    csdump::elf::check_build_id(&vmlinux, &c.kernel.build_id, c.kernel.release.as_deref()).unwrap();
     // The packed snapshot reads back as its files.
     let snap = seeds.last().unwrap();
     let files = csdump::snapshot_files(&snap[1..]);
@@ -196,7 +267,14 @@ fn fuzz_found_elf_vmcore_is_handled() {
 /// Another input the fuzzer found: program headers of types no vmcore has, with garbage sizes.
 #[test]
 fn fuzz_found_elf_with_foreign_segments_is_refused() {
-    let data: &[u8] = &[
+    let data = foreign_segments_input();
+    csdump::fuzz_entry(data);
+    assert!(csdump::vmcore::Vmcore::from_bytes(&data[1..]).is_err());
+}
+
+/// The input of [`fuzz_found_elf_with_foreign_segments_is_refused`] (selector byte first).
+fn foreign_segments_input() -> &'static [u8] {
+    &[
         0, 127, 69, 76, 70, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 183, 0, 1, 0, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 3, 251, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 56, 0,
         16, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0, 173, 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 16, 0, 8, 0, 0,
@@ -242,9 +320,7 @@ fn fuzz_found_elf_with_foreign_segments_is_refused() {
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    ];
-    csdump::fuzz_entry(data);
-    assert!(csdump::vmcore::Vmcore::from_bytes(&data[1..]).is_err());
+    ]
 }
 
 /// An ELF the fuzzer found whose PT_NOTE declares 0xf2000228 bytes in a 637-byte file:
@@ -287,5 +363,165 @@ fn fuzz_found_elf_with_cut_notes_is_refused() {
         e.to_string()
             .contains("PT_NOTE at file offset 0xe8 declares 0xf2000228 bytes"),
         "{e}"
+    );
+}
+
+/// Runs `csdump info` on `bytes` written to a file named `name`: the exit status (a signal, a
+/// crash or a panic fails the test) and stderr.
+fn info_on(name: &str, bytes: &[u8]) -> (i32, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_csdump"))
+        .arg("info")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let code = o.status.code().unwrap_or_else(|| {
+        panic!(
+            "csdump info {name} was killed by a signal ({:?}): {stderr}",
+            o.status
+        )
+    });
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("stack smashing"),
+        "{name}: {stderr}"
+    );
+    (code, stderr, path.display().to_string())
+}
+
+/// A valid ELF vmcore with the region in its second PT_LOAD: the bytes, and the file offset of
+/// that PT_LOAD's program header.
+fn vmcore_with_region() -> (Vec<u8>, usize, usize) {
+    let b = build_region(0x2000, 700);
+    let notes = [
+        core_note(),
+        vmcoreinfo_note(&vmcoreinfo_text(REGION_PADDR, 0x2000)),
+    ];
+    let loads = [
+        LoadSpec {
+            paddr: REGION_PADDR - 0x10_0000,
+            size: 0x4000,
+            chunks: vec![(0, vec![0x5a; 0x4000])],
+        },
+        LoadSpec {
+            paddr: REGION_PADDR,
+            size: 0x2000,
+            chunks: vec![(0, b.bytes.clone())],
+        },
+    ];
+    let elf = elf_core(&notes, &loads);
+    // The program headers (ELF64: e_phoff at 32, 56-byte entries); the second PT_LOAD.
+    let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap()) as usize;
+    let phnum = u16::from_le_bytes(elf[56..58].try_into().unwrap()) as usize;
+    let loads: Vec<usize> = (0..phnum)
+        .filter(|i| elf[phoff + 56 * i..][..4] == 1u32.to_le_bytes())
+        .collect();
+    assert_eq!(loads.len(), 2);
+    let (index, _) = (loads[1], ());
+    (elf, index, phoff + 56 * index)
+}
+
+/// Issue 29's input: a PT_LOAD whose p_filesz is 0xffffffffffffffff, in a file cut short.
+/// libkdumpfile 0.5.1 overflowed its stack on it ("stack smashing detected" in the debug build,
+/// SIGSEGV in the release one). csdump refuses it as unreadable (exit 1), naming the file, the
+/// program header and what is wrong. `cargo test --release` runs the same on the release build.
+#[test]
+fn issue_29_pt_load_with_huge_filesz_in_a_cut_file_is_refused() {
+    let (elf, index, ph) = vmcore_with_region();
+    let (code, stderr, _) = info_on("vmcore", &elf);
+    assert_eq!(code, 0, "the vmcore before the damage: {stderr}");
+    let mut bad = elf.clone();
+    bad[ph + 32..ph + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+    let offset = u64::from_le_bytes(bad[ph + 8..ph + 16].try_into().unwrap());
+    bad.truncate(offset as usize + 0x800);
+    let (code, stderr, path) = info_on("crasher.vmcore", &bad);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "csdump: error: {path}: file offset {ph:#x}: program header {index}: PT_LOAD at file offset {offset:#x} declares p_filesz 0xffffffffffffffff, more than its p_memsz 0x2000 (corrupt program header)"
+        )),
+        "{stderr}"
+    );
+    // The file-size check is not what catches it: the same header in a whole file.
+    let mut whole = elf.clone();
+    whole[ph + 32..ph + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+    let (code, stderr, _) = info_on("crasher-whole.vmcore", &whole);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("p_filesz 0xffffffffffffffff"), "{stderr}");
+    // p_memsz as large too: the file range then runs past any file offset.
+    let mut both = bad.clone();
+    both[ph + 40..ph + 48].copy_from_slice(&u64::MAX.to_le_bytes());
+    let (code, stderr, path) = info_on("crasher-memsz.vmcore", &both);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{path}: file offset {ph:#x}: program header {index}: PT_LOAD"
+        )) && (stderr.contains("past any file offset")
+            || stderr.contains("wraps the address space")),
+        "{stderr}"
+    );
+}
+
+/// A PT_LOAD whose file image is larger than the file (a dump cut short), its size lying but
+/// consistent: the region, in the intact part, survives; the run says the file is damaged and
+/// which program header is cut (exit 3).
+#[test]
+fn a_cut_pt_load_with_the_region_intact_is_partly_readable() {
+    let (elf, index, ph) = vmcore_with_region();
+    let mut bad = elf.clone();
+    let offset = u64::from_le_bytes(bad[ph + 8..ph + 16].try_into().unwrap());
+    let huge = 1u64 << 40;
+    bad[ph + 32..ph + 40].copy_from_slice(&huge.to_le_bytes());
+    bad[ph + 40..ph + 48].copy_from_slice(&huge.to_le_bytes());
+    let (code, stderr, path) = info_on("cut.vmcore", &bad);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "csdump: warning: {path}: program header {index}: PT_LOAD at file offset {offset:#x} declares 0x10000000000 bytes, the file has 0x2000 (truncated vmcore?)"
+        )),
+        "{stderr}"
+    );
+}
+
+/// The last round's two inputs that crashed libkdumpfile, through the command: the documented
+/// exit status for an unreadable input (1) and a message naming the file, the header and what is
+/// wrong.
+#[test]
+fn the_last_rounds_libkdumpfile_crashers_are_refused_by_the_command() {
+    // fuzz_found_elf_vmcore_is_handled's input: no program headers.
+    let mut no_phdrs = elf_core(&[core_note()], &[]);
+    no_phdrs[56..58].copy_from_slice(&0u16.to_le_bytes());
+    let (code, stderr, path) = info_on("no-phdrs.vmcore", &no_phdrs);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{path}: file offset 0x36: ELF header: 0 program headers of 56 bytes (e_phnum, e_phentsize)"
+        )),
+        "{stderr}"
+    );
+    // A section header table that is not whole in the file.
+    let mut cut_sh = elf_core(&[core_note()], &[]);
+    cut_sh[40..48].copy_from_slice(&0x10_0000u64.to_le_bytes());
+    cut_sh[58..60].copy_from_slice(&64u16.to_le_bytes());
+    cut_sh[60..62].copy_from_slice(&3u16.to_le_bytes());
+    let (code, stderr, path) = info_on("cut-sections.vmcore", &cut_sh);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{path}: file offset 0x28: ELF header: 3 section headers of 64 bytes at file offset 0x100000 are not a whole table in the file"
+        )),
+        "{stderr}"
+    );
+    // fuzz_found_elf_with_foreign_segments_is_refused's input, as the fuzzer left it.
+    let data = foreign_segments_input();
+    let (code, stderr, path) = info_on("foreign.vmcore", &data[1..]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{path}: file offset 0x40: program header 0: type 0x7000000, not PT_LOAD or PT_NOTE (not a vmcore)"
+        )),
+        "{stderr}"
     );
 }

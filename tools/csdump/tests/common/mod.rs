@@ -12,6 +12,8 @@ use std::path::Path;
 
 use cspd_format::*;
 
+pub mod dumps;
+pub mod oracle;
 pub mod snapshots;
 
 pub const BOOT_ID: [u8; 16] = *b"\x10\x32\x54\x76\x98\xba\xdc\xfe\x01\x23\x45\x67\x89\xab\xcd\xef";
