@@ -4,7 +4,7 @@
 //! memory image, under `ulimit -v 1000000` (about 1 GB of address space): each must succeed, and
 //! this prints the time, the scan's rate and csdump's peak resident memory. With
 //! `CSDUMP_BASELINE=/path/to/an/older/csdump` the same inputs also go to that binary, in the same
-//! run, one after the other (issue 29: the Rust vmcore reader against the libkdumpfile one).
+//! run, one after the other (the Rust vmcore reader against the libkdumpfile one).
 
 #[path = "../tests/common/mod.rs"]
 mod common;

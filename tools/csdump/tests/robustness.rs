@@ -423,7 +423,7 @@ fn vmcore_with_region() -> (Vec<u8>, usize, usize) {
     (elf, index, phoff + 56 * index)
 }
 
-/// Issue 29's input: a PT_LOAD whose p_filesz is 0xffffffffffffffff, in a file cut short.
+/// The input that overflowed libkdumpfile 0.5.1's stack: a PT_LOAD whose p_filesz is 0xffffffffffffffff, in a file cut short.
 /// libkdumpfile 0.5.1 overflowed its stack on it ("stack smashing detected" in the debug build,
 /// SIGSEGV in the release one). csdump refuses it as unreadable (exit 1), naming the file, the
 /// program header and what is wrong. `cargo test --release` runs the same on the release build.
