@@ -10,6 +10,7 @@
  *              off, then both call panic(); the one that loses panic()'s race stops itself there.
  */
 #include <linux/atomic.h>
+#include <linux/compiler.h>
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/init.h>
@@ -28,7 +29,7 @@ static atomic_t c_crash_met = ATOMIC_INIT(0);
 static noinline void c_crash_irq_oops(struct timer_list *t)
 {
 	pr_emerg("c_crash: a store to NULL in a timer callback\n");
-	*(volatile int *)NULL = 0x63737064;
+	WRITE_ONCE(*(int *)NULL, 0x63737064);
 }
 
 static noinline int c_crash_panic_thread(void *arg)
