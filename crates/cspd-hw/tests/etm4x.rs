@@ -24,6 +24,12 @@ mod arch {
 use arch::*;
 use cspd_hw::etm4x::regs::TRCIDR0_TSSIZE_MASK;
 
+/// Both ways to reach a trace unit, as the model and as the driver name them.
+const INTERFACES: [(ModelInterface, Interface); 2] = [
+    (ModelInterface::Mmio, Interface::Mmio),
+    (ModelInterface::SysReg, Interface::SysReg),
+];
+
 const T: Timeout = Timeout {
     tries: 50,
     delay_us: 1,
@@ -238,10 +244,7 @@ fn check_saved_equals_model(s: &SavedState, m: &Etm4xModel, cpu: u32) {
 
 #[test]
 fn panic_save_stops_the_unit_and_saves_what_the_hardware_holds() {
-    for (iface, hw) in [
-        (ModelInterface::Mmio, Interface::Mmio),
-        (ModelInterface::SysReg, Interface::SysReg),
-    ] {
+    for (iface, hw) in INTERFACES {
         for os_locked in [false, true] {
             let (mut m, cfg) = tracing_model(iface);
             m.set_os_locked(os_locked);
@@ -678,10 +681,7 @@ impl OwnCpu for FakeCpu {
 /// the own CPU allows trace again once the unit runs.
 #[test]
 fn stop_takes_the_own_cpus_barriers_before_en_clears() {
-    for (iface, hw) in [
-        (ModelInterface::Mmio, Interface::Mmio),
-        (ModelInterface::SysReg, Interface::SysReg),
-    ] {
+    for (iface, hw) in INTERFACES {
         for own in [true, false] {
             let (mut m, cfg) = tracing_model(iface);
             let log = Log::default();
