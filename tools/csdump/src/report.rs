@@ -370,6 +370,9 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
                 Some(els) => {
                     elements = d.totals.get(&id).copied().unwrap_or(0);
                     (functions, branches) = summarise(els, sym.as_ref(), opts.last, &mut word);
+                    if functions.is_empty() {
+                        no_trace = Some(no_code_left(id, elements));
+                    }
                 }
                 None => no_trace = Some(format!("no trace with ID {id:#x} in the buffer")),
             },
@@ -410,6 +413,18 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
         notes: report_notes,
         warnings,
     }
+}
+
+/// Why a CPU whose trace ID is in the buffer has no code in it: what is left of its stream (a
+/// trace-on, the flush at its stop) decodes to no instruction.
+fn no_code_left(id: u8, elements: u64) -> String {
+    let s = if elements == 1 { "" } else { "s" };
+    format!(
+        "no executed code of trace ID {id:#x} is left in the buffer ({elements} element{s} of it): \
+         a full buffer keeps the newest trace, so CPUs that went on tracing after this one \
+         stopped (a CPU that ignored the stop request keeps its unit running until the panic \
+         path stops it) overwrote it; a larger sink, or trace restricted to fewer CPUs, keeps it"
+    )
 }
 
 /// What the report says of a CPU's hardware stop.
@@ -684,6 +699,23 @@ mod tests {
             .map(|(f, t, k)| (Some(f.to_string()), t.to_string(), k.to_string()))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_stream_left_without_code_is_said_to_be_overwritten() {
+        // What trace-kdump's ETF held of the panicking CPU once a CPU spinning with interrupts
+        // off had filled it: the trace-on and the flush of its stop, no instruction.
+        let els: VecDeque<Element> = [Element::TraceOn, Element::NoSync].into();
+        let (f, b) = summarise(&els, None, 64, &mut |_| None);
+        assert!(f.is_empty() && b.is_empty());
+        let why = no_code_left(0x12, 2);
+        assert!(
+            why.starts_with(
+                "no executed code of trace ID 0x12 is left in the buffer (2 elements of it)"
+            ),
+            "{why}"
+        );
+        assert!(no_code_left(0x12, 1).contains("(1 element of it)"));
     }
 
     #[test]
