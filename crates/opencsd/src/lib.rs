@@ -51,6 +51,16 @@ pub const MAX_ERRORS: usize = 64;
 /// per process, so creating, decoding and destroying trees take turns.
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// Runs `f` while no other thread of this process is inside the library.
+///
+/// For a caller that forks: a child forked inside `f` starts with the library's global state
+/// (its error logger, its map of callback objects) consistent, not caught half-changed by
+/// another thread, and may use the library once `f` has returned in it.
+pub fn exclusive<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
 /// An error from the library: what was being done, the error code and its description.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 #[error("OpenCSD: {what}: {text} (error {code})")]

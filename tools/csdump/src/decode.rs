@@ -1,6 +1,6 @@
-//! Decoding a capture's trace in process with OpenCSD's library (the `opencsd` crate over
-//! libopencsd's C API): no child process, no temporary file, memory bounded by what the caller
-//! keeps.
+//! Decoding a capture's trace with OpenCSD's library (the `opencsd` crate over libopencsd's C
+//! API), in a confined child process ([`child`]): no temporary file, memory bounded by what the
+//! caller keeps.
 //!
 //! The interface, for the report and the GDB stub:
 //!
@@ -14,17 +14,29 @@
 //!   holds the kernel image, else as built), a snapshot's memory images, and code outside
 //!   vmlinux (modules) read from the vmcore through the kernel's page tables on demand.
 //!
+//! The trace is untrusted input and OpenCSD is C++: it runs in a child process that has a copy
+//! of the capture and the memory and may only read, map memory and write its elements to a pipe
+//! (see [`child`]); a crash or a hang there ends the decode as partial, with why, and the
+//! elements before it are kept. [`decode_in_process`] (or `CSDUMP_DECODER_IN_PROCESS=1`) runs
+//! it in csdump's own process instead: for the fuzz target, whose sanitizer instruments the
+//! library there, and for input the user trusts.
+//!
 //! Elements are what OpenCSD's generic elements say, in csdump's words: a range of executed
 //! instructions (start, end, instruction count, size of the last one, whether it was a taken
 //! branch and what kind of branch), an exception with its preferred return address, an
 //! exception return, no-sync and trace-on (where the trace starts or restarts), and no-access
 //! (the decoder reached code it has no image of).
 
+pub mod child;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::fs::File;
+use std::io::Read;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -254,10 +266,14 @@ pub enum DecodeError {
     /// The library refused the configuration or the trace.
     #[error(transparent)]
     Library(#[from] opencsd::Error),
+    /// The library refused them in the decoder's process (its message), or that process could
+    /// not be started.
+    #[error("{0}")]
+    Apart(String),
 }
 
 /// What [`decode_each`] did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Index of the sink decoded.
     pub sink: usize,
@@ -296,6 +312,15 @@ pub trait Memory {
     /// Fills `buf` from address `addr` on, as far as it can; returns how many bytes it filled
     /// (0: no code there).
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+
+    /// Pages of code read on demand so far, and their bytes (none for memory that holds all it
+    /// serves).
+    fn read_on_demand(&self) -> (usize, usize) {
+        (0, 0)
+    }
+
+    /// Counts what a copy of this memory read on demand in the decoder's process.
+    fn add_read_on_demand(&mut self, _pages: usize, _bytes: usize) {}
 }
 
 /// Memory that holds nothing (the decoder then only follows what the trace says outright).
@@ -399,6 +424,30 @@ pub fn core_arch(name: &str) -> Option<opencsd::Core> {
     a(ARCH_AA64, p)
 }
 
+static IN_PROCESS: AtomicBool = AtomicBool::new(false);
+
+/// Makes later decodes run OpenCSD in this process (`true`) or in a confined child (`false`, the
+/// default): for the fuzz target, whose sanitizer instruments the library in process, and for
+/// input the user trusts (as `CSDUMP_DECODER_IN_PROCESS=1` does).
+pub fn decode_in_process(yes: bool) {
+    IN_PROCESS.store(yes, Ordering::Relaxed);
+}
+
+fn in_process() -> bool {
+    IN_PROCESS.load(Ordering::Relaxed)
+        || std::env::var_os("CSDUMP_DECODER_IN_PROCESS").is_some_and(|v| v == "1")
+}
+
+/// What the report and the GDB stub say of where the decoder ran.
+pub fn decoder_name() -> String {
+    let place = if in_process() {
+        "in process"
+    } else {
+        "in a confined child process"
+    };
+    format!("OpenCSD {} (libopencsd, {place})", opencsd::version())
+}
+
 /// Streams every element of the first sink of `capture` that holds trace to `f`, with its
 /// trace ID, reading code through `memory`.
 pub fn decode_each(
@@ -412,6 +461,91 @@ pub fn decode_each(
     let Some(sink) = capture.sinks.iter().position(|s| !s.frames().is_empty()) else {
         return Err(DecodeError::Nothing("no trace in any sink".into()));
     };
+    if in_process() {
+        decode_here(capture, sink, memory, &mut f)
+    } else {
+        decode_apart(capture, sink, memory, &mut f)
+    }
+}
+
+/// [`decode_each`] in a confined child process: the child decodes and sends each element, then
+/// the summary; the parent hands them to `f`.
+fn decode_apart(
+    capture: &Capture<'_>,
+    sink: usize,
+    memory: &mut dyn Memory,
+    f: &mut dyn FnMut(u8, &Element) -> Flow,
+) -> Result<Summary, DecodeError> {
+    let child = child::spawn(|tx| {
+        let r = decode_here(capture, sink, &mut *memory, &mut |id, e| {
+            wire::send_element(tx, id, e);
+            if tx.closed {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        });
+        match r {
+            Ok(s) => wire::send_summary(tx, &s, memory.read_on_demand()),
+            Err(e) => wire::send_error(tx, &e.to_string()),
+        }
+    })
+    .map_err(|e| DecodeError::Apart(format!("cannot start the decoder's process: {e}")))?;
+    let mut child = child;
+    let (mut summary, mut refused, mut bad) = (None, None, None);
+    loop {
+        match wire::receive(&mut child.stream) {
+            Ok(None) => break,
+            Ok(Some(wire::Msg::Element(id, e))) => {
+                if f(id, &e) == Flow::Stop {
+                    child.kill();
+                    return Ok(Summary {
+                        sink,
+                        stopped: true,
+                        ..Summary::default()
+                    });
+                }
+            }
+            Ok(Some(wire::Msg::Summary(s, (pages, bytes)))) => {
+                memory.add_read_on_demand(pages, bytes);
+                summary = Some(s);
+            }
+            Ok(Some(wire::Msg::Error(m))) => refused = Some(m),
+            Err(e) => {
+                bad = Some(format!("sent a damaged stream ({e})"));
+                break;
+            }
+        }
+    }
+    let ended = child.finish();
+    if let Some(m) = refused {
+        if ended.is_none() && bad.is_none() {
+            return Err(DecodeError::Apart(m));
+        }
+    }
+    match (summary, ended.or(bad)) {
+        (Some(s), None) => Ok(s),
+        (s, why) => {
+            let why = why.unwrap_or_else(|| "ended without its summary".into());
+            let mut s = s.unwrap_or(Summary {
+                sink,
+                ..Summary::default()
+            });
+            s.fatal = Some(format!(
+                "OpenCSD's decoder process {why}; the elements decoded before that are kept"
+            ));
+            Ok(s)
+        }
+    }
+}
+
+/// [`decode_each`] in this process.
+fn decode_here(
+    capture: &Capture<'_>,
+    sink: usize,
+    memory: &mut dyn Memory,
+    f: &mut dyn FnMut(u8, &Element) -> Flow,
+) -> Result<Summary, DecodeError> {
     let s = &capture.sinks[sink];
     let format = match s.format {
         SinkFormat::Frames => opencsd::Format::FRAMES,
@@ -595,6 +729,8 @@ pub struct CodeImages<'a> {
     core: Option<&'a crate::vmcore::Vmcore>,
     pages: HashMap<u64, Option<Box<[u8]>>>,
     paged: usize,
+    /// Pages and bytes read on demand by the decoder's process.
+    paged_apart: (usize, usize),
     /// Notes for the reader (the text as built, say).
     pub notes: Vec<String>,
     /// Executable sections of vmlinux read from the vmcore (the text as the kernel ran it).
@@ -614,6 +750,7 @@ impl<'a> CodeImages<'a> {
             core: capture.core,
             pages: HashMap::new(),
             paged: 0,
+            paged_apart: (0, 0),
             notes: Vec::new(),
             from_core: 0,
         };
@@ -717,7 +854,10 @@ impl<'a> CodeImages<'a> {
 
     /// Pages of code read through the kernel's page tables so far, and their bytes.
     pub fn paged(&self) -> (usize, usize) {
-        (self.pages.values().flatten().count(), self.paged)
+        (
+            self.pages.values().flatten().count() + self.paged_apart.0,
+            self.paged + self.paged_apart.1,
+        )
     }
 
     fn image_read(&mut self, addr: u64, buf: &mut [u8]) -> Option<usize> {
@@ -788,6 +928,15 @@ impl Memory for CodeImages<'_> {
             None => self.page_read(addr, buf),
         }
     }
+
+    fn read_on_demand(&self) -> (usize, usize) {
+        self.paged()
+    }
+
+    fn add_read_on_demand(&mut self, pages: usize, bytes: usize) {
+        self.paged_apart.0 += pages;
+        self.paged_apart.1 += bytes;
+    }
 }
 
 /// Largest memory image of a snapshot csdump maps (4 GiB).
@@ -826,9 +975,334 @@ fn map_image(m: &crate::capture::MemImage) -> Result<memmap2::Mmap, String> {
     .map_err(|e| format!("{name}: memory image not mapped: {e}"))
 }
 
+/// The decoder process's stream: one tag byte, then the record, little-endian.
+///
+/// `E` an element (trace ID, element kind, its fields), `S` the summary (with what the memory
+/// read on demand), `X` the library's refusal. The parent reads it as it would read any input:
+/// every length is bounded, an unknown tag or a cut record is an error.
+mod wire {
+    use super::child::read_record;
+    use super::child::Sender;
+    use super::BranchType;
+    use super::Element;
+    use super::Read;
+    use super::Summary;
+
+    /// Longest string the parent takes from the stream.
+    const MAX_TEXT: usize = 64 << 10;
+
+    const BRANCHES: [BranchType; 11] = [
+        BranchType::None,
+        BranchType::Direct,
+        BranchType::DirectLink,
+        BranchType::Indirect,
+        BranchType::IndirectLink,
+        BranchType::Return,
+        BranchType::ExceptionReturn,
+        BranchType::Isb,
+        BranchType::Barrier,
+        BranchType::Wait,
+        BranchType::Tstart,
+    ];
+
+    /// One record of the stream.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Msg {
+        Element(u8, Element),
+        Summary(Summary, (usize, usize)),
+        Error(String),
+    }
+
+    pub fn send_element(tx: &mut Sender, id: u8, e: &Element) {
+        let mut b = [0u8; 32];
+        b[0] = b'E';
+        b[1] = id;
+        let n = match *e {
+            Element::Range {
+                start,
+                end,
+                count,
+                last_size,
+                taken,
+                branch,
+                conditional,
+            } => {
+                b[2] = b'r';
+                b[3..11].copy_from_slice(&start.to_le_bytes());
+                b[11..19].copy_from_slice(&end.to_le_bytes());
+                b[19..23].copy_from_slice(&count.to_le_bytes());
+                b[23..27].copy_from_slice(&last_size.to_le_bytes());
+                b[27] = u8::from(taken) | u8::from(conditional) << 1;
+                // CAST: an index of BRANCHES.
+                b[28] = BRANCHES.iter().position(|t| *t == branch).unwrap_or(0) as u8;
+                29
+            }
+            Element::NoAccess { addr } | Element::BranchTarget { addr } => {
+                b[2] = if matches!(e, Element::NoAccess { .. }) {
+                    b'n'
+                } else {
+                    b't'
+                };
+                b[3..11].copy_from_slice(&addr.to_le_bytes());
+                11
+            }
+            Element::Exception { ret, number } => {
+                b[2] = b'x';
+                b[3] = u8::from(ret.is_some());
+                b[4..12].copy_from_slice(&ret.unwrap_or(0).to_le_bytes());
+                b[12..16].copy_from_slice(&number.to_le_bytes());
+                16
+            }
+            Element::ExceptionReturn => {
+                b[2] = b'e';
+                3
+            }
+            Element::NoSync => {
+                b[2] = b's';
+                3
+            }
+            Element::TraceOn => {
+                b[2] = b'o';
+                3
+            }
+        };
+        tx.send(&b[..n]);
+    }
+
+    fn text(tx: &mut Sender, t: &str) {
+        let t = &t.as_bytes()[..t.len().min(MAX_TEXT)];
+        // CAST: at most MAX_TEXT.
+        tx.send(&(t.len() as u32).to_le_bytes());
+        tx.send(t);
+    }
+
+    pub fn send_summary(tx: &mut Sender, s: &Summary, paged: (usize, usize)) {
+        tx.send(b"S");
+        tx.send(&(s.sink as u64).to_le_bytes());
+        tx.send(&s.bytes.to_le_bytes());
+        tx.send(&[u8::from(s.stopped), u8::from(s.fatal.is_some())]);
+        tx.send(&s.error_count.to_le_bytes());
+        text(tx, s.fatal.as_deref().unwrap_or(""));
+        let errors = &s.errors[..s.errors.len().min(opencsd::MAX_ERRORS)];
+        // CAST: at most MAX_ERRORS.
+        tx.send(&(errors.len() as u32).to_le_bytes());
+        for e in errors {
+            text(tx, e);
+        }
+        tx.send(&(paged.0 as u64).to_le_bytes());
+        tx.send(&(paged.1 as u64).to_le_bytes());
+    }
+
+    pub fn send_error(tx: &mut Sender, message: &str) {
+        tx.send(b"X");
+        text(tx, message);
+    }
+
+    type Result<T> = std::io::Result<T>;
+
+    fn bad(what: &str) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
+    }
+
+    fn array<const N: usize>(r: &mut impl Read) -> Result<[u8; N]> {
+        let mut b = [0u8; N];
+        if read_record(r, &mut b)? {
+            Ok(b)
+        } else {
+            Err(bad("a record cut short"))
+        }
+    }
+
+    fn u32_(r: &mut impl Read) -> Result<u32> {
+        Ok(u32::from_le_bytes(array(r)?))
+    }
+
+    fn u64_(r: &mut impl Read) -> Result<u64> {
+        Ok(u64::from_le_bytes(array(r)?))
+    }
+
+    fn usize_(r: &mut impl Read) -> Result<usize> {
+        usize::try_from(u64_(r)?).map_err(|_| bad("a count beyond this machine's"))
+    }
+
+    fn text_(r: &mut impl Read) -> Result<String> {
+        let n = u32_(r)? as usize;
+        if n > MAX_TEXT {
+            return Err(bad("a string longer than any the decoder sends"));
+        }
+        let mut b = vec![0u8; n];
+        if n > 0 && !read_record(r, &mut b)? {
+            return Err(bad("a record cut short"));
+        }
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The next record; `None` at the end of the stream.
+    pub fn receive(r: &mut impl Read) -> Result<Option<Msg>> {
+        let mut tag = [0u8; 1];
+        if !read_record(r, &mut tag)? {
+            return Ok(None);
+        }
+        Ok(Some(match tag[0] {
+            b'E' => {
+                let [id, kind] = array(r)?;
+                let e = match kind {
+                    b'r' => {
+                        let b: [u8; 26] = array(r)?;
+                        let u64_at = |i: usize| {
+                            u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default())
+                        };
+                        let u32_at = |i: usize| {
+                            u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default())
+                        };
+                        Element::Range {
+                            start: u64_at(0),
+                            end: u64_at(8),
+                            count: u32_at(16),
+                            last_size: u32_at(20),
+                            taken: b[24] & 1 != 0,
+                            conditional: b[24] & 2 != 0,
+                            branch: *BRANCHES
+                                .get(usize::from(b[25]))
+                                .ok_or_else(|| bad("an unknown branch type"))?,
+                        }
+                    }
+                    b'n' => Element::NoAccess { addr: u64_(r)? },
+                    b't' => Element::BranchTarget { addr: u64_(r)? },
+                    b'x' => {
+                        let [has] = array(r)?;
+                        let ret = u64_(r)?;
+                        Element::Exception {
+                            ret: (has != 0).then_some(ret),
+                            number: u32_(r)?,
+                        }
+                    }
+                    b'e' => Element::ExceptionReturn,
+                    b's' => Element::NoSync,
+                    b'o' => Element::TraceOn,
+                    _ => return Err(bad("an unknown element kind")),
+                };
+                Msg::Element(id, e)
+            }
+            b'S' => {
+                let sink = usize_(r)?;
+                let bytes = u64_(r)?;
+                let [stopped, fatal] = array(r)?;
+                let error_count = u64_(r)?;
+                let fatal_text = text_(r)?;
+                let n = u32_(r)? as usize;
+                if n > opencsd::MAX_ERRORS {
+                    return Err(bad("more error messages than the decoder keeps"));
+                }
+                let errors = (0..n).map(|_| text_(r)).collect::<Result<Vec<_>>>()?;
+                let paged = (usize_(r)?, usize_(r)?);
+                Msg::Summary(
+                    Summary {
+                        sink,
+                        bytes,
+                        stopped: stopped != 0,
+                        errors,
+                        error_count,
+                        fatal: (fatal != 0).then_some(fatal_text),
+                    },
+                    paged,
+                )
+            }
+            b'X' => Msg::Error(text_(r)?),
+            _ => return Err(bad("an unknown record")),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_element_and_the_summary_cross_the_pipe_unchanged() {
+        use wire::Msg;
+        let els = [
+            Element::Range {
+                start: 0xffff_8000_8001_0000,
+                end: 0xffff_8000_8001_0040,
+                count: 16,
+                last_size: 4,
+                taken: true,
+                branch: BranchType::Tstart,
+                conditional: true,
+            },
+            Element::NoAccess { addr: 0x1234 },
+            Element::Exception {
+                ret: Some(0xffff_0000_0000_1000),
+                number: 0xE,
+            },
+            Element::Exception {
+                ret: None,
+                number: 0xC,
+            },
+            Element::ExceptionReturn,
+            Element::NoSync,
+            Element::TraceOn,
+            Element::BranchTarget { addr: u64::MAX },
+        ];
+        let summary = Summary {
+            sink: 2,
+            bytes: 1 << 20,
+            stopped: false,
+            errors: vec!["trace byte 16: a packet cut".into(), String::new()],
+            error_count: 7,
+            fatal: Some("the tree refused".into()),
+        };
+        let sent = els.clone();
+        let s2 = summary.clone();
+        let mut ch = child::spawn(move |tx| {
+            for (i, e) in sent.iter().enumerate() {
+                // CAST: a handful of elements.
+                wire::send_element(tx, i as u8, e);
+            }
+            wire::send_summary(tx, &s2, (3, 12288));
+            wire::send_error(tx, "OpenCSD: refused");
+        })
+        .expect("fork");
+        let mut got = Vec::new();
+        while let Some(m) = wire::receive(&mut ch.stream).expect("a whole stream") {
+            got.push(m);
+        }
+        assert_eq!(ch.finish(), None);
+        let mut want: Vec<Msg> = els
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| Msg::Element(i as u8, e))
+            .collect();
+        want.push(Msg::Summary(summary, (3, 12288)));
+        want.push(Msg::Error("OpenCSD: refused".into()));
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_damaged_stream_is_an_error_not_a_guess() {
+        // A range whose branch type is past the last one.
+        let mut range = b"E\x10r".to_vec();
+        range.extend([0u8; 25]);
+        range.push(0x99);
+        let cases: [(&[u8], &str); 5] = [
+            (b"Q", "an unknown record"),
+            (b"E\x10z", "an unknown element kind"),
+            (b"E\x10r\x00\x01", "a record cut short"),
+            (
+                b"X\xff\xff\xff\xff",
+                "a string longer than any the decoder sends",
+            ),
+            (&range, "an unknown branch type"),
+        ];
+        for (bytes, want) in cases {
+            let mut r = bytes;
+            let e = wire::receive(&mut r).expect_err(want);
+            assert_eq!(e.to_string(), want);
+        }
+        let mut empty: &[u8] = b"";
+        assert_eq!(wire::receive(&mut empty).expect("end"), None);
+    }
 
     #[test]
     fn core_names_as_opencsd_reads_them() {

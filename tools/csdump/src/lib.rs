@@ -31,7 +31,8 @@ pub use cspd_format as format;
 /// - `0` (and any byte not below): a dump (a vmcore in any format csdump reads, or a raw region
 ///   image): located,
 ///   analyzed, rendered as text and JSON, its capture turned into perf's files (into a sink)
-///   and into the report (decoded in process), the ELF reader and the region parser run on it
+///   and into the report (decoded as csdump decodes: in a confined child process, unless the
+///   caller chose [`decode::decode_in_process`], as the fuzz target does), the ELF reader and the region parser run on it
 ///   directly too;
 /// - `1`: an OpenCSD snapshot directory, as files ([`snapshot_files`]): read, reported;
 /// - `2`: a dump and a vmlinux: a little-endian `u32` length, that many bytes of dump, then the

@@ -298,7 +298,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
     let decoder = match decode_last(capture, &mut memory, keep) {
         Ok(d) => {
             let (pages, bytes) = memory.paged();
-            let mut name = format!("OpenCSD {} (libopencsd, in process)", opencsd::version());
+            let mut name = crate::decode::decoder_name();
             if pages > 0 {
                 let _ = write!(
                     name,

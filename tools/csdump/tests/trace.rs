@@ -388,7 +388,7 @@ fn in_process_decode_equals_trc_pkt_lister() {
             let first = w.iter().zip(g).position(|(a, b)| a != b);
             assert!(
                 first.is_none() && w.len() == g.len(),
-                "{name} ID {id:#x}: {} elements from trc_pkt_lister, {} in process; first \
+                "{name} ID {id:#x}: {} elements from trc_pkt_lister, {} from csdump's decode; first \
                  difference at {first:?}: {:?} vs {:?}",
                 w.len(),
                 g.len(),

@@ -1,6 +1,7 @@
 //! Fuzzes every reader of csdump: regions and vmcores of every format (ELF, kdump-compressed,
 //! flattened, gzip'ed), OpenCSD snapshot directories, a dump with a vmlinux, the report (trace
-//! decoded in process with OpenCSD) and the GDB stub, through the reading path of `info`,
+//! decoded with OpenCSD in this process, not in csdump's confined child: the library's crashes
+//! end the run here, with its sanitizer when built with one) and the GDB stub, through the reading path of `info`,
 //! `perf` and `report` (`csdump::fuzz_entry`). Any input must be handled without a panic. Run
 //! with `scripts/fuzz.sh` (`make fuzz`), or `cargo fuzz run -s none parse` from tools/csdump on
 //! the stable toolchain. At exit it prints how many inputs of each kind ran.
@@ -21,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     AT_EXIT.call_once(|| {
         // SAFETY: `print_counts` is an `extern "C" fn()` that only reads atomics and prints.
         unsafe { libc::atexit(print_counts) };
+        csdump::decode::decode_in_process(true);
     });
     csdump::fuzz_entry(data);
 });

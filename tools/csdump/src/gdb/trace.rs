@@ -73,7 +73,7 @@ pub fn each_element(
         DecodeError::Nothing(why) => why,
         e => e.to_string(),
     })?;
-    let mut decoder = format!("OpenCSD {} (libopencsd, in process)", opencsd::version());
+    let mut decoder = crate::decode::decoder_name();
     let (pages, bytes) = memory.paged();
     if pages > 0 {
         decoder.push_str(&format!(
