@@ -792,8 +792,10 @@ scenario_trace-warm-reboot() {
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	grep -q "coresight_panic_dump: previous dump: [0-9]* records" "$d/console.log" ||
 		{ echo "the second boot did not report the previous dump" >&2; return 1; }
-	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --text-from "$d/text.vmcore"
+	local rc=0
+	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --text-from "$d/text.vmcore" || rc=1
 	rm -f "$d/text.vmcore"
+	return $rc
 }
 
 # An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
@@ -879,9 +881,11 @@ scenario_trace-etr-warm-reboot() {
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region into last_dump" \
 		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to last_dump" >&2; return 1; }
+	local rc=0
 	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" \
-		--etr-wrapped --text-from "$d/text.vmcore"
+		--etr-wrapped --text-from "$d/text.vmcore" || rc=1
 	rm -f "$d/text.vmcore"
+	return $rc
 }
 
 # trace-etr-dma: no tracedata region: each session's buffer is a DMA allocation of buffer_size

@@ -65,7 +65,9 @@ cd "$REPO/tools/csdump"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo "${sanitizer[@]}" parse "$corpus" -- \
+# The fuzz build lives in the cache: a fresh clone rebuilds only this repository's crates, not
+# every dependency with the fuzzer's instrumentation (about a minute).
+cargo "${sanitizer[@]}" --target-dir "$CSPD_CACHE/fuzz-target" parse "$corpus" -- \
 	-seed="$seed" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=262144 \
 	-print_final_stats=1 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}

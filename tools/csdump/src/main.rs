@@ -332,7 +332,10 @@ fn check_text_vmcore(
             .map(str::trim)
             .map(str::to_string)
     };
-    let hex = |k: &str| key(k).and_then(|v| u64::from_str_radix(&v, 16).ok());
+    // KERNELOFFSET is written with "%lx", NUMBER(kimage_voffset) with "0x%llx".
+    let hex = |k: &str| {
+        key(k).and_then(|v| u64::from_str_radix(v.strip_prefix("0x").unwrap_or(&v), 16).ok())
+    };
     let k = &capture.kernel;
     let id: String = k.build_id.iter().map(|b| format!("{b:02x}")).collect();
     match key("BUILD-ID=") {

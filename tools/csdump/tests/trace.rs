@@ -311,7 +311,7 @@ fn snapshot_decodes_like_the_original() {
 /// same snapshot: real ETMv4 captures of a Juno (ETB frames, a kernel image; user code with no
 /// image) and a Cortex-A55 (a TPIU capture, `dstream_coresight`).
 #[test]
-fn in_process_decode_equals_trc_pkt_lister() {
+fn the_decode_equals_trc_pkt_lister() {
     let Some(tool) = cspd_testdata::library_trc_pkt_lister() else {
         return;
     };
@@ -978,8 +978,9 @@ fn text_from_reads_another_boots_text_and_refuses_another_kernel() {
         p
     };
     let id = "b1".repeat(20);
+    // As arm64's kernel writes them: KERNELOFFSET with "%lx", kimage_voffset with "0x%llx".
     let info = |kaslr: u64, v: u64, id: &str| {
-        format!("BUILD-ID={id}\nKERNELOFFSET={kaslr:x}\nNUMBER(kimage_voffset)={v:x}\n")
+        format!("BUILD-ID={id}\nKERNELOFFSET={kaslr:x}\nNUMBER(kimage_voffset)={v:#x}\n")
     };
     let good = text_vmcore("next-boot.vmcore", &info(KASLR, voff, &id));
     let branches = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
