@@ -731,6 +731,10 @@ pub struct CodeImages<'a> {
     paged: usize,
     /// Pages and bytes read on demand by the decoder's process.
     paged_apart: (usize, usize),
+    /// Another boot's page tables (`text_from`) and `kimage_voffset`: code mapped outside
+    /// vmlinux's addresses is served where it maps into the kernel image (the entry trampoline's
+    /// fixmap alias), never from another boot's other memory (its modules).
+    image_aliases: Option<(crate::kmem::KernelMemory<'a>, u64)>,
     /// Notes for the reader (the text as built, say).
     pub notes: Vec<String>,
     /// Executable sections of vmlinux read from the vmcore (the text as the kernel ran it).
@@ -751,6 +755,7 @@ impl<'a> CodeImages<'a> {
             pages: HashMap::new(),
             paged: 0,
             paged_apart: (0, 0),
+            image_aliases: None,
             notes: Vec::new(),
             from_core: 0,
         };
@@ -813,9 +818,13 @@ impl<'a> CodeImages<'a> {
     /// address, such as a memory dump taken after a warm reboot), for a capture whose own input
     /// holds no kernel text (a region file). `kimage_voffset` is the capture's. Returns how many
     /// sections were replaced; a section the vmcore does not hold whole stays as built.
+    ///
+    /// That boot's page tables then serve code mapped outside vmlinux's addresses where it maps
+    /// into the kernel image (the entry trampoline's fixmap alias, through which every exception
+    /// from user space enters); code elsewhere (modules) is not read from another boot.
     pub fn text_from(
         &mut self,
-        text: &crate::vmcore::Vmcore,
+        text: &'a crate::vmcore::Vmcore,
         kimage_voffset: u64,
         name: &str,
     ) -> usize {
@@ -834,6 +843,12 @@ impl<'a> CodeImages<'a> {
                     n += 1;
                 }
             }
+        }
+        if n > 0 && self.kmem.is_none() {
+            let info = text.vmcoreinfo().map(String::from_utf8_lossy);
+            self.image_aliases = info
+                .and_then(|i| crate::kmem::KernelMemory::new(text, &i))
+                .map(|k| (k, kimage_voffset));
         }
         if n > 0 {
             self.notes
@@ -886,7 +901,31 @@ impl<'a> CodeImages<'a> {
         Some(n)
     }
 
+    /// Reads the kernel image's bytes at `addr` outside vmlinux's addresses, through
+    /// [`Self::text_from`]'s page tables: at most to the end of `addr`'s page.
+    fn alias_read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let Some((km, voff)) = &self.image_aliases else {
+            return 0;
+        };
+        if addr < crate::capture::KERNEL_SPACE {
+            return 0;
+        }
+        let Some(va) = km.phys(addr).map(|pa| pa.wrapping_add(*voff)) else {
+            return 0;
+        };
+        // CAST: below PAGE.
+        let room = (PAGE - (addr & (PAGE - 1))) as usize;
+        let n = buf.len().min(room);
+        let Some(b) = buf.get_mut(..n) else {
+            return 0;
+        };
+        self.image_read(va, b).unwrap_or(0)
+    }
+
     fn page_read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        if self.image_aliases.is_some() {
+            return self.alias_read(addr, buf);
+        }
         let (Some(km), Some(core)) = (&self.kmem, self.core) else {
             return 0;
         };
