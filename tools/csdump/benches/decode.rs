@@ -1,5 +1,5 @@
-//! `csdump report` on a 16 MiB trace, and the in-process decode against `trc_pkt_lister` on the
-//! same input. Prints numbers; enforces nothing (run: `cargo bench -p csdump --bench decode`,
+//! `csdump report` on a 16 MiB trace, and csdump's decode (in its confined child, and in
+//! process) against `trc_pkt_lister` on the same input. Prints numbers; enforces nothing (run: `cargo bench -p csdump --bench decode`,
 //! or `make bench-csdump`).
 //!
 //! The trace is real: the Juno ETB capture of OpenCSD's `juno-ret-stck` snapshot (six ETMv4
@@ -9,8 +9,8 @@
 //! ETMs' saved registers) with a vmlinux holding the kernel image, and into a snapshot
 //! directory for `trc_pkt_lister`.
 //!
-//! Printed: the decode throughput in MB of trace per second, csdump's (the library in process)
-//! and trc_pkt_lister's (`-decode_only`, its log to a file); `csdump report`'s wall time and
+//! Printed: the decode throughput in MB of trace per second, csdump's (the library in its
+//! confined child process, and in process: what the child costs) and trc_pkt_lister's (`-decode_only`, its log to a file); `csdump report`'s wall time and
 //! peak RSS (`/usr/bin/time`); and the files it left outside its output (none expected, TMPDIR
 //! and the working directory are checked).
 
@@ -105,27 +105,40 @@ fn main() {
         trace.len() as f64 / (1 << 20) as f64
     );
 
-    // In process: the library through csdump's decode interface.
+    // The library through csdump's decode interface: in its confined child process (what csdump
+    // runs), then in this process (what the fuzz target runs), best of three each.
     let cap = Capture::from_snapshot_dir(&snap).unwrap();
-    let mut best = f64::MAX;
-    let mut elements = 0u64;
-    for _ in 0..3 {
-        let mut mem = csdump::decode::CodeImages::new(&cap, None);
-        let t = Instant::now();
-        let mut n = 0u64;
-        let s = csdump::decode::decode_each(&cap, &mut mem, |_, _| {
-            n += 1;
-            csdump::decode::Flow::Continue
-        })
-        .unwrap();
-        best = best.min(t.elapsed().as_secs_f64());
-        assert_eq!(s.bytes as usize, trace.len());
-        elements = n;
+    let mut best = [f64::MAX; 2];
+    let mut elements = [0u64; 2];
+    for (i, in_process) in [false, true].into_iter().enumerate() {
+        csdump::decode::decode_in_process(in_process);
+        for _ in 0..3 {
+            let mut mem = csdump::decode::CodeImages::new(&cap, None);
+            let t = Instant::now();
+            let mut n = 0u64;
+            let s = csdump::decode::decode_each(&cap, &mut mem, |_, _| {
+                n += 1;
+                csdump::decode::Flow::Continue
+            })
+            .unwrap();
+            best[i] = best[i].min(t.elapsed().as_secs_f64());
+            assert_eq!(s.bytes as usize, trace.len());
+            elements[i] = n;
+        }
     }
-    let ours = mb / best;
+    csdump::decode::decode_in_process(false);
+    assert_eq!(elements[0], elements[1], "the child and the process decode differently");
+    let ours = mb / best[0];
     println!(
-        "csdump decode (libopencsd in process): {:.3} s, {ours:.1} MB/s, {elements} elements",
-        best
+        "csdump decode (libopencsd in a confined child): {:.3} s, {ours:.1} MB/s, {} elements",
+        best[0], elements[0]
+    );
+    println!(
+        "csdump decode (libopencsd in process, as the fuzz target runs it): {:.3} s, {:.1} MB/s; \
+         the child costs {:+.1}%",
+        best[1],
+        mb / best[1],
+        (best[0] / best[1] - 1.0) * 100.0
     );
 
     // trc_pkt_lister on the same snapshot: Debian's (bookworm, OpenCSD 1.3.3), and the one built
