@@ -127,7 +127,10 @@ fn main() {
         }
     }
     csdump::decode::decode_in_process(false);
-    assert_eq!(elements[0], elements[1], "the child and the process decode differently");
+    assert_eq!(
+        elements[0], elements[1],
+        "the child and the process decode differently"
+    );
     let ours = mb / best[0];
     println!(
         "csdump decode (libopencsd in a confined child): {:.3} s, {ours:.1} MB/s, {} elements",
