@@ -17,7 +17,8 @@
 //!   runtime's fault handler), `exit_group`. Any other system call
 //!   kills it with `SIGSYS`: it cannot open a file, connect, fork, execute or signal another
 //!   process;
-//! - no core file, no file growth, no new file descriptors, one hour of CPU time.
+//! - no core file, no file growth, no new file descriptors, one hour of CPU time, and death with
+//!   its parent (`PR_SET_PDEATHSIG`).
 
 use std::ffi::c_int;
 use std::fs::File;
@@ -185,6 +186,8 @@ pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
         return Err(std::io::Error::last_os_error());
     }
     let [rd, wr] = fds;
+    // SAFETY: plain call.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: fork has no memory-safety precondition; the child below only runs `work` on its
     // own copy of the address space and leaves through `_exit`.
     let pid = opencsd::exclusive(|| unsafe { libc::fork() });
@@ -200,7 +203,7 @@ pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
     if pid == 0 {
         // SAFETY: `rd` is this process's copy of the read end, not used in the child.
         unsafe { libc::close(rd) };
-        let code = if confine(wr).is_err() {
+        let code = if confine(wr, parent).is_err() {
             NOT_CONFINED
         } else {
             // The default hook may open files (a backtrace's symbols): this one only writes.
@@ -239,9 +242,19 @@ pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
     })
 }
 
-/// Confines the calling process (the child): resource limits, no new privileges, the seccomp
-/// filter. `pipe` is the one descriptor it may write to besides stderr.
-fn confine(pipe: c_int) -> Result<(), ()> {
+/// Confines the calling process (the child of `parent`): death with its parent, resource
+/// limits, no new privileges, the seccomp filter. `pipe` is the one descriptor it may write to
+/// besides stderr.
+fn confine(pipe: c_int, parent: libc::pid_t) -> Result<(), ()> {
+    // A csdump killed while it decodes takes its child with it (and one that died before this
+    // call ends the child here).
+    // SAFETY: plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0
+        // SAFETY: plain call.
+        || unsafe { libc::getppid() } != parent
+    {
+        return Err(());
+    }
     let limit = |res, n: u64| {
         let l = libc::rlimit {
             rlim_cur: n,
