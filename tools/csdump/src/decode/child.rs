@@ -8,6 +8,10 @@
 //! Rust. A crash, an overflow or a hang inside the library ends the child only: the parent says
 //! why, and keeps every element that came before.
 //!
+//! After the fork the child takes no lock another thread of the parent may have held (the panic
+//! hook is installed in the parent; the pipe is written with `write(2)`; OpenCSD's lock is held
+//! across the fork by the forking thread itself).
+//!
 //! The confinement, set up in the child before any trace byte is looked at:
 //!
 //! - `PR_SET_NO_NEW_PRIVS` and a seccomp filter that allows only what decoding needs: memory
@@ -25,6 +29,9 @@ use std::fs::File;
 use std::io::BufReader;
 use std::io::Read;
 use std::os::fd::FromRawFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::sync::Once;
 
 /// How much the child writes, or the parent reads, at once.
 const CHUNK: usize = 64 << 10;
@@ -180,6 +187,7 @@ impl Drop for Child {
 /// parent's state runs there). The fork happens while no other thread is inside OpenCSD, so the
 /// child starts with the library's global state consistent.
 pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
+    child_panic_hook();
     let mut fds = [0 as c_int; 2];
     // SAFETY: `fds` has room for the two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -206,12 +214,7 @@ pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
         let code = if confine(wr, parent).is_err() {
             NOT_CONFINED
         } else {
-            // The default hook may open files (a backtrace's symbols): this one only writes.
-            std::panic::set_hook(Box::new(|info| {
-                let m = format!("csdump: the decoder's process panicked: {info}\n");
-                // SAFETY: `m` is readable for its length; fd 2 is stderr.
-                unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
-            }));
+            IN_CHILD.store(true, Ordering::Relaxed);
             let mut tx = Sender {
                 fd: wr,
                 buf: Vec::with_capacity(CHUNK + 256),
@@ -240,6 +243,29 @@ pub(super) fn spawn(work: impl FnOnce(&mut Sender)) -> std::io::Result<Child> {
         stream: BufReader::with_capacity(CHUNK, file),
         reaped: false,
     })
+}
+
+/// Set in a child right after the fork.
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Installs, once and in the parent, a panic hook that in a child only writes the message to
+/// stderr (the default one may open files for a backtrace, which the filter forbids) and in the
+/// parent is the hook that was there. The child must not install it itself: the hook's lock may
+/// have been held by another thread of the parent at the fork, and would never be released.
+fn child_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let parent = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_CHILD.load(Ordering::Relaxed) {
+                let m = format!("csdump: the decoder's process panicked: {info}\n");
+                // SAFETY: `m` is readable for its length; fd 2 is stderr.
+                unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
+            } else {
+                parent(info);
+            }
+        }));
+    });
 }
 
 /// Confines the calling process (the child of `parent`): death with its parent, resource
