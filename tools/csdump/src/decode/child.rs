@@ -18,9 +18,8 @@
 //!   (`mmap`, `munmap`, `mremap`, `mprotect`, `madvise`, `brk`), `pread64` of files already open
 //!   (a vmcore's pages), `futex`, `write` to its pipe and to stderr (a panic message, glibc's
 //!   heap-corruption report), its own signal handling and signals to itself (`abort`, the
-//!   runtime's fault handler), `exit_group`. Any other system call
-//!   kills it with `SIGSYS`: it cannot open a file, connect, fork, execute or signal another
-//!   process;
+//!   runtime's fault handler), `exit_group`. Any other system call kills it with `SIGSYS`: it
+//!   cannot open a file, connect, fork, execute or signal another process;
 //! - no core file, no new file descriptors, one hour of CPU time, and death with its parent
 //!   (`PR_SET_PDEATHSIG`). (No file-size limit: stderr may be a file the user redirected to, and
 //!   the filter already keeps every other descriptor from being written.)
@@ -37,8 +36,9 @@ use std::sync::Once;
 /// How much the child writes, or the parent reads, at once.
 const CHUNK: usize = 64 << 10;
 
-/// CPU time the child may use, in seconds: far more than any buffer takes to decode (about
-/// 30 MB/s), the bound on a decoder that loops.
+/// CPU time the child may use, in seconds: the bound on a decoder that loops, above what the
+/// largest buffer takes (dense trace decodes at about 3 MB/s: a 4 GiB ETR buffer in some 25
+/// minutes).
 pub const CPU_SECONDS: u64 = 3600;
 
 /// How the child ended, when it did not end well.
