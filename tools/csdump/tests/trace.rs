@@ -1051,6 +1051,94 @@ fn text_from_reads_another_boots_text_and_refuses_another_kernel() {
     }
 }
 
+/// With `--text-from`, code mapped outside vmlinux's addresses is read where that boot's page
+/// tables map it into the kernel image (the entry trampoline's fixmap alias, through which every
+/// exception from user space enters), never from that boot's other memory (its modules), and
+/// never past the end of the aliased page.
+#[test]
+fn text_from_serves_the_kernel_image_at_its_aliases_only() {
+    use csdump::decode::Memory;
+    let Some(snap) = testdata(RET_STCK) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    const RUNTIME: u64 = 0xFFFF_0000_0808_0000;
+    const PADDR: u64 = 0x4008_0000;
+    let voff = RUNTIME - PADDR;
+    let dump = dump_from_snapshot_at(&snap, 0, voff);
+    let image = fs::read(snap.join("kernel_dump.bin")).unwrap();
+    let vmlinux = tmp.path().join("vmlinux");
+    write_elf(&image, RUNTIME - KASLR, &vmlinux);
+    let vmlinux = fs::read(&vmlinux).unwrap();
+    let elf = csdump::elf::Vmlinux::parse(&vmlinux).unwrap();
+
+    // That boot's page tables (48-bit, 4 KiB pages): the alias maps the image's fourth page; a
+    // module page maps memory outside the image, which the vmcore holds too.
+    const TABLES: u64 = 0x5000_0000;
+    const ALIAS: u64 = 0xFFFF_FFFF_FF5F_A000;
+    const MODULE: u64 = 0xFFFF_8000_0100_0000;
+    const MODULE_PA: u64 = 0x6000_0000;
+    let mut tables = vec![0u8; 4096];
+    let mut map = |va: u64, pa: u64| {
+        let mut table = 0usize;
+        for level in 0..4 {
+            let entry = ((va >> (39 - 9 * level)) & 0x1FF) as usize;
+            let at = table * 4096 + entry * 8;
+            let desc = u64::from_le_bytes(tables[at..at + 8].try_into().unwrap());
+            if level == 3 {
+                tables[at..at + 8].copy_from_slice(&(pa | 3).to_le_bytes());
+            } else if desc == 0 {
+                let next = tables.len() / 4096;
+                tables.resize(tables.len() + 4096, 0);
+                let d = (TABLES + next as u64 * 4096) | 3;
+                tables[at..at + 8].copy_from_slice(&d.to_le_bytes());
+                table = next;
+            } else {
+                table = ((desc & !0xFFF) - TABLES) as usize / 4096;
+            }
+        }
+    };
+    map(ALIAS, PADDR + 0x3000);
+    map(MODULE, MODULE_PA);
+    let info = format!(
+        "PAGESIZE=4096\nNUMBER(VA_BITS)=48\nSYMBOL(swapper_pg_dir)={:x}\n\
+         NUMBER(kimage_voffset)={voff:#x}\nKERNELOFFSET={KASLR:x}\n",
+        TABLES + voff
+    );
+    let load = |paddr: u64, bytes: Vec<u8>| common::LoadSpec {
+        paddr,
+        size: bytes.len() as u64,
+        chunks: vec![(0, bytes)],
+    };
+    let core = common::elf_core(
+        &[common::vmcoreinfo_note(&info)],
+        &[
+            load(PADDR, image.clone()),
+            load(TABLES, tables),
+            load(MODULE_PA, vec![0xAA; 4096]),
+        ],
+    );
+    let text = csdump::vmcore::Vmcore::from_bytes(&core).unwrap();
+
+    let located = csdump::region::locate(&dump).unwrap();
+    let cap = Capture::from_dump(&located).unwrap();
+    let mut mem = csdump::decode::CodeImages::new(&cap, Some((&vmlinux, &elf)));
+    let mut buf = [0u8; 64];
+    // Without another boot's tables the alias is nothing (a region file has no memory).
+    assert_eq!(mem.read(ALIAS + 0x10, &mut buf), 0);
+    assert!(mem.text_from(&text, voff, "next boot") > 0);
+    assert_eq!(mem.read(ALIAS + 0x10, &mut buf), 64);
+    assert_eq!(buf[..], image[0x3010..0x3050]);
+    // Not past the aliased page: the next virtual page need not be the next physical one.
+    assert_eq!(mem.read(ALIAS + 4096 - 16, &mut buf), 16);
+    assert_eq!(buf[..16], image[0x4000 - 16..0x4000]);
+    // That boot's module page is mapped and in its vmcore, but not the crashed kernel's code.
+    assert_eq!(mem.read(MODULE, &mut buf), 0);
+    // The image itself reads as before.
+    assert_eq!(mem.read(RUNTIME + 0x3010, &mut buf), 64);
+    assert_eq!(buf[..], image[0x3010..0x3050]);
+}
+
 /// One exit status contract for every command: 0 complete and clean, 1 fatal (nothing useful
 /// written), 2 usage error, 3 output written but the dump damaged or partial; --help says so.
 #[test]
