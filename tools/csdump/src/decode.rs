@@ -476,7 +476,7 @@ fn decode_apart(
     memory: &mut dyn Memory,
     f: &mut dyn FnMut(u8, &Element) -> Flow,
 ) -> Result<Summary, DecodeError> {
-    let child = child::spawn(|tx| {
+    let mut child = child::spawn(|tx| {
         let r = decode_here(capture, sink, &mut *memory, &mut |id, e| {
             wire::send_element(tx, id, e);
             if tx.closed {
@@ -491,7 +491,6 @@ fn decode_apart(
         }
     })
     .map_err(|e| DecodeError::Apart(format!("cannot start the decoder's process: {e}")))?;
-    let mut child = child;
     let (mut summary, mut refused, mut bad) = (None, None, None);
     loop {
         match wire::receive(&mut child.stream) {
