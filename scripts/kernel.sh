@@ -2,7 +2,7 @@
 # Prepare and build the Linux 7.3 arm64 kernel with this repo's code laid over it.
 #
 #   scripts/kernel.sh source            extract linux-source-7.3 into $KSRC (once), check version
-#   scripts/kernel.sh overlay           link this repo's kernel files into $KSRC, add the hooks
+#   scripts/kernel.sh overlay           copy this repo's kernel files into $KSRC, add the hooks
 #   scripts/kernel.sh config VARIANT    configure $CSPD_CACHE/build-VARIANT from configs/
 #   scripts/kernel.sh build VARIANT     build Image and modules (incremental)
 #   scripts/kernel.sh all VARIANT       all of the above
@@ -134,54 +134,58 @@ apply_hooks() {
 	say "hooks: $count in ${#files[@]} kernel files"
 }
 
-# Links this repo's file $1 into the kernel tree as $2.
-link_into_tree() {
-	local src=$REPO/$1 dst=$KSRC/$2 old
-	mkdir -p "$(dirname "$dst")"
-	old=$(readlink "$dst" 2>/dev/null || true)
-	[ "$old" != "$src" ] || return 0
-	# Kbuild decides by modification time: a link re-pointed from another clone at a file with
-	# other content but an older time would keep the old object. Touch the new target unless its
-	# content is the same.
-	if [ -n "$old" ] && ! cmp -s "$old" "$src"; then
-		touch "$src"
+# Copies this repo's file $1 into the kernel tree as $2, unless the tree's copy has the same
+# content. Kbuild decides by modification time: a copy whose content did not change keeps its
+# time, so a fresh clone of the same code (CI's) rebuilds nothing; a changed file gets a new time
+# and rebuilds what depends on it. (Links into the clone would carry the clone's times: every
+# clean clone would rebuild every object of the overlay.) Returns 1 when it copied.
+copy_into_tree() {
+	local src=$REPO/$1 dst=$KSRC/$2
+	if [ -f "$dst" ] && [ ! -L "$dst" ] && cmp -s "$src" "$dst"; then
+		return 0
 	fi
-	ln -sfn "$src" "$dst"
+	mkdir -p "$(dirname "$dst")"
+	rm -f "$dst"
+	cp "$src" "$dst" || die "could not copy $1 into $KSRC"
+	return 1
 }
 
 cmd_overlay() {
 	[ -f "$KSRC/Makefile" ] || die "no kernel source in $KSRC: run '$0 source' first"
 	local manifest="$KSRC/$MANIFEST_NAME" new="$KSRC/$MANIFEST_NAME.new"
+	# The files an earlier overlay put into the tree (copies, or links of an older layout): only
+	# these may be replaced or removed; any other existing file belongs to the pristine tree.
+	local -A ours=()
+	local f
+	if [ -f "$manifest" ]; then
+		while IFS= read -r f; do ours[$f]=1; done <"$manifest"
+	fi
 	: >"$new"
-	local d f
+	local -a pairs=()
+	local d
 	for d in "${OVERLAY_DIRS[@]}"; do
 		[ -d "$REPO/$d" ] || continue
 		while IFS= read -r -d '' f; do
 			f=${f#"$REPO"/}
-			if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ]; then
-				die "overlay file $f would replace a file of the pristine tree; add a hook instead"
-			fi
-			link_into_tree "$f" "$f"
-			echo "$f" >>"$new"
+			pairs+=("$f|$f")
 		done < <(find "$REPO/$d" -type f -print0)
 	done
-	local entry
-	for entry in "${OVERLAY_FILES[@]}"; do
+	pairs+=("${OVERLAY_FILES[@]}")
+	local entry changed=0
+	for entry in "${pairs[@]}"; do
 		f=${entry#*|}
-		if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ]; then
-			die "overlay file $f would replace a file of the pristine tree"
+		if [ -e "$KSRC/$f" ] && [ ! -L "$KSRC/$f" ] && [ -z "${ours[$f]:-}" ]; then
+			die "overlay file $f would replace a file of the pristine tree; add a hook instead"
 		fi
-		link_into_tree "${entry%%|*}" "$f"
+		copy_into_tree "${entry%%|*}" "$f" || changed=$((changed + 1))
 		echo "$f" >>"$new"
 	done
-	# Remove links to files this repo no longer has.
-	if [ -f "$manifest" ]; then
-		while IFS= read -r f; do
-			grep -qxF -- "$f" "$new" || { [ -L "$KSRC/$f" ] && rm -f "$KSRC/$f" && say "unlinked $f"; }
-		done <"$manifest"
-	fi
+	# Remove the files this repo no longer has.
+	for f in "${!ours[@]}"; do
+		grep -qxF -- "$f" "$new" || { rm -f "$KSRC/$f" && say "removed $f"; }
+	done
 	mv "$new" "$manifest"
-	say "overlay: $(wc -l <"$manifest") files linked into $KSRC"
+	say "overlay: $(wc -l <"$manifest") files in $KSRC, $changed of them copied anew"
 
 	apply_hooks
 }
