@@ -60,6 +60,10 @@ cmd_dtbinding() {
 	name=$(basename "${bindings[0]}" .yaml)
 	sed -e "s/$name/vendor,cspd-gate-selftest/g" -e '/^maintainers:/{n;s/.*/  - nobody/}' \
 		"$REPO/${bindings[0]}" >"$KSRC/$bad"
+	# An old time: the processed schema of every binding (dt-mk-schema, a minute or more) is
+	# rebuilt when a binding is newer than it, and the self-test's copy is written anew each run.
+	# Its fault is the meta-schema's finding (CHKDT), which needs no processed schema.
+	touch -d @946684800 "$KSRC/$bad"
 	local schemas=() b
 	for b in "${bindings[@]}" "$bad"; do schemas+=("${b#Documentation/devicetree/bindings/}"); done
 	local log=$CSPD_CACHE/dt_binding_check.log rc=0
