@@ -613,8 +613,15 @@ fn init_with_core_records_writes_what_the_kernel_writes() {
         slots.panic_info + RECORD_HEADER_SIZE + PANIC_INFO_MAX_SIZE
     );
     assert_eq!(
-        slots.first_free,
+        slots.modules,
         slots.phases + RECORD_HEADER_SIZE + PHASES_SIZE
+    );
+    // An eighth of the 8 KiB region: 4 modules.
+    assert_eq!(modules_capacity(8192), 4);
+    assert_eq!(modules_capacity(256 << 10), MODULES_MAX);
+    assert_eq!(
+        slots.first_free,
+        slots.modules + RECORD_HEADER_SIZE + modules_size(4)
     );
     let region = parse_region(&r).unwrap();
     let recs: Vec<_> = region.records().collect();
@@ -632,8 +639,14 @@ fn init_with_core_records_writes_what_the_kernel_writes() {
     assert_eq!(phases.header.kind, RecordKind::Phases);
     assert_eq!(phases.header.status, RecordStatus::NotRun);
     assert_eq!(phases.offset, slots.phases);
+    let modules = recs[3].as_ref().unwrap();
+    assert_eq!(modules.header.kind, RecordKind::Modules);
+    assert_eq!(modules.header.status, RecordStatus::Ok);
+    assert_eq!(modules.offset, slots.modules);
+    let list = Modules::decode(modules.data).unwrap();
+    assert_eq!((list.count, list.capacity, list.dropped), (0, 4, 0));
     // Not committed yet: the chain ends without a commit.
-    assert!(matches!(recs[3], Err(FormatError::MissingCommit { .. })));
+    assert!(matches!(recs[4], Err(FormatError::MissingCommit { .. })));
     write_commit(&mut r).unwrap();
     assert!(validate(&r).unwrap().is_clean());
 }
@@ -1181,10 +1194,11 @@ fn a_torn_header_costs_its_slot_only() {
             write_commit(&mut r).unwrap();
             let s = validate(&r).unwrap();
             assert!(s.is_clean(), "slot {slot:#x} torn at {torn}: {s:?}");
-            // Identity, panic info, phases and the client; the new record only when whole.
+            // Identity, panic info, phases, modules and the client; the new record only when
+            // whole.
             assert_eq!(
                 s.records,
-                if whole_new { 5 } else { 4 },
+                if whole_new { 6 } else { 5 },
                 "slot {slot:#x} torn at {torn}"
             );
         }
@@ -1194,4 +1208,124 @@ fn a_torn_header_costs_its_slot_only() {
     let mut r = base.clone();
     r[reused..reused + 40].copy_from_slice(&new[..40]);
     assert!(write_commit(&mut r).is_err());
+}
+
+fn module(name: &[u8], text: u64) -> ModuleEntry {
+    let mut e = ModuleEntry::new(name, ModuleState::Live);
+    e.text_addr = text;
+    e.text_size = 0x4000;
+    e.set_build_id(&[0xab; 20]).unwrap();
+    assert!(e.add_section(ModuleSection {
+        addr: text,
+        index: 3
+    }));
+    e
+}
+
+/// The module list as the core keeps it: modules added, replaced by name, removed (the last
+/// takes the freed place), counted as dropped when the record is full, every change counted.
+#[test]
+fn module_list_follows_loads_and_unloads() {
+    let cap = 3;
+    let mut buf = vec![0u8; modules_size(cap)];
+    // CAST: small.
+    let mut len = modules_init(&mut buf, cap as u32).unwrap();
+    assert_eq!(len, MODULES_HEADER_SIZE);
+    let names = |b: &[u8], len: usize| -> Vec<Vec<u8>> {
+        Modules::decode(&b[..len])
+            .unwrap()
+            .entries()
+            .map(|e| e.unwrap().name().to_vec())
+            .collect()
+    };
+    for (i, n) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
+        len = modules_upsert(&mut buf, &module(n, 0x1000 * (i as u64 + 1))).unwrap();
+    }
+    assert_eq!(
+        names(&buf, len),
+        [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+    );
+    // Full: a fourth is dropped, a known one is replaced in place.
+    let full = modules_upsert(&mut buf, &module(b"d", 0x9000)).unwrap();
+    assert_eq!(full, len);
+    let mut a = module(b"a", 0x7000);
+    a.state = ModuleState::Coming;
+    a.init_addr = 0x8000;
+    a.init_size = 0x100;
+    len = modules_upsert(&mut buf, &a).unwrap();
+    let m = Modules::decode(&buf[..len]).unwrap();
+    assert_eq!((m.count, m.dropped, m.generation), (3, 1, 5));
+    let first = m.entries().next().unwrap().unwrap();
+    assert_eq!(first, a);
+    assert!(first.contains(0x8010) && first.contains(0x7000) && !first.contains(0x6fff));
+    assert_eq!(first.build_id(), &[0xab; 20]);
+    assert_eq!(first.sections()[0].index, 3);
+    // Removing the first moves the last into its place; removing an unknown one changes nothing.
+    len = modules_remove(&mut buf, b"a").unwrap();
+    assert_eq!(names(&buf, len), [b"c".to_vec(), b"b".to_vec()]);
+    len = modules_remove(&mut buf, b"zz").unwrap();
+    assert_eq!(names(&buf, len), [b"c".to_vec(), b"b".to_vec()]);
+    assert_eq!(len, MODULES_HEADER_SIZE + 2 * MODULE_ENTRY_SIZE);
+}
+
+/// A module list that lies is refused with the field named, never read past its end.
+#[test]
+fn module_list_refuses_what_it_cannot_hold() {
+    let mut buf = vec![0u8; modules_size(2)];
+    modules_init(&mut buf, 2).unwrap();
+    let len = modules_upsert(&mut buf, &module(b"x", 0x1000)).unwrap();
+    // A count beyond the capacity, a count beyond the bytes, a state and a length out of range.
+    let mut b = buf.clone();
+    b[0] = 3;
+    assert!(matches!(
+        Modules::decode(&b[..len]),
+        Err(FormatError::FieldTooLong {
+            field: "module count",
+            ..
+        })
+    ));
+    let mut b = buf.clone();
+    b[0] = 2;
+    assert!(matches!(
+        Modules::decode(&b[..len]),
+        Err(FormatError::Truncated { .. })
+    ));
+    let mut b = buf[..len].to_vec();
+    b[MODULES_HEADER_SIZE + 77] = 9;
+    let e = Modules::decode(&b).unwrap().entries().next().unwrap();
+    assert!(matches!(
+        e,
+        Err(FormatError::BadValue {
+            field: "module state",
+            value: 9,
+            ..
+        })
+    ));
+    let mut b = buf[..len].to_vec();
+    b[MODULES_HEADER_SIZE + 78] = MODULE_SECTIONS_MAX as u8 + 1;
+    let e = Modules::decode(&b).unwrap().entries().next().unwrap();
+    assert!(matches!(
+        e,
+        Err(FormatError::FieldTooLong {
+            field: "module section count",
+            ..
+        })
+    ));
+    // Too long a build ID is refused when set; one section more than the entry holds is not placed.
+    let mut e = ModuleEntry::new(b"y", ModuleState::Live);
+    assert!(e.set_build_id(&[1; 21]).is_err());
+    for i in 0..MODULE_SECTIONS_MAX {
+        assert!(e.add_section(ModuleSection {
+            addr: 0,
+            index: i as u32
+        }));
+    }
+    assert!(!e.add_section(ModuleSection { addr: 0, index: 99 }));
+    // A name longer than the field is cut, as the kernel's are never longer.
+    assert_eq!(
+        ModuleEntry::new(&[b'n'; 60], ModuleState::Live)
+            .name()
+            .len(),
+        MODULE_NAME_MAX
+    );
 }

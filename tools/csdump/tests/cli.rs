@@ -56,10 +56,10 @@ fn assert_extracted(dir: &Path, b: &Built) {
     assert_eq!(&panic_bin[16..], PANIC_MSG);
     let phases_bin = fs::read(dir.join("02-phases-phases.bin")).unwrap();
     assert_eq!(Phases::decode(&phases_bin), Ok(b.phases));
-    assert_eq!(fs::read(dir.join("03-sink-tmc_etf0.bin")).unwrap(), b.sink);
-    assert_eq!(fs::read(dir.join("04-source-etm1.bin")).unwrap(), b.etm);
+    assert_eq!(fs::read(dir.join("04-sink-tmc_etf0.bin")).unwrap(), b.sink);
+    assert_eq!(fs::read(dir.join("05-source-etm1.bin")).unwrap(), b.etm);
     assert_eq!(
-        fs::read(dir.join("05-cpu-debug-cpu_debug_0.bin")).unwrap(),
+        fs::read(dir.join("06-cpu-debug-cpu_debug_0.bin")).unwrap(),
         b""
     );
     assert_eq!(
@@ -68,19 +68,20 @@ fn assert_extracted(dir: &Path, b: &Built) {
     );
     let s = summary(dir);
     let recs = s["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 6);
+    assert_eq!(recs.len(), 7);
     assert_eq!(recs[2]["kind"], "phases");
     assert_eq!(recs[2]["offset"], b.phases_off);
-    assert_eq!(recs[3]["kind"], "sink");
-    assert_eq!(recs[3]["name"], "tmc_etf0");
-    assert_eq!(recs[3]["length"], b.sink.len());
-    assert_eq!(recs[3]["offset"], b.offsets[2]);
-    assert_eq!(recs[3]["crc_ok"], true);
-    assert_eq!(recs[3]["file"], "03-sink-tmc_etf0.bin");
-    assert_eq!(recs[4]["cpu"], 1);
-    assert_eq!(recs[3]["cpu"], Value::Null);
-    assert_eq!(recs[5]["status"], "callback-error");
-    assert_eq!(recs[5]["error"], -110);
+    assert_eq!(recs[3]["kind"], "modules");
+    assert_eq!(recs[4]["kind"], "sink");
+    assert_eq!(recs[4]["name"], "tmc_etf0");
+    assert_eq!(recs[4]["length"], b.sink.len());
+    assert_eq!(recs[4]["offset"], b.offsets[2]);
+    assert_eq!(recs[4]["crc_ok"], true);
+    assert_eq!(recs[4]["file"], "04-sink-tmc_etf0.bin");
+    assert_eq!(recs[5]["cpu"], 1);
+    assert_eq!(recs[4]["cpu"], Value::Null);
+    assert_eq!(recs[6]["status"], "callback-error");
+    assert_eq!(recs[6]["error"], -110);
     // The phase times, in microseconds: 10 us per phase number, 2 us before the first.
     let ph = &s["phases"];
     assert_eq!(ph["frequency_hz"], 62_500_000);
@@ -110,7 +111,7 @@ fn assert_extracted(dir: &Path, b: &Built) {
     assert_eq!(s["panic"]["cpu"], 2);
     assert_eq!(s["panic"]["message"], text(PANIC_MSG));
     assert_eq!(s["commit"]["state"], "ok");
-    assert_eq!(s["commit"]["records"], 7); // free slot included
+    assert_eq!(s["commit"]["records"], 8); // free slot included
     assert_eq!(s["container"]["sequence"], 3);
     assert_eq!(
         s["container"]["boot_id"],
@@ -253,7 +254,7 @@ fn vmcore_without_vmcoreinfo_is_scanned() {
     assert_eq!(s["found_by"]["method"], "scan-vmcore");
     assert_eq!(s["found_by"]["paddr"], REGION_PADDR);
     assert_eq!(s["kerneloffset"], Value::Null);
-    assert_eq!(s["records"][3]["length"], 512);
+    assert_eq!(s["records"][4]["length"], 512);
     assert!(text(&o.stderr).contains("no VMCOREINFO note"));
 
     let o = csdump(&["info", input.to_str().unwrap()]);
@@ -314,15 +315,15 @@ fn corrupt_record_is_reported_and_others_extracted() {
         fs::read(out.join("00-identity-identity.bin")).unwrap(),
         b.identity
     );
-    assert_eq!(fs::read(out.join("04-source-etm1.bin")).unwrap(), b.etm);
-    assert!(!out.join("03-sink-tmc_etf0.bin").exists());
+    assert_eq!(fs::read(out.join("05-source-etm1.bin")).unwrap(), b.etm);
+    assert!(!out.join("04-sink-tmc_etf0.bin").exists());
     // Salvaged: the damaged bytes as they are.
-    let salvaged = fs::read(out.join("03-sink-tmc_etf0.corrupt.bin")).unwrap();
+    let salvaged = fs::read(out.join("04-sink-tmc_etf0.corrupt.bin")).unwrap();
     assert_eq!(salvaged, b.bytes[sink_data..sink_data + 1000]);
     let s = summary(&out);
-    assert_eq!(s["records"][3]["crc_ok"], false);
-    assert_eq!(s["records"][3]["file"], "03-sink-tmc_etf0.corrupt.bin");
-    assert!(s["records"][3]["problem"]
+    assert_eq!(s["records"][4]["crc_ok"], false);
+    assert_eq!(s["records"][4]["file"], "04-sink-tmc_etf0.corrupt.bin");
+    assert!(s["records"][4]["problem"]
         .as_str()
         .unwrap()
         .contains("data CRC"));
@@ -350,7 +351,7 @@ fn missing_commit_is_a_torn_dump() {
     let s = summary(&out);
     assert_eq!(s["commit"]["state"], "missing");
     assert_eq!(s["commit"]["offset"], c);
-    assert_eq!(fs::read(out.join("03-sink-tmc_etf0.bin")).unwrap(), b.sink);
+    assert_eq!(fs::read(out.join("04-sink-tmc_etf0.bin")).unwrap(), b.sink);
     assert!(text(&o.stdout).contains("MISSING"));
 }
 

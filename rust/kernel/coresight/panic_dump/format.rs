@@ -51,6 +51,7 @@ pub mod etm4x;
 pub mod etr;
 pub mod identity;
 pub mod layout;
+pub mod modules;
 pub mod panic_info;
 pub mod phases;
 pub mod reader;
@@ -69,6 +70,7 @@ pub use self::{
     error::FormatError,
     identity::*,
     layout::*,
+    modules::*,
     panic_info::*,
     phases::*,
     reader::*,

@@ -187,6 +187,15 @@ pub enum FormatError {
         /// Bytes available.
         available: usize,
     },
+    /// A field holds a value its layout does not define.
+    BadValue {
+        /// Offset of the field (in its payload, for a payload's field).
+        offset: usize,
+        /// Name of the field.
+        field: &'static str,
+        /// Value found.
+        value: u64,
+    },
     /// An input value does not fit its field.
     FieldTooLong {
         /// Name of the field.
@@ -221,7 +230,8 @@ impl FormatError {
             | Self::CommitCrc { offset, .. }
             | Self::CommitHeadersCrc { offset, .. }
             | Self::CommitCount { offset, .. }
-            | Self::CommitMismatch { offset, .. } => Some(offset),
+            | Self::CommitMismatch { offset, .. }
+            | Self::BadValue { offset, .. } => Some(offset),
             Self::BufferTooSmall { .. } | Self::FieldTooLong { .. } => None,
         }
     }
@@ -250,6 +260,7 @@ impl FormatError {
             Self::CommitCount { .. } => "commit-count",
             Self::CommitMismatch { .. } => "commit-mismatch",
             Self::BufferTooSmall { .. } => "buffer-too-small",
+            Self::BadValue { .. } => "bad-value",
             Self::FieldTooLong { .. } => "field-too-long",
         }
     }
@@ -390,6 +401,11 @@ impl fmt::Display for FormatError {
                 f,
                 "buffer too small: needs {needed} bytes, only {available} available"
             ),
+            Self::BadValue {
+                offset,
+                field,
+                value,
+            } => write!(f, "{field} at offset {offset:#x} is {value}, which it cannot be"),
             Self::FieldTooLong { field, length, max } => {
                 write!(f, "{field} is {length} bytes, at most {max} fit")
             }

@@ -231,6 +231,9 @@ pub enum RecordKind {
     /// When each phase of the panic path started and ended ([`Phases`](super::Phases));
     /// format version 3.
     Phases = 9,
+    /// The loadable modules and where they were loaded ([`Modules`](super::Modules)), kept
+    /// current by the core while the kernel runs.
+    Modules = 10,
 }
 
 impl RecordKind {
@@ -246,6 +249,7 @@ impl RecordKind {
             Self::Free => "free",
             Self::Commit => "commit",
             Self::Phases => "phases",
+            Self::Modules => "modules",
         }
     }
 }
@@ -264,6 +268,7 @@ impl TryFrom<u16> for RecordKind {
             7 => Self::Free,
             8 => Self::Commit,
             9 => Self::Phases,
+            10 => Self::Modules,
             _ => return Err(v),
         })
     }

@@ -23,12 +23,16 @@ use super::{
         RECORD_ALIGN,
         RECORD_HEADER_SIZE, //
     },
+    modules_capacity,
+    modules_init,
+    modules_size,
     Commit,
     FormatError,
     Identity,
     COMMIT_RECORD_SIZE,
     COMMIT_SIZE,
     IDENTITY_SIZE,
+    MODULES_HEADER_SIZE,
     PANIC_INFO_MAX_SIZE,
     PHASES_SIZE, //
 };
@@ -242,13 +246,16 @@ pub struct CoreSlots {
     pub panic_info: usize,
     /// Offset of the phase times record, written at panic before the last commit.
     pub phases: usize,
+    /// Offset of the module list record, kept current while the kernel runs.
+    pub modules: usize,
     /// Offset of the first byte after the core's records: where the first registration goes.
     pub first_free: usize,
 }
 
 /// Writes a fresh container: the header, the identity record (written, [`RecordStatus::Ok`]), the
 /// panic info slot of [`PANIC_INFO_MAX_SIZE`] bytes and the phase times slot of [`PHASES_SIZE`]
-/// bytes (both not run); zeroes the rest.
+/// bytes (both not run), and the module list with room for [`modules_capacity`] modules (written,
+/// empty); zeroes the rest.
 ///
 /// Called at boot, once what a previous boot left has been read.
 pub fn init_with_core_records(
@@ -309,10 +316,33 @@ pub fn init_with_core_records(
             available,
         })?;
     put(slot, 0, &h.encode());
+
+    // The module list, empty until the first module loads.
+    // CAST: small constants.
+    let capacity = modules_capacity(available);
+    let size = modules_size(capacity);
+    // CAST: at most MODULES_MAX entries, a small size.
+    let mut h = RecordHeader::new(RecordKind::Modules, b"modules", size as u32, header.stamp);
+    h.status = RecordStatus::Ok;
+    let modules = phases.saturating_add(RECORD_HEADER_SIZE + PHASES_SIZE);
+    let end = modules
+        .saturating_add(RECORD_HEADER_SIZE)
+        .saturating_add(size);
+    let slot = region
+        .get_mut(modules..end)
+        .ok_or(FormatError::BufferTooSmall {
+            needed: end,
+            available,
+        })?;
+    let mut data = [0u8; MODULES_HEADER_SIZE];
+    // CAST: at most MODULES_MAX.
+    modules_init(&mut data, capacity as u32)?;
+    write_record(slot, &h, &data)?;
     Ok(CoreSlots {
         panic_info,
         phases,
-        first_free: phases.saturating_add(RECORD_HEADER_SIZE + PHASES_SIZE),
+        modules,
+        first_free: end,
     })
 }
 
