@@ -83,6 +83,14 @@ use kernel::{
     },
 };
 
+#[cfg(CONFIG_MODULES)]
+use kernel::module_notifier::{
+    self,
+    LoadedModule,
+    ModuleEvent,
+    ModuleHandler, //
+};
+
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 mod tests;
 mod tracedata;
@@ -189,6 +197,12 @@ struct Core {
     header: ContainerHeader,
     panic_slot: usize,
     phases_slot: usize,
+    /// The module list record's offset and data capacity.
+    modules_slot: usize,
+    modules_capacity: u32,
+    /// Serialises the writers of the module list (the module notifier).
+    #[pin]
+    modules: Mutex<()>,
     entries: [Entry; MAX_ENTRIES],
     #[pin]
     alloc: Mutex<Alloc>,
@@ -233,11 +247,16 @@ impl Core {
             pr_warn!("could not clean the region's header to the point of coherency\n");
         }
         let region_size = map.len();
+        // CAST: at most `MODULES_MAX` entries, a small size.
+        let modules_capacity = format::modules_size(format::modules_capacity(region_size)) as u32;
         Ok(try_pin_init!(Core {
             map,
             header,
             panic_slot: slots.panic_info,
             phases_slot: slots.phases,
+            modules_slot: slots.modules,
+            modules_capacity,
+            modules <- new_mutex!(()),
             entries: [const {
                 Entry {
                     state: Atomic::new(FREE),
@@ -483,21 +502,21 @@ impl Core {
         }
     }
 
-    /// Rewrites, as free slots, the headers a CPU stopped in the middle of `add()` or `del()`
-    /// left half written: the chain walk refuses a header that fails its CRC, which would cost
-    /// the whole commit; this way it costs that slot only.
+    /// Rewrites, as free slots, the headers a CPU stopped in the middle of `add()`, `del()` or a
+    /// module list update left half written: the chain walk refuses a header that fails its CRC,
+    /// which would cost the whole commit; this way it costs that slot only.
     ///
     /// # Safety
     ///
     /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
     unsafe fn repair_headers(&self) {
-        for e in &self.entries {
+        let modules = (self.modules_slot, self.modules_capacity);
+        let entries = self.entries.iter().filter_map(|e| {
             let slot = e.slot.load(Acquire);
-            if slot == 0 {
-                continue;
-            }
             // CAST: the halves of what `add()` packed.
-            let (offset, capacity) = ((slot >> 32) as usize, slot as u32);
+            (slot != 0).then_some(((slot >> 32) as usize, slot as u32))
+        });
+        for (offset, capacity) in Iterator::chain(core::iter::once(modules), entries) {
             // SAFETY: By the safety requirements nothing else accesses the region; the slice
             // dies at the end of the statement.
             let repaired = unsafe { self.map.slice_mut(offset, RECORD_HEADER_SIZE) }
@@ -675,6 +694,84 @@ impl Core {
     }
 }
 
+impl Core {
+    /// Brings the module list record up to date with `event` for `entry`'s module; cleans it to
+    /// the point of coherency. Process context (the module notifier).
+    #[cfg(CONFIG_MODULES)]
+    fn update_modules(&self, event: ModuleEvent, entry: &format::ModuleEntry) -> Result {
+        let _guard = self.modules.lock();
+        // CAST: `u32` fits in `usize`.
+        let size = RECORD_HEADER_SIZE + self.modules_capacity as usize;
+        // SAFETY: The module list's slot is written only here, under `self.modules`; the panic
+        // path only reads its header (the commit), after this CPU was stopped, and repairs a
+        // header this left half written.
+        let rec = unsafe { self.map.slice_mut(self.modules_slot, size)? };
+        let data = rec.get_mut(RECORD_HEADER_SIZE..).ok_or(EINVAL)?;
+        let length = match event {
+            ModuleEvent::Going => format::modules_remove(data, entry.name()),
+            ModuleEvent::Coming | ModuleEvent::Live => format::modules_upsert(data, entry),
+        }?;
+        let mut h = RecordHeader::new(
+            RecordKind::Modules,
+            b"modules",
+            self.modules_capacity,
+            self.stamp(),
+        );
+        h.status = RecordStatus::Ok;
+        h.length = u32::try_from(length).map_err(|_| EINVAL)?;
+        format::seal_record(rec, &h)?;
+        // The header and the whole list (a removal moved an entry) reach memory: a later panic
+        // writes neither.
+        self.clean(self.modules_slot, size);
+        Ok(())
+    }
+}
+
+/// The module notifier: keeps the module list record current as modules load and unload.
+#[cfg(CONFIG_MODULES)]
+struct ModuleList;
+
+#[cfg(CONFIG_MODULES)]
+impl ModuleHandler for ModuleList {
+    fn on_module(&self, event: ModuleEvent, module: &LoadedModule<'_>) {
+        let Some(core) = core_ref() else {
+            return;
+        };
+        let state = match event {
+            ModuleEvent::Coming => format::ModuleState::Coming,
+            ModuleEvent::Live | ModuleEvent::Going => format::ModuleState::Live,
+        };
+        let mut entry = format::ModuleEntry::new(module.name(), state);
+        if let Some(id) = module.build_id() {
+            // A build ID longer than the field (none is) is left out rather than cut.
+            let _ = entry.set_build_id(id);
+        }
+        let text = module.text();
+        // CAST: `usize` fits in `u64`.
+        (entry.text_addr, entry.text_size) = (text.addr as u64, text.size as u64);
+        if event == ModuleEvent::Coming {
+            let init = module.init_text();
+            // CAST: as above.
+            (entry.init_addr, entry.init_size) = (init.addr as u64, init.size as u64);
+        }
+        // Once live, the init text is freed: its sections are left out with it.
+        let init = module.init_text();
+        module.exec_sections(event, |s| {
+            if event == ModuleEvent::Live && init.contains(s.addr) {
+                return true;
+            }
+            // CAST: as above.
+            entry.add_section(format::ModuleSection {
+                addr: s.addr as u64,
+                index: s.index,
+            })
+        });
+        if let Err(e) = core.update_modules(event, &entry) {
+            pr_warn!("module list: could not record {:?}: {:?}\n", event, e);
+        }
+    }
+}
+
 /// The panic notifier.
 struct Notifier;
 
@@ -706,6 +803,8 @@ fn clear_last_dump(last: &LastDump, reader: &mut UserSliceReader) -> Result {
 
 struct PanicDump {
     _notifier: Pin<KBox<panic_notifier::Registration<Notifier>>>,
+    #[cfg(CONFIG_MODULES)]
+    _modules: Pin<KBox<module_notifier::Registration<ModuleList>>>,
     _debugfs: Option<DebugFiles>,
 }
 
@@ -921,6 +1020,13 @@ impl kernel::Module for PanicDump {
             GFP_KERNEL,
         )?;
 
+        // Built in, the core registers before any module loads: the list misses none.
+        #[cfg(CONFIG_MODULES)]
+        let modules = KBox::pin_init(
+            module_notifier::Registration::new(Ok::<_, Error>(ModuleList)),
+            GFP_KERNEL,
+        )?;
+
         let debugfs = match previous {
             Some(dump) => Some(debug_files(dump)?),
             None => None,
@@ -938,6 +1044,8 @@ impl kernel::Module for PanicDump {
         );
         Ok(Self {
             _notifier: notifier,
+            #[cfg(CONFIG_MODULES)]
+            _modules: modules,
             _debugfs: debugfs,
         })
     }
