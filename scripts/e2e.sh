@@ -617,9 +617,22 @@ check_trace_with() {
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "$@" 2>&1 | tee "$dir/check.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
 	# The run's own dump (not makedumpfile's copies of it) is also judged against the
-	# independent execution record.
+	# independent execution record, and its module list against the guest's /proc/modules.
 	case " $* " in *" --vmcore "*) return 0 ;; esac
-	check_exec "$dir" "$variant"
+	check_modules "$dir" "$variant" && check_exec "$dir" "$variant"
+}
+
+# check_modules DIR VARIANT [ARGS]: the dump's module list (check_trace.py's extract) against the
+# modules the guest listed before its trigger and their .ko files in the build tree
+# (scripts/check_modules.py; the mod variant keeps build IDs, CONFIG_STACKTRACE_BUILD_ID).
+check_modules() {
+	local dir=$1 variant=$2
+	shift 2
+	local -a ids=()
+	[ "$variant" != mod ] || ids=(--build-ids)
+	python3 "$REPO/scripts/check_modules.py" --dir "$dir" --modules-dir "$CSPD_CACHE/build-$variant" \
+		"${ids[@]}" "$@" 2>&1 | tee "$dir/check-modules.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
 }
 
 # check_exec DIR VARIANT: csdump's whole decode of the run's dump against the execution record
@@ -1116,12 +1129,14 @@ cspd.unbind=coresight-etm4x/7ff11000.etm cspd.rmmod=coresight_etm4x,coresight_tm
 		grep -q "CSPD: after rmmod, crash_kexec_post_notifiers: N" "$d/console.log" ||
 		{ echo "crash_kexec_post_notifiers changed although the user did not change it" >&2; return 1; }
 	"$CSDUMP" extract "$d/vmcore.elf" -o "$d/extract" >"$d/csdump.txt" 2>&1 || { cat "$d/csdump.txt"; return 1; }
-	python3 - "$d/extract/summary.json" <<'PY'
+	python3 - "$d/extract/summary.json" <<'PY' || return 1
 import json, sys
 kinds = [r["kind"] for r in json.load(open(sys.argv[1]))["records"]]
-assert kinds == ["identity", "panic-info", "phases"], kinds
+assert kinds == ["identity", "panic-info", "phases", "modules"], kinds
 print("after unload the dump holds only the core's records:", kinds)
 PY
+	# The unloaded modules left the module list: their old addresses name nothing.
+	check_modules "$d" mod --expect-absent coresight_etm4x,coresight_tmc,coresight_cpu_debug
 }
 
 # The independent judge catches what the ground truth cannot: the plugin's tracker makes a
@@ -1271,7 +1286,8 @@ judge_negative() {
 # trace-builtin's run with one input altered: the TMC record (one byte of the RAM the plugin
 # wrote), the ETM records (each CPU in turn: the trace ID the plugin saw programmed), the panic
 # path's order (each CPU in turn: its ETM's stop logged after the first EDPCSR read) and the cache
-# clean (no clean counted). check_dump.py fails on a copy of dump-qemu-dump's extraction with the
+# clean (no clean counted). check_modules.py fails on trace-oops's module list with a module's
+# text address or build ID altered. check_dump.py fails on a copy of dump-qemu-dump's extraction with the
 # C sample's record altered, check_clean.py on dump-cleaned's observation without the commit
 # record's last clean, and check_upstream.py on a copy of upstream-drivers' run with one event of
 # each CPU's ground truth changed.
@@ -1371,6 +1387,39 @@ json.dump(o, open(p, "w"))
 PY
 	judge_negative "the commit record's last clean left out" "never cleaned after it" \
 		python3 "$REPO/scripts/check_clean.py" --dir "$c" --csdump "$CSDUMP" || rc=1
+
+	# check_modules.py: trace-oops's module list passes as it is; with one module's text address
+	# moved, or its build ID changed, it fails.
+	src=$RUNS/trace-oops
+	[ -f "$src/check-modules.txt" ] || scenario_trace-oops || return 1
+	local what
+	for what in unaltered text build-id; do
+		c=$d/modules-$what
+		rm -rf "$c"
+		mkdir -p "$c"
+		cp "$src/console.log" "$c/"
+		cp -r "$src/extract" "$c/extract"
+		python3 - "$c/extract" "$what" <<'PY' || return 1
+import json, os, struct, sys
+d, what = sys.argv[1], sys.argv[2]
+r = next(r for r in json.load(open(os.path.join(d, "summary.json")))["records"] if r["kind"] == "modules")
+p = os.path.join(d, r["file"])
+b = bytearray(open(p, "rb").read())
+assert struct.unpack_from("<I", b, 0)[0] > 0, "no module in the list to alter"
+if what != "unaltered":
+    # The first entry's text address (bit 12), or its build ID's second byte.
+    b[16 + (81 if what == "text" else 57)] ^= 0x10
+open(p, "wb").write(b)
+PY
+		local -a judge_mods=(python3 "$REPO/scripts/check_modules.py" --dir "$c"
+			--modules-dir "$CSPD_CACHE/build-mod" --build-ids)
+		case $what in
+		unaltered) "${judge_mods[@]}" >"$c.txt" 2>&1 ||
+			{ cat "$c.txt"; echo "check_modules.py fails on an unaltered copy of trace-oops" >&2; return 1; } ;;
+		text) judge_negative "a module's text address moved" "the dump says text at" "${judge_mods[@]}" || rc=1 ;;
+		build-id) judge_negative "a module's build ID changed" "in the dump," "${judge_mods[@]}" || rc=1 ;;
+		esac
+	done
 
 	src=$RUNS/upstream-drivers
 	[ -f "$src/truth.json" ] || scenario_upstream-drivers || return 1
