@@ -82,7 +82,8 @@ def ko_path(modules_dir, name):
 
 
 def ko_sections(path):
-    """The .ko's sections (an ELF64 little-endian relocatable): index -> (name, flags, data)."""
+    """The .ko's sections (an ELF64 little-endian relocatable): index -> (name, flags, data, type,
+    link)."""
     b = open(path, "rb").read()
     if b[:4] != b"\x7fELF" or b[4] != 2 or b[5] != 1:
         raise Bad(f"{path} is not a 64-bit little-endian ELF file")
@@ -90,15 +91,45 @@ def ko_sections(path):
     shentsize, shnum, shstrndx = struct.unpack_from("<3H", b, 0x3a)
     raw = []
     for i in range(shnum):
-        name, typ, flags, _addr, off, size = struct.unpack_from("<2I4Q", b, shoff + i * shentsize)
-        raw.append((name, typ, flags, b[off:off + size] if typ != 8 else b""))
+        name, typ, flags, _addr, off, size, link = struct.unpack_from("<2I4QI", b, shoff + i * shentsize)
+        raw.append((name, typ, flags, b[off:off + size] if typ != 8 else b"", link))
     strtab = raw[shstrndx][3]
-    return {i: (strtab[n:strtab.index(b"\0", n)].decode(), flags, data)
-            for i, (n, _t, flags, data) in enumerate(raw)}
+    return {i: (strtab[n:strtab.index(b"\0", n)].decode(), flags, data, typ, link)
+            for i, (n, typ, flags, data, link) in enumerate(raw)}
+
+
+def ko_functions(secs):
+    """(section index, value, size, name) of the .ko's function symbols."""
+    out = []
+    for _name, _flags, data, typ, link in secs.values():
+        if typ != 2:  # SHT_SYMTAB
+            continue
+        names = secs[link][2]
+        for at in range(0, len(data) - 23, 24):
+            st_name, st_info, _other, shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
+            if st_info & 0xf == 2:  # STT_FUNC
+                out.append((shndx, value, size, names[st_name:names.index(b"\0", st_name)].decode()))
+    return out
+
+
+def module_symbols(extract, modules_dir):
+    """The functions of every module in the dump's list, placed where the dump says its sections
+    were: sorted (start, end, name, module), from the .ko files under modules_dir."""
+    dumped, _, _ = dump_modules(extract)
+    syms = []
+    for name, m in dumped.items():
+        ko = ko_path(modules_dir, name)
+        if not ko:
+            raise Bad(f"module {name}: no {name}.ko under {modules_dir}")
+        placed = {idx: addr for addr, idx in m["sections"]}
+        for shndx, value, size, fn in ko_functions(ko_sections(ko)):
+            if shndx in placed:
+                syms.append((placed[shndx] + value, placed[shndx] + value + max(size, 1), fn, name))
+    return sorted(syms), dumped
 
 
 def ko_build_id(secs):
-    for name, _flags, data in secs.values():
+    for name, _flags, data, _typ, _link in secs.values():
         if name == ".note.gnu.build-id" and len(data) >= 16:
             namesz, descsz, typ = struct.unpack_from("<3I", data, 0)
             if typ == 3:

@@ -633,7 +633,23 @@ class Symbols:
         i = bisect.bisect_left(self.addrs, addr)
         return func(self.names[i]) if i < len(self.addrs) and self.addrs[i] == addr else None
 
+    def add_modules(self, msyms):
+        """The functions of the dump's modules, (start, end, name, module) sorted, from their .ko
+        files (check_modules.module_symbols): named like vmlinux's."""
+        self.mods = msyms
+        self.mod_starts = [m[0] for m in msyms]
+
+    def module_of(self, addr):
+        """(function, module) of a module function holding addr, or None."""
+        i = bisect.bisect_right(getattr(self, "mod_starts", []), addr) - 1
+        if i >= 0 and addr < self.mods[i][1]:
+            return func(self.mods[i][2]), self.mods[i][3]
+        return None
+
     def __call__(self, addr):
+        m = self.module_of(addr)
+        if m:
+            return m[0]
         i = bisect.bisect_right(self.addrs, addr) - 1
         if i < 0 or addr > self.end:
             return "[module or unknown]"
@@ -1064,6 +1080,16 @@ def check(a):
             raise Bad("CONFIG_RANDOMIZE_BASE=y and a kaslr-seed, but csdump reports KASLR offset 0")
         print(f"KASLR: csdump relocates by {offset:#x}")
     sym = Symbols(a.system_map, offset)
+    if a.modules_dir:
+        # The modules' functions, placed where the dump's module list says their sections were
+        # (the judge's own reading of the list and of the .ko files).
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import check_modules
+        try:
+            msyms, _ = check_modules.module_symbols(out, a.modules_dir)
+        except check_modules.Bad as e:
+            raise Bad(f"module symbols: {e}")
+        sym.add_modules(msyms)
     panic_cpu = rep["panic_cpu"]
     if a.panic_cpu is not None:
         if panic_cpu != a.panic_cpu:
@@ -1239,6 +1265,8 @@ def main():
     ap.add_argument("--decoded", action="append",
                     help="a decoded report (DIR/ground/report.json, possibly altered); with --compare-only "
                     "it may be given more than once, and each report's verdict is printed on its own line")
+    ap.add_argument("--modules-dir", help="the kernel build tree: name module code (--trigger, --through) "
+                    "from the .ko files, placed as the dump's module list says")
     ap.add_argument("--report", help="csdump report --json --last LAST of the dump, saved by the caller: used "
                     "instead of running it (harness negatives that alter none of its inputs share one decode)")
     ap.add_argument("--vmcore", help="the dump csdump reads (default DIR/vmcore.elf; e.g. makedumpfile's "

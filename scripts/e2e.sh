@@ -53,6 +53,8 @@
 #   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
 #   trace-irq-oops       an oops in a timer callback (interrupt context) with panic_on_oops: judged as
 #                        trace-oops, the fault taken in the built-in c_crash sample
+#   trace-module-oops    an oops in a loadable module's code (c_module_crash): the flow through the
+#                        module's functions, named from its .ko where the dump's module list puts it
 #   trace-two-cpus       CPUs 0 and 1 panic at once: the dump runs once; the other CPU's flow also
 #                        reaches panic(), where its trace stopped in hardware
 #   trace-no-hw-stop     stop_at emptied through sysfs: no hardware stop, the trace runs past panic()
@@ -838,6 +840,20 @@ scenario_trace-oops() {
 # (softirq), and panic_on_oops=1 panics from there ("Fatal exception in interrupt"). Some CPU's
 # decoded flow takes the data abort in c_crash_irq_oops; the panicking CPU's runs through
 # __do_kernel_fault to the hardware stop at die().
+# An oops in a loadable module's own code (c_module_crash, panic_on_oops): the panicking CPU's
+# flow runs through the module's functions, named from its .ko as the dump's module list places
+# them, into the fault.
+scenario_trace-module-oops() {
+	local d=$RUNS/trace-module-oops
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic cspd.trigger=module-crash panic_on_oops=1 $TRACE_APPEND \
+cspd.insmod=$TRACE_MODS,c_module_crash.ko cspd.modparm_coresight_cpu_debug=debug=1" || return 1
+	grep -qa "c_module_crash: a store to NULL in module code" "$d/console.log" &&
+		grep -qa "Internal error: Oops" "$d/console.log" ||
+		{ echo "c_module_crash did not oops in its own code" >&2; return 1; }
+	check_trace_with "$d" mod --modules-dir "$CSPD_CACHE/build-mod" --trigger c_module_crash_store \
+		--through c_module_crash_oops,c_module_crash_store,__do_kernel_fault --hw-stop die_kernel_fault,die
+}
+
 scenario_trace-irq-oops() {
 	local d=$RUNS/trace-irq-oops
 	cs_qemu qemu-dump mod "$d" \
@@ -1506,7 +1522,7 @@ scenario_harness-bad-input() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges
