@@ -74,16 +74,17 @@ pub struct ExecSection {
 // `STT_SECTION`, the type of the symbol an ELF relocatable object has for each section.
 const STT_SECTION: u8 = 3;
 
+// The fields read below (the name, the build ID, the memory ranges, the symbol table pointers)
+// are set before the loader announces a module and not written during a notifier call; other
+// fields of `struct module` (its reference count, its state) may be, so no reference to the whole
+// structure is ever made: each field is read through the raw pointer.
 impl LoadedModule<'_> {
-    fn raw(&self) -> &bindings::module {
-        // SAFETY: By the type invariant `ptr` points to a live `struct module` for the lifetime of
-        // `self`; the fields read through this reference are not written during a notifier call.
-        unsafe { self.ptr.as_ref() }
-    }
-
     /// Returns the module's name.
     pub fn name(&self) -> &[u8] {
-        let name = &self.raw().name;
+        let p = self.ptr.as_ptr();
+        // SAFETY: By the type invariant `p` points to a live `struct module` for the lifetime of
+        // `self`, whose name is not written during a notifier call (see above).
+        let name = unsafe { &(*p).name };
         // SAFETY: `c_char` and `u8` have the same size and alignment; the array is initialised.
         let bytes: &[u8] =
             unsafe { core::slice::from_raw_parts(name.as_ptr().cast::<u8>(), name.len()) };
@@ -96,7 +97,9 @@ impl LoadedModule<'_> {
     pub fn build_id(&self) -> Option<&[u8]> {
         #[cfg(CONFIG_STACKTRACE_BUILD_ID)]
         {
-            let id = &self.raw().build_id[..];
+            let p = self.ptr.as_ptr();
+            // SAFETY: As in `name`: the build ID is set before the module is announced.
+            let id = unsafe { &(*p).build_id };
             if id.iter().any(|&b| b != 0) {
                 return Some(id);
             }
@@ -105,12 +108,17 @@ impl LoadedModule<'_> {
     }
 
     fn range(&self, ty: bindings::mod_mem_type) -> ModuleRange {
-        let Some(mem) = self.raw().mem.get(ty as usize) else {
+        let ty = ty as usize;
+        if ty >= bindings::mod_mem_type_MOD_MEM_NUM_TYPES as usize {
             return ModuleRange::default();
-        };
+        }
+        let p = self.ptr.as_ptr();
+        // SAFETY: As in `name`: the memory ranges are not written during a notifier call (the
+        // init ones are cleared after the live notification returns); `ty` is in bounds.
+        let (base, size) = unsafe { ((*p).mem[ty].base, (*p).mem[ty].size) };
         ModuleRange {
-            addr: mem.base as usize,
-            size: mem.size as usize,
+            addr: base as usize,
+            size: size as usize,
         }
     }
 
@@ -145,12 +153,16 @@ impl LoadedModule<'_> {
         if event == ModuleEvent::Going {
             return;
         }
-        let raw = self.raw();
+        let p = self.ptr.as_ptr();
         let (text, init) = (self.text(), self.init_text());
         // Until the loader switches it to the core symbols after the live notification, the
         // module's `kallsyms` is the whole symbol table of its ELF file, each value relocated.
-        let kallsyms = raw.kallsyms;
-        if kallsyms.is_null() || kallsyms == (&raw const raw.core_kallsyms).cast_mut() {
+        // SAFETY: As in `name`: the pointer is not written during the coming and live
+        // notifications.
+        let kallsyms = unsafe { (*p).kallsyms };
+        // SAFETY: Only the field's address is taken; `p` points to a live `struct module`.
+        let core_syms = unsafe { &raw const (*p).core_kallsyms };
+        if kallsyms.is_null() || kallsyms.cast_const() == core_syms {
             return;
         }
         // SAFETY: During the coming and live notifications the loader neither frees nor replaces
