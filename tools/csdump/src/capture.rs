@@ -38,6 +38,8 @@ use thiserror::Error;
 
 use crate::ini::parse_number;
 use crate::ini::Ini;
+use crate::modules::ModuleList;
+use crate::modules::ModuleSymbols;
 use crate::region::Located;
 
 /// Why a capture could not be read at all.
@@ -200,6 +202,11 @@ pub struct Capture<'a> {
     pub core: Option<&'a Vmcore>,
     /// The vmcore's VMCOREINFO text.
     pub vmcoreinfo: Option<&'a str>,
+    /// The loadable modules the dump recorded (empty when it records none, or the list is
+    /// damaged: a note says so).
+    pub modules: ModuleList,
+    /// Names code in those modules ([`Capture::load_modules`] adds their `.ko` files).
+    pub module_symbols: ModuleSymbols,
 }
 
 impl<'a> Capture<'a> {
@@ -219,7 +226,17 @@ impl<'a> Capture<'a> {
             notes: Vec::new(),
             core: None,
             vmcoreinfo: None,
+            modules: ModuleList::default(),
+            module_symbols: ModuleSymbols::default(),
         }
+    }
+
+    /// Reads the `.ko` of each recorded module found under `dir` (recursively), checked against
+    /// the build ID the module ran with (`force`: a `.ko` of another build is used anyway), for
+    /// naming the code in modules; what was refused or not found is in
+    /// `module_symbols.notes`. Fails only when `dir` cannot be read.
+    pub fn load_modules(&mut self, dir: &Path, force: bool) -> Result<(), String> {
+        self.module_symbols.load_dir(dir, force)
     }
 
     /// Reads the trace records of a located dump region.
@@ -233,7 +250,23 @@ impl<'a> Capture<'a> {
         c.core = located.core.as_ref();
         c.vmcoreinfo = located.vmcoreinfo.as_deref();
         let mut sources = Vec::new();
-        for rec in region.records().flatten() {
+        let mut modules_seen = false;
+        for item in region.records() {
+            let rec = match item {
+                Ok(rec) => rec,
+                Err(e) => {
+                    // A damaged module list costs the naming of module code only.
+                    let kind = e
+                        .offset()
+                        .and_then(|o| region.salvage(o))
+                        .map(|r| r.header.kind);
+                    if kind == Some(RecordKind::Modules) && !modules_seen {
+                        modules_seen = true;
+                        c.notes.push(crate::modules::damaged(&e.to_string()));
+                    }
+                    continue;
+                }
+            };
             let h = &rec.header;
             let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
             let partial = matches!(h.status, RecordStatus::Truncated | RecordStatus::Partial);
@@ -247,6 +280,16 @@ impl<'a> Capture<'a> {
                     match Phases::decode(rec.data) {
                         Ok(p) => c.phases = Some(p),
                         Err(e) => c.warnings.push(format!("{name}: {e}")),
+                    }
+                }
+                RecordKind::Modules if !modules_seen => {
+                    modules_seen = true;
+                    match ModuleList::decode(rec.data) {
+                        Ok(l) => {
+                            c.module_symbols = ModuleSymbols::new(&l);
+                            c.modules = l;
+                        }
+                        Err(e) => c.notes.push(crate::modules::damaged(&e)),
                     }
                 }
                 RecordKind::PanicInfo if c.panic_cpu.is_none() => {

@@ -39,6 +39,8 @@ pub struct ExecSection {
 }
 
 /// A function (or text label) symbol.
+///
+/// Rust names (v0 mangling) are kept demangled ([`crate::demangle`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Symbol {
     /// Link-time address.
@@ -132,7 +134,7 @@ impl Vmlinux {
             v.symbols.push(Symbol {
                 addr: sym.address(),
                 size: sym.size(),
-                name: name.to_string(),
+                name: crate::demangle::readable(name),
             });
         }
         v.symbols

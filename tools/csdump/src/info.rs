@@ -18,6 +18,9 @@ use cspd_format::CPU_NONE;
 use cspd_format::RECORD_HEADER_SIZE;
 use serde::Serialize;
 
+use crate::modules::render_modules;
+use crate::modules::ModuleList;
+use crate::modules::ModulesReport;
 use crate::region::FoundBy;
 use crate::region::InputKind;
 use crate::region::Located;
@@ -328,6 +331,9 @@ pub struct Summary {
     /// The phase times record, decoded (format version 3; absent before, or when the panic
     /// path did not reach it).
     pub phases: Option<PhasesReport>,
+    /// The loadable modules and where they were loaded (the `modules` record; absent in a dump
+    /// without one).
+    pub modules: Option<ModulesReport>,
     /// The commit record.
     pub commit: CommitInfo,
     /// Every problem found, in region order.
@@ -403,6 +409,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         identity: None,
         panic: None,
         phases: None,
+        modules: None,
         commit: CommitInfo {
             state: CommitState::Missing,
             offset: None,
@@ -473,6 +480,20 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                             )),
                         }
                     }
+                    RecordKind::Modules if report.modules.is_none() => {
+                        report.modules = Some(match ModuleList::decode(r.data) {
+                            Ok(l) => ModulesReport::from(&l),
+                            Err(e) => {
+                                report.problems.push(problem(
+                                    located,
+                                    Some(r.offset),
+                                    "bad-modules",
+                                    format!("offset {:#x}: module list payload: {e}", r.offset),
+                                ));
+                                ModulesReport::damaged(&e)
+                            }
+                        });
+                    }
                     RecordKind::PanicInfo if report.panic.is_none() => {
                         match PanicInfo::decode(r.data) {
                             Ok(p) => {
@@ -518,6 +539,9 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                         problem: Some(e.to_string()),
                     };
                 } else if let Some(r) = salvaged {
+                    if r.header.kind == RecordKind::Modules && report.modules.is_none() {
+                        report.modules = Some(ModulesReport::damaged(&e.to_string()));
+                    }
                     let index = report.records.len();
                     report.records.push(record_info(index, &r, Some(&e)));
                 }
@@ -652,6 +676,9 @@ pub fn render_text(r: &Summary) -> String {
             s,
             "panic path: no phase times (the panic path did not write them)"
         );
+    }
+    if let Some(m) = &r.modules {
+        s.push_str(&render_modules(m));
     }
     let _ = writeln!(s, "records:   {}", r.records.len());
     let _ = writeln!(

@@ -7,12 +7,14 @@
 
 pub mod capture;
 pub mod decode;
+pub mod demangle;
 pub mod elf;
 pub mod extract;
 pub mod gdb;
 pub mod info;
 pub mod ini;
 pub mod kmem;
+pub mod modules;
 pub mod output;
 pub mod perf;
 pub mod progress;

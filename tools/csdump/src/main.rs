@@ -100,6 +100,11 @@ enum Command {
         /// Output directory (created if needed).
         #[arg(short = 'o', long = "output", value_name = "DIR")]
         output: PathBuf,
+        /// Directory of the kernel's loadable modules (`.ko` files, searched recursively):
+        /// perf.data maps each module whose .ko has the build ID the module ran with, so that
+        /// perf decodes and names its code.
+        #[arg(long, value_name = "DIR")]
+        modules: Option<PathBuf>,
     },
     /// Writes an OpenCSD snapshot directory (for trc_pkt_lister and other OpenCSD tools).
     ///
@@ -124,6 +129,7 @@ enum Command {
     /// Prints, per CPU (panic CPU first), the CPU debug sample and the last branches and
     /// functions executed before the panic, decoded in process with OpenCSD's library.
     #[command(after_help = EXIT_HELP)]
+    #[command(group(clap::ArgGroup::new("image").args(["vmlinux", "modules"]).multiple(true)))]
     Report {
         /// The vmcore, region file or snapshot directory.
         input: PathBuf,
@@ -131,9 +137,15 @@ enum Command {
         /// build ID must be the dump's (the identity record names it).
         #[arg(long, value_name = "FILE")]
         vmlinux: Option<PathBuf>,
-        /// Use --vmlinux even when its build ID is not the dump's.
-        #[arg(long, requires = "vmlinux")]
+        /// Use --vmlinux (and a module's .ko) even when its build ID is not the dump's.
+        #[arg(long, requires = "image")]
         force: bool,
+        /// Directory of the kernel's loadable modules (`.ko` files, searched recursively,
+        /// e.g. /usr/lib/debug/lib/modules/RELEASE or the kernel build tree): code in a module
+        /// is named by its functions; without it, as module+offset. Each .ko must have the
+        /// build ID the module ran with.
+        #[arg(long, value_name = "DIR")]
+        modules: Option<PathBuf>,
         /// Prints the report as JSON.
         #[arg(long)]
         json: bool,
@@ -236,11 +248,21 @@ fn warn(report: &Summary) {
     }
 }
 
-/// Opens `input` (a dump file or a snapshot directory) and runs `f` on its capture.
+/// The `.ko` files to name module code with: `--modules DIR`, and whether `--force` takes one of
+/// another build.
+#[derive(Clone, Copy)]
+struct ModulesDir<'p> {
+    dir: Option<&'p Path>,
+    force: bool,
+}
+
+/// Opens `input` (a dump file or a snapshot directory) and runs `f` on its capture, its
+/// modules' `.ko` files read from `modules`.
 ///
 /// Returns `f`'s result and whether the input was clean (no damaged record, no warning).
 fn with_capture<R>(
     input: &Path,
+    modules: ModulesDir<'_>,
     f: impl FnOnce(&Capture<'_>) -> anyhow::Result<R>,
 ) -> anyhow::Result<(R, bool)> {
     let name = input.display().to_string();
@@ -252,17 +274,29 @@ fn with_capture<R>(
             eprintln!("csdump: warning: {name}: {w}");
         }
     };
+    let load = |c: &mut Capture<'_>| -> anyhow::Result<()> {
+        if let Some(dir) = modules.dir {
+            c.load_modules(dir, modules.force)
+                .map_err(|e| anyhow::anyhow!("--modules: {e}"))?;
+            for n in &c.module_symbols.notes {
+                eprintln!("csdump: note: {n}");
+            }
+        }
+        Ok(())
+    };
     if input.is_dir() {
-        let capture = Capture::from_snapshot_dir(input)?;
+        let mut capture = Capture::from_snapshot_dir(input)?;
         note(&capture);
+        load(&mut capture)?;
         let clean = capture.warnings.is_empty();
         return Ok((f(&capture)?, clean));
     }
     let located = locate_input(input)?;
     let report = analyze(&name, &located).with_context(|| format!("{name}: region"))?;
     warn(&report);
-    let capture = Capture::from_dump(&located).with_context(|| name.clone())?;
+    let mut capture = Capture::from_dump(&located).with_context(|| name.clone())?;
     note(&capture);
+    load(&mut capture)?;
     let clean = report.clean && capture.warnings.is_empty();
     Ok((f(&capture)?, clean))
 }
@@ -363,8 +397,17 @@ fn check_text_vmcore(
 
 fn run(cli: Cli) -> anyhow::Result<Done> {
     match cli.command {
-        Command::Perf { input, output } => {
-            let (out, clean) = with_capture(&input, |c| Ok(csdump::perf::write_perf(c, &output)?))?;
+        Command::Perf {
+            input,
+            output,
+            modules,
+        } => {
+            let dir = ModulesDir {
+                dir: modules.as_deref(),
+                force: false,
+            };
+            let (out, clean) =
+                with_capture(&input, dir, |c| Ok(csdump::perf::write_perf(c, &output)?))?;
             for s in &out.skipped {
                 eprintln!("csdump: warning: not written: {s}");
             }
@@ -381,7 +424,11 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
             force,
         } => {
             let vm = read_vmlinux(vmlinux.as_deref())?;
-            let (out, clean) = with_capture(&input, |c| {
+            let none = ModulesDir {
+                dir: None,
+                force: false,
+            };
+            let (out, clean) = with_capture(&input, none, |c| {
                 let image = vmlinux_image(vm.as_ref(), c, force)?;
                 Ok(csdump::snapshot::write_snapshot(
                     c,
@@ -404,6 +451,7 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
             input,
             vmlinux,
             force,
+            modules,
             json,
             html,
             last,
@@ -418,7 +466,11 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
                         .map(|v| (v, p.display().to_string()))
                 })
                 .transpose()?;
-            let (rep, clean) = with_capture(&input, |c| {
+            let dir = ModulesDir {
+                dir: modules.as_deref(),
+                force,
+            };
+            let (rep, clean) = with_capture(&input, dir, |c| {
                 let image = vmlinux_image(vm.as_ref(), c, force)?;
                 if let Some((v, name)) = &text {
                     check_text_vmcore(v, c, name)?;
@@ -462,7 +514,11 @@ fn run(cli: Cli) -> anyhow::Result<Done> {
         }
         Command::Gdb(args) => {
             let vm = read_vmlinux(args.vmlinux.as_deref())?;
-            let (_, clean) = with_capture(&args.input, |c| {
+            let dir = ModulesDir {
+                dir: args.modules.as_deref(),
+                force: args.force,
+            };
+            let (_, clean) = with_capture(&args.input, dir, |c| {
                 let image = vmlinux_image(vm.as_ref(), c, args.force)?;
                 Ok(csdump::gdb::run(
                     c,

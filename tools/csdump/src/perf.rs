@@ -2,11 +2,18 @@
 //!
 //! `perf.data` is written from the file format of `tools/perf` (`util/header.c`,
 //! `util/session.c`, `util/auxtrace.c`, `util/cs-etm.c`): a file header, one `cs_etm` event
-//! attribute, a data section holding a kernel `PERF_RECORD_MMAP`, `PERF_RECORD_AUXTRACE_INFO`
+//! attribute, a data section holding a kernel `PERF_RECORD_MMAP` (and one per loadable module
+//! whose `.ko` was given, as `perf record` maps modules), `PERF_RECORD_AUXTRACE_INFO`
 //! (the `cs_etm` global header and one ETMv4 block per traced CPU, from the saved registers),
 //! then per sink a `PERF_RECORD_ITRACE_START`, the trace as `PERF_RECORD_AUXTRACE` and a
 //! `PERF_RECORD_AUX`; and feature sections (OS release, version, architecture, CPU count,
-//! CPU description, command line, build id, event description, PMU mappings, auxtrace index).
+//! CPU description, command line, build id (the kernel's and each mapped module's), event
+//! description, PMU mappings, auxtrace index).
+//!
+//! perf's `cs_etm` decoder takes an address below the kernel map's start for user space (it
+//! compares with the start of vmlinux's text): it decodes and names the code of a module loaded
+//! above the kernel image, not of one below it, where arm64 usually loads them (csdump's
+//! report names both).
 //!
 //! The attribute has no `PERF_SAMPLE_TIME`: perf then decodes "timeless", all of a buffer at
 //! once, which is what a panic dump is (no timestamps are needed in the trace).
@@ -244,28 +251,74 @@ fn feat_string(s: &str) -> Vec<u8> {
     v
 }
 
-fn features(capture: &Capture<'_>) -> Vec<(usize, Vec<u8>)> {
+/// A `struct perf_record_header_build_id` of the kernel's (`pid` -1): build ID and file name.
+fn build_id_entry(build_id: &[u8], name: &str) -> Vec<u8> {
+    // Header, pid, build_id[24] (the ID, then its size in the 21st byte), file name.
+    let name = padded_str(name, 64);
+    let size = 8 + 4 + 24 + name.len();
+    let mut b = Vec::with_capacity(size);
+    b.extend_from_slice(&PERF_RECORD_HEADER_BUILD_ID.to_le_bytes());
+    b.extend_from_slice(&(PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_BUILD_ID_SIZE).to_le_bytes());
+    // CAST: a path is far below 64 KiB (PATH_MAX).
+    b.extend_from_slice(&(size as u16).to_le_bytes());
+    b.extend_from_slice(&(-1i32).to_le_bytes());
+    let mut id = [0u8; 24];
+    let n = build_id.len().min(20);
+    id[..n].copy_from_slice(&build_id[..n]);
+    // CAST: at most 20.
+    id[20] = n as u8;
+    b.extend_from_slice(&id);
+    b.extend_from_slice(&name);
+    b
+}
+
+/// A loadable module perf.data maps: its text and the `.ko` that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleMap {
+    /// Runtime address of its text.
+    pub start: u64,
+    /// Size of its text.
+    pub len: u64,
+    /// The `.ko`'s absolute path.
+    pub path: String,
+    /// The build ID the module ran with (empty: none recorded).
+    pub build_id: Vec<u8>,
+}
+
+/// The modules with a `.ko` (`--modules`), as perf.data maps them: by text address.
+pub fn module_maps(capture: &Capture<'_>) -> Vec<ModuleMap> {
+    let mut v: Vec<ModuleMap> = capture
+        .module_symbols
+        .modules()
+        .iter()
+        .filter_map(|m| {
+            let ko = m.ko.as_ref()?;
+            let path = ko.path.to_str()?.to_string();
+            // A name perf cannot store (a record is at most 64 KiB) is left out.
+            (m.entry.text_size > 0 && path.len() < 4096).then(|| ModuleMap {
+                start: m.entry.text_addr,
+                len: m.entry.text_size,
+                path,
+                build_id: m.entry.build_id().to_vec(),
+            })
+        })
+        .collect();
+    v.sort_by_key(|m| m.start);
+    v
+}
+
+fn features(capture: &Capture<'_>, modules: &[ModuleMap]) -> Vec<(usize, Vec<u8>)> {
     let mut f = Vec::new();
     let k = &capture.kernel;
+    let mut ids = Vec::new();
     if !k.build_id.is_empty() {
-        // struct perf_record_header_build_id: header, pid, build_id[24], filename.
-        let name = padded_str("[kernel.kallsyms]", 64);
-        let size = 8 + 4 + 24 + name.len();
-        let mut b = Vec::with_capacity(size);
-        b.extend_from_slice(&PERF_RECORD_HEADER_BUILD_ID.to_le_bytes());
-        b.extend_from_slice(
-            &(PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_BUILD_ID_SIZE).to_le_bytes(),
-        );
-        b.extend_from_slice(&(size as u16).to_le_bytes());
-        b.extend_from_slice(&(-1i32).to_le_bytes());
-        let mut id = [0u8; 24];
-        let n = k.build_id.len().min(20);
-        id[..n].copy_from_slice(&k.build_id[..n]);
-        // CAST: at most 20.
-        id[20] = n as u8;
-        b.extend_from_slice(&id);
-        b.extend_from_slice(&name);
-        f.push((HEADER_BUILD_ID, b));
+        ids.extend(build_id_entry(&k.build_id, "[kernel.kallsyms]"));
+    }
+    for m in modules.iter().filter(|m| !m.build_id.is_empty()) {
+        ids.extend(build_id_entry(&m.build_id, &m.path));
+    }
+    if !ids.is_empty() {
+        f.push((HEADER_BUILD_ID, ids));
     }
     let release = k.release.clone().unwrap_or_else(|| "unknown".into());
     f.push((HEADER_OSRELEASE, feat_string(&release)));
@@ -318,7 +371,21 @@ pub fn write_perf_data<W: Write>(capture: &Capture<'_>, w: &mut W) -> io::Result
     // Data section, sized up front so that the header can be written first.
     let text = capture.text_addr();
     let mmap_name = padded_str(KERNEL_MMAP_NAME, 8);
+    let modules = module_maps(capture);
+    // The kernel's map reaches up to the first module above it (modules below `_text` are
+    // below it anyway), as perf ends a kernel map where the next one starts.
+    let kernel_end = modules
+        .iter()
+        .map(|m| m.start)
+        .find(|&s| s > text)
+        .unwrap_or(u64::MAX);
+    let module_names: Vec<Vec<u8>> = modules.iter().map(|m| padded_str(&m.path, 8)).collect();
     let mmap_size = 8 + 4 + 4 + 8 + 8 + 8 + mmap_name.len() + SAMPLE_ID_LEN;
+    let module_mmaps_size: usize = module_names
+        .iter()
+        .map(|n| 8 + 4 + 4 + 8 + 8 + 8 + n.len() + SAMPLE_ID_LEN)
+        .sum();
+    let mmap_size_all = mmap_size + module_mmaps_size;
     let priv_words = auxtrace_info_priv(capture);
     let info_size = 8 + 8 + 8 * priv_words.len();
     let sinks: Vec<(usize, &[u8])> = capture
@@ -331,15 +398,15 @@ pub fn write_perf_data<W: Write>(capture: &Capture<'_>, w: &mut W) -> io::Result
     let itrace_size = 8 + 8 + SAMPLE_ID_LEN;
     let auxtrace_size = 8 + 40;
     let aux_size = 8 + 24 + SAMPLE_ID_LEN;
-    let mut data_size = (mmap_size + info_size) as u64;
+    let mut data_size = (mmap_size_all + info_size) as u64;
     for (_, t) in &sinks {
         data_size += (itrace_size + auxtrace_size + aux_size) as u64 + t.len() as u64;
     }
-    let mut feats = features(capture);
+    let mut feats = features(capture, &modules);
     // HEADER_AUXTRACE: the index of the PERF_RECORD_AUXTRACE events (file offset, size of the
     // record without its data), which lets perf find them with random access.
     {
-        let mut at = data_off + (mmap_size + info_size) as u64;
+        let mut at = data_off + (mmap_size_all + info_size) as u64;
         let mut index = (sinks.len() as u64).to_le_bytes().to_vec();
         for (_, t) in &sinks {
             let ev = at + itrace_size as u64;
@@ -378,10 +445,28 @@ pub fn write_perf_data<W: Write>(capture: &Capture<'_>, w: &mut W) -> io::Result
     c.u32(u32::MAX)?;
     c.u32(0)?;
     c.u64(text)?;
-    c.u64(u64::MAX - text)?;
+    c.u64(kernel_end - text)?;
     c.u64(text)?;
     c.put(&mmap_name)?;
     c.sample_id()?;
+
+    // PERF_RECORD_MMAP for each module with a .ko, as `perf record` writes a kernel module's:
+    // pid -1, its text, the .ko's path, pgoff 0 (perf places a module's sections itself, from
+    // the .ko it loads for the map).
+    for (m, name) in modules.iter().zip(&module_names) {
+        c.header(
+            PERF_RECORD_MMAP,
+            PERF_RECORD_MISC_KERNEL,
+            8 + 4 + 4 + 8 + 8 + 8 + name.len() + SAMPLE_ID_LEN,
+        )?;
+        c.u32(u32::MAX)?;
+        c.u32(0)?;
+        c.u64(m.start)?;
+        c.u64(m.len)?;
+        c.u64(0)?;
+        c.put(name)?;
+        c.sample_id()?;
+    }
 
     // PERF_RECORD_AUXTRACE_INFO.
     c.header(PERF_RECORD_AUXTRACE_INFO, 0, info_size)?;

@@ -16,6 +16,7 @@ use crate::decode::Memory;
 use crate::elf::Symbolizer;
 use crate::info::render_phases;
 use crate::info::PhasesReport;
+use crate::modules::ModuleSymbols;
 use crate::snapshot::kernel_relocation;
 use crate::snapshot::VmlinuxImage;
 
@@ -141,8 +142,10 @@ pub struct Report {
     pub phases: Option<PhasesReport>,
     /// How the trace was decoded.
     pub decoder: String,
-    /// Whether addresses are symbolised.
+    /// Whether addresses are symbolised with vmlinux's symbols.
     pub symbols: bool,
+    /// The loadable modules of the dump, and how their code is named.
+    pub modules: Vec<ModuleNaming>,
     /// Per CPU, panic CPU first.
     pub cpus: Vec<CpuReport>,
     /// Errors the decoder logged, the first 64 (a packet cut at the start of a wrapped buffer
@@ -159,11 +162,44 @@ pub struct Report {
 /// How the report shows the target of an indirect last branch.
 const NOT_TRACED: &str = "(target not traced)";
 
-fn addr(sym: Option<&Symbolizer>, a: u64) -> Addr {
+/// Names code addresses: module code from the dump's module list (and the modules' `.ko`
+/// files), the rest from vmlinux's symbols.
+#[derive(Clone, Copy, Default)]
+struct Names<'a> {
+    kernel: Option<&'a Symbolizer>,
+    modules: Option<&'a ModuleSymbols>,
+}
+
+impl Names<'_> {
+    /// `function+0xoff`, `function+0xoff [module]` or `module+0xoff`.
+    fn name(&self, a: u64) -> Option<String> {
+        self.modules
+            .and_then(|m| m.name(a))
+            .or_else(|| self.kernel.and_then(|s| s.name(a)))
+    }
+
+    /// The function (`function`, `function [module]`, or `module+0xoff`).
+    fn function(&self, a: u64) -> Option<String> {
+        self.modules
+            .and_then(|m| m.function(a))
+            .or_else(|| self.kernel.and_then(|s| s.function(a).map(str::to_string)))
+    }
+}
+
+fn addr(sym: Names<'_>, a: u64) -> Addr {
     Addr {
         addr: format!("{a:#x}"),
-        symbol: sym.and_then(|s| s.name(a)),
+        symbol: sym.name(a),
     }
+}
+
+/// How the code of one loadable module is named.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleNaming {
+    /// Module name.
+    pub name: String,
+    /// The `.ko` its functions are named from; absent: named `module+0xoffset`.
+    pub ko: Option<String>,
 }
 
 /// What a branch still waiting for its target is.
@@ -183,7 +219,7 @@ enum Pending {
 /// follows.
 fn summarise(
     els: &VecDeque<Element>,
-    sym: Option<&Symbolizer>,
+    sym: Names<'_>,
     last: usize,
     word: &mut dyn FnMut(u64) -> Option<u32>,
 ) -> (Vec<FunctionRun>, Vec<Branch>) {
@@ -225,9 +261,7 @@ fn summarise(
                     kind: "target".into(),
                 });
             }
-            let name = sym
-                .and_then(|s| s.function(a).map(str::to_string))
-                .unwrap_or_else(|| format!("{a:#x}"));
+            let name = sym.function(a).unwrap_or_else(|| format!("{a:#x}"));
             let n = match e {
                 Element::Range { count, .. } => u64::from(*count),
                 _ => 0,
@@ -278,10 +312,14 @@ fn summarise(
 /// Builds the report: decodes the capture in process, keeping the last elements of each trace
 /// ID, and symbolises them.
 pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &Options) -> Report {
-    let sym = vmlinux.map(|v| Symbolizer {
+    let kernel_sym = vmlinux.map(|v| Symbolizer {
         vmlinux: v.elf.clone(),
         offset: kernel_relocation(capture, &v.elf),
     });
+    let sym = Names {
+        kernel: kernel_sym.as_ref(),
+        modules: Some(&capture.module_symbols),
+    };
     let mut warnings = Vec::new();
     let mut report_notes: Vec<String> = capture.notes.clone();
     // Elements kept per trace ID: enough that a loop in the last function does not hide the
@@ -335,8 +373,8 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
     for cpu in capture.cpus() {
         let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
         let sample = capture.samples.iter().find(|s| s.cpu == cpu).map(|s| {
-            let pc = (s.outcome == cspd_format::cpu_debug::Outcome::Sampled)
-                .then(|| addr(sym.as_ref(), s.pc.pc));
+            let pc =
+                (s.outcome == cspd_format::cpu_debug::Outcome::Sampled).then(|| addr(sym, s.pc.pc));
             let mut text = format!("{}", s.report());
             if let Some(Addr {
                 symbol: Some(name), ..
@@ -369,7 +407,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             (Some(id), Some(d)) => match d.by_id.get(&id) {
                 Some(els) => {
                     elements = d.totals.get(&id).copied().unwrap_or(0);
-                    (functions, branches) = summarise(els, sym.as_ref(), opts.last, &mut word);
+                    (functions, branches) = summarise(els, sym, opts.last, &mut word);
                     if functions.is_empty() {
                         no_trace = Some(no_code_left(id, elements));
                     }
@@ -403,7 +441,16 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
         panic_message: capture.panic_message.clone(),
         phases: capture.phases.as_ref().map(PhasesReport::from),
         decoder,
-        symbols: sym.is_some(),
+        symbols: kernel_sym.is_some(),
+        modules: capture
+            .module_symbols
+            .modules()
+            .iter()
+            .map(|m| ModuleNaming {
+                name: m.name.clone(),
+                ko: m.ko.as_ref().map(|k| k.path.display().to_string()),
+            })
+            .collect(),
         decoder_errors: decoded
             .as_ref()
             .map(|d| d.errors.clone())
@@ -442,6 +489,22 @@ fn hw_stop_line(h: &HwStopInfo) -> String {
     }
 }
 
+/// The modules and how their code is named, on one line.
+fn modules_line(m: &[ModuleNaming]) -> String {
+    let named = m.iter().filter(|m| m.ko.is_some()).count();
+    let list: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
+    format!(
+        "{} loaded ({}), {named} named from their .ko{}",
+        m.len(),
+        list.join(", "),
+        if named < m.len() {
+            ", the others by offset (--modules DIR)"
+        } else {
+            ""
+        }
+    )
+}
+
 fn show(a: &Addr) -> String {
     match &a.symbol {
         Some(s) => format!("{} {s}", a.addr),
@@ -467,6 +530,9 @@ pub fn render_text(r: &Report) -> String {
         s.push_str(&render_phases(p));
     }
     let _ = writeln!(s, "decoder: {}", r.decoder);
+    if !r.modules.is_empty() {
+        let _ = writeln!(s, "modules: {}", modules_line(&r.modules));
+    }
     for c in &r.cpus {
         let _ = writeln!(
             s,
@@ -537,6 +603,9 @@ pub fn render_html(r: &Report) -> String {
         r.kaslr_offset,
         esc(&r.decoder)
     );
+    if !r.modules.is_empty() {
+        let _ = writeln!(s, "<p>Modules: {}.</p>", esc(&modules_line(&r.modules)));
+    }
     if let Some(m) = &r.panic_message {
         let _ = writeln!(
             s,
@@ -674,7 +743,9 @@ mod tests {
         ]
         .into();
         // The last range ends in a BL at 0x210 (`bl .+0x40`) that no range follows.
-        let (_, branches) = summarise(&els, None, 64, &mut |a| (a == 0x210).then_some(0x9400_0010));
+        let (_, branches) = summarise(&els, Names::default(), 64, &mut |a| {
+            (a == 0x210).then_some(0x9400_0010)
+        });
         let got: Vec<(Option<String>, String, String)> = branches
             .into_iter()
             .map(|b| {
@@ -706,7 +777,7 @@ mod tests {
         // What trace-kdump's ETF held of the panicking CPU once a CPU spinning with interrupts
         // off had filled it: the trace-on and the flush of its stop, no instruction.
         let els: VecDeque<Element> = [Element::TraceOn, Element::NoSync].into();
-        let (f, b) = summarise(&els, None, 64, &mut |_| None);
+        let (f, b) = summarise(&els, Names::default(), 64, &mut |_| None);
         assert!(f.is_empty() && b.is_empty());
         let why = no_code_left(0x12, 2);
         assert!(
@@ -726,18 +797,18 @@ mod tests {
         ]
         .into();
         // RET: the target is in a register, and the trace ended before its address packet.
-        let (_, b) = summarise(&els, None, 64, &mut |_| Some(0xD65F_03C0));
+        let (_, b) = summarise(&els, Names::default(), 64, &mut |_| Some(0xD65F_03C0));
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
         assert!(b[1].to.is_none());
         // A direct branch whose code cannot be read: listed, target unknown.
-        let (_, b) = summarise(&els, None, 64, &mut |_| None);
+        let (_, b) = summarise(&els, Names::default(), 64, &mut |_| None);
         assert!(b[1].to.is_none());
         // The address packet after the RET named its target: the branch goes there, and the
         // function it enters is the last one, with no instruction executed in it.
         let mut els = els;
         els.push_back(Element::BranchTarget { addr: 0x4000 });
-        let (f, b) = summarise(&els, None, 64, &mut |_| Some(0xD65F_03C0));
+        let (f, b) = summarise(&els, Names::default(), 64, &mut |_| Some(0xD65F_03C0));
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
         assert_eq!(b[1].to.as_ref().map(|a| a.addr.as_str()), Some("0x4000"));
@@ -746,8 +817,10 @@ mod tests {
         assert_eq!(last, Some(("0x4000", 0)));
         // A range that does not end in a taken branch adds nothing.
         let els: VecDeque<Element> = [range_c(0x100, 0x110, false, B::Direct, true)].into();
-        assert!(summarise(&els, None, 64, &mut |_| Some(0x9400_0010))
-            .1
-            .is_empty());
+        assert!(
+            summarise(&els, Names::default(), 64, &mut |_| Some(0x9400_0010))
+                .1
+                .is_empty()
+        );
     }
 }

@@ -109,6 +109,7 @@ fn target<'a>(threads: &'a [Thread], mem: &'a Flat) -> Target<'a> {
         memory: mem,
         buffer_size: Some(0x10000),
         info: "CPU 0 (panic): test\n",
+        libraries: None,
     }
 }
 

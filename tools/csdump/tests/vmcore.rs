@@ -106,7 +106,7 @@ fn every_format_gives_the_same_extract() {
         fs::write(&input, bytes).unwrap();
         let (c, files, stderr) = extracted(&input, &tmp.path().join(format!("out-{name}")));
         assert_eq!(c, 0, "{name}: {stderr}");
-        assert_eq!(files.len(), 9, "{name}: {:?}", files.keys());
+        assert_eq!(files.len(), 10, "{name}: {:?}", files.keys());
         assert!(stderr.contains("read as"), "{name}: {stderr}");
         match &reference {
             None => reference = Some(files),
@@ -147,7 +147,7 @@ fn the_scan_reads_compressed_dumps_too() {
     assert_eq!(c, 0, "{stderr}");
     assert_eq!(s["found_by"]["method"], "scan-vmcore");
     assert_eq!(s["found_by"]["paddr"], REGION_PADDR);
-    assert_eq!(s["records"][3]["length"], 700);
+    assert_eq!(s["records"][4]["length"], 700);
 }
 
 #[test]
@@ -271,7 +271,7 @@ fn device_dump_is_found_and_preferred() {
             s["found_by"]["size"],
             (64 + REGION_SIZE).next_multiple_of(4096) - 64
         );
-        assert_eq!(s["records"][3]["length"], 3000);
+        assert_eq!(s["records"][4]["length"], 3000);
         assert!(
             s["input_notes"]
                 .to_string()
@@ -288,7 +288,7 @@ fn device_dump_is_found_and_preferred() {
             out.to_str().unwrap(),
         ]);
         assert_eq!(code(&o), 0);
-        assert_eq!(fs::read(out.join("03-sink-tmc_etf0.bin")).unwrap(), b.sink);
+        assert_eq!(fs::read(out.join("04-sink-tmc_etf0.bin")).unwrap(), b.sink);
     }
 
     // Both: the region in memory (an older dump, say) and the device dump: the device dump wins.
@@ -300,7 +300,7 @@ fn device_dump_is_found_and_preferred() {
     let (c, s, stderr) = info_json(&input);
     assert_eq!(c, 0, "{stderr}");
     assert_eq!(s["found_by"]["method"], "device-dump");
-    assert_eq!(s["records"][3]["length"], 3000);
+    assert_eq!(s["records"][4]["length"], 3000);
     assert!(s["input_notes"]
         .to_string()
         .contains("also in the vmcore's memory"));
@@ -314,7 +314,7 @@ fn device_dump_is_found_and_preferred() {
     let (c, s, stderr) = info_json(&input);
     assert_eq!(c, 0, "{stderr}");
     assert_eq!(s["found_by"]["method"], "vmcoreinfo");
-    assert_eq!(s["records"][3]["length"], 100);
+    assert_eq!(s["records"][4]["length"], 100);
     assert!(stderr.contains("has no valid container header"), "{stderr}");
 
     // A device dump cut shorter than its container says: the parser names the truncation.
@@ -513,7 +513,7 @@ fn overlapping_pt_loads_as_kdump_writes_them() {
     let (c, s, stderr) = info_json(&input);
     assert_eq!(c, 0, "{stderr}");
     assert_eq!(s["found_by"]["method"], "vmcoreinfo");
-    assert_eq!(s["records"][3]["length"], 1200);
+    assert_eq!(s["records"][4]["length"], 1200);
     assert!(
         s["input_warnings"].as_array().unwrap().is_empty(),
         "{stderr}"

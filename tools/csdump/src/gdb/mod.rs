@@ -15,7 +15,8 @@
 //!
 //! Layout: [`rsp`] frames packets, [`session`] answers them, [`tdesc`] is the target
 //! description, [`btrace`] turns decoded elements into blocks, [`trace`] is the adapter to the
-//! decoder, [`memory`] serves reads and relocates.
+//! decoder, [`memory`] serves reads and relocates. Loadable modules with their `.ko` are offered
+//! as libraries ([`library_list`]).
 
 pub mod btrace;
 pub mod memory;
@@ -69,7 +70,11 @@ The dump cannot run: resume, step, breakpoint and write packets are refused.
 Addresses are vmlinux's link-time addresses: the stub subtracts the dump's KASLR offset (from
 its Identity record) from every address in the kernel image, so that plain `gdb vmlinux` shows
 symbols (and source lines, when vmlinux has debug info). Module and other addresses are served
-as they ran.
+as they ran. With --modules DIR, each module whose .ko has the build ID it ran with is a shared
+library of the target (qXfer:libraries:read; the target's OS ABI is then `none`), its code
+sections where the module was loaded (its data sections, whose addresses the dump does not
+record, at non-canonical addresses where nothing runs): `info sharedlibrary` lists them and GDB
+names their functions.
 
 By default each CPU's newest 65536 instructions are served, decoded from the end of the trace
 buffer (--last; 0 for everything): GDB computes the history of every instruction it is given,
@@ -97,6 +102,11 @@ pub struct Args {
     /// from it); for a snapshot, it relocates addresses to vmlinux's link-time ones.
     #[arg(long, value_name = "FILE")]
     pub vmlinux: Option<PathBuf>,
+    /// Directory of the kernel's loadable modules (`.ko` files, searched recursively): each
+    /// module whose .ko has the build ID it ran with is offered to GDB as a library at the
+    /// addresses it was loaded at (`info sharedlibrary`), so that GDB names its functions.
+    #[arg(long, value_name = "DIR")]
+    pub modules: Option<PathBuf>,
     /// Listen on this TCP address (host:port, loopback) for one GDB connection instead of
     /// speaking on stdin/stdout; port 0 picks a free one (printed on stderr).
     #[arg(long, value_name = "ADDR")]
@@ -108,7 +118,7 @@ pub struct Args {
     /// GDB computes the history of every instruction it is given when it reads the trace.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LAST)]
     pub last: u64,
-    /// Use --vmlinux even when its build ID is not the dump's.
+    /// Use --vmlinux (and a module's .ko) even when its build ID is not the dump's.
     #[arg(long)]
     pub force: bool,
 }
@@ -186,6 +196,8 @@ pub struct Prepared<'a> {
     pub notes: Vec<String>,
     /// Trace buffer size.
     pub buffer_size: Option<u64>,
+    /// The modules with a `.ko`, as GDB's library list.
+    pub libraries: Option<String>,
 }
 
 impl Prepared<'_> {
@@ -197,6 +209,7 @@ impl Prepared<'_> {
             memory: &self.memory,
             buffer_size: self.buffer_size,
             info: &self.info,
+            libraries: self.libraries.as_deref(),
         }
     }
 }
@@ -370,6 +383,20 @@ pub fn prepare<'a>(
         .iter()
         .find(|s| !s.frames().is_empty())
         .map(|s| s.trace.len() as u64);
+    let libraries = library_list(&capture.module_symbols);
+    if let Some(n) = libraries.as_ref().map(|_| {
+        capture
+            .module_symbols
+            .modules()
+            .iter()
+            .filter(|m| m.ko.is_some())
+            .count()
+    }) {
+        let _ = writeln!(
+            info,
+            "modules: {n} offered to GDB as libraries at their load addresses (info sharedlibrary)"
+        );
+    }
     Ok(Prepared {
         memory,
         threads,
@@ -377,7 +404,45 @@ pub fn prepare<'a>(
         info,
         notes,
         buffer_size,
+        libraries,
     })
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+/// The modules whose `.ko` was accepted, as GDB's library list (`library-list.dtd`): each
+/// `.ko` by its path, with the address of each of its allocated sections in file order (code
+/// where the kernel loaded it; data, whose address the dump does not record, where nothing
+/// runs). `None` when no module has a `.ko`.
+pub fn library_list(modules: &crate::modules::ModuleSymbols) -> Option<String> {
+    let mut s = String::from(
+        "<?xml version=\"1.0\"?>\n<!DOCTYPE library-list SYSTEM \"library-list.dtd\">\n\
+         <library-list version=\"1.0\">\n",
+    );
+    let mut any = false;
+    for (slot, m) in modules.modules().iter().enumerate() {
+        let Some(ko) = &m.ko else {
+            continue;
+        };
+        any = true;
+        let _ = writeln!(
+            s,
+            "<library name=\"{}\">",
+            xml_escape(&ko.path.to_string_lossy())
+        );
+        for a in m.section_addresses(slot as u64) {
+            let _ = writeln!(s, "<section address=\"{a:#x}\"/>");
+        }
+        s.push_str("</library>\n");
+    }
+    s.push_str("</library-list>\n");
+    any.then_some(s)
 }
 
 /// Whether every address `addr` names is a loopback one.

@@ -50,6 +50,9 @@ pub struct Target<'a> {
     pub buffer_size: Option<u64>,
     /// What `monitor info` prints.
     pub info: &'a str,
+    /// The loadable modules as GDB's library list (`qXfer:libraries:read`), when there are
+    /// any with their `.ko`.
+    pub libraries: Option<&'a str>,
 }
 
 /// How a session ended.
@@ -258,8 +261,13 @@ impl<'t> Session<'t> {
     fn supported(&self) -> Vec<u8> {
         format!(
             "PacketSize={:x};QStartNoAckMode+;qXfer:features:read+;qXfer:btrace:read+;\
-             qXfer:btrace-conf:read+;Qbtrace:bts+;Qbtrace:off+;Qbtrace:pt-",
-            rsp::MAX_PACKET
+             qXfer:btrace-conf:read+;Qbtrace:bts+;Qbtrace:off+;Qbtrace:pt-{}",
+            rsp::MAX_PACKET,
+            if self.t.libraries.is_some() {
+                ";qXfer:libraries:read+"
+            } else {
+                ""
+            }
         )
         .into_bytes()
     }
@@ -334,8 +342,16 @@ impl<'t> Session<'t> {
         };
         match object {
             b"features" if annex == b"target.xml" => {
-                one(xfer(tdesc::target_xml().as_bytes(), offset, length))
+                // With libraries to offer, the target says its OS ABI is none: GDB then takes
+                // them from this list (for GNU/Linux it would ask for the SVR4 link map).
+                let xml = tdesc::target_xml_with(self.t.libraries.is_some());
+                one(xfer(xml.as_bytes(), offset, length))
             }
+            b"libraries" => match self.t.libraries {
+                Some(l) if annex.is_empty() => one(xfer(l.as_bytes(), offset, length)),
+                Some(_) => error("no such libraries annex"),
+                None => one(Vec::new()),
+            },
             b"features" => error("no such target description annex"),
             b"btrace" => self.btrace_read(annex, offset, length),
             b"btrace-conf" => one(xfer(
@@ -666,6 +682,7 @@ pub fn fuzz_session(data: &[u8]) {
         memory: &Zeros,
         buffer_size: Some(0x1000),
         info: "fuzz\n",
+        libraries: Some("<library-list version=\"1.0\"></library-list>\n"),
     };
     let _ = serve(target, data, io::sink(), &mut io::sink());
 }

@@ -18,13 +18,22 @@ pub fn reg_size(n: usize) -> Option<usize> {
 
 /// Returns the target description XML.
 pub fn target_xml() -> String {
+    target_xml_with(false)
+}
+
+/// Returns the target description XML; `osabi_none` names the OS ABI `none`, under which GDB
+/// reads the target's library list (`qXfer:libraries:read`) rather than a GNU/Linux link map.
+pub fn target_xml_with(osabi_none: bool) -> String {
     let mut s = String::from(
         "<?xml version=\"1.0\"?>\n\
          <!DOCTYPE target SYSTEM \"gdb-target.dtd\">\n\
          <target version=\"1.0\">\n\
-         <architecture>aarch64</architecture>\n\
-         <feature name=\"org.gnu.gdb.aarch64.core\">\n",
+         <architecture>aarch64</architecture>\n",
     );
+    if osabi_none {
+        s.push_str("<osabi>none</osabi>\n");
+    }
+    s.push_str("<feature name=\"org.gnu.gdb.aarch64.core\">\n");
     for n in 0..=30 {
         s.push_str(&format!(
             "<reg name=\"x{n}\" bitsize=\"64\" type=\"int\"/>\n"

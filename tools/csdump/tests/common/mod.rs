@@ -13,6 +13,7 @@ use std::path::Path;
 use cspd_format::*;
 
 pub mod dumps;
+pub mod ko;
 pub mod oracle;
 pub mod snapshots;
 
@@ -105,6 +106,7 @@ pub struct DumpWriter {
     slots: SlotAllocator,
     stamp: u64,
     phases_off: usize,
+    modules_off: usize,
 }
 
 impl DumpWriter {
@@ -122,6 +124,7 @@ impl DumpWriter {
         Self {
             r,
             phases_off: core.phases,
+            modules_off: core.modules,
             slots: SlotAllocator::new(core.first_free, size),
             stamp: ch.stamp,
         }
@@ -152,6 +155,19 @@ impl DumpWriter {
         let mut h = RecordHeader::decode(&self.r[self.phases_off..]).unwrap();
         h.status = RecordStatus::Ok;
         write_record(&mut self.r[self.phases_off..], &h, &b).unwrap();
+    }
+
+    /// Changes the module list as the core's module notifier does: `f` gets the record's data
+    /// area (the list as [`modules_init`] left it, or as the last call did) and returns the
+    /// list's new length (what [`modules_upsert`] and [`modules_remove`] return); the record is
+    /// then sealed with that length.
+    pub fn modules(&mut self, f: impl FnOnce(&mut [u8]) -> usize) {
+        let off = self.modules_off;
+        let mut h = RecordHeader::decode(&self.r[off..]).unwrap();
+        let cap = h.capacity as usize;
+        let data = &mut self.r[off + RECORD_HEADER_SIZE..off + RECORD_HEADER_SIZE + cap];
+        h.length = f(data) as u32;
+        seal_record(&mut self.r[off..], &h).unwrap();
     }
 
     /// Writes the commit and returns the region.

@@ -37,12 +37,25 @@ pub fn dump_from_snapshot(snap: &Path, panic_cpu: u32) -> Vec<u8> {
 
 /// [`dump_from_snapshot`] whose identity also records `kimage_voffset` (0: unknown).
 pub fn dump_from_snapshot_at(snap: &Path, panic_cpu: u32, kimage_voffset: u64) -> Vec<u8> {
+    dump_from_snapshot_with(snap, panic_cpu, kimage_voffset, None, |_| {})
+}
+
+/// [`dump_from_snapshot_at`] whose identity says the kernel's `_text` is at `text` (default: the
+/// snapshot's image), with `modules` run on the writer before the commit (for the module list:
+/// [`DumpWriter::modules`]).
+pub fn dump_from_snapshot_with(
+    snap: &Path,
+    panic_cpu: u32,
+    kimage_voffset: u64,
+    text: Option<u64>,
+    modules: impl FnOnce(&mut DumpWriter),
+) -> Vec<u8> {
     let cap = Capture::from_snapshot_dir(snap).unwrap();
     let trace = cap.sinks[0].trace.to_vec();
     let mut id = Identity::default();
     id.set_release(b"4.9.0-juno").unwrap();
     id.set_build_id(&BUILD_ID).unwrap();
-    id.text_addr = cap.text_addr();
+    id.text_addr = text.unwrap_or(cap.text_addr());
     id.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
     id.kimage_voffset = kimage_voffset;
     let panic = PanicInfo {
@@ -100,6 +113,7 @@ pub fn dump_from_snapshot_at(snap: &Path, panic_cpu: u32, kimage_voffset: u64) -
             &b,
         );
     }
+    modules(&mut w);
     w.finish()
 }
 
