@@ -212,7 +212,10 @@ def check(a):
     other = next(c for c in cpus if c != panic_cpu)
     streams = {c: truth_stream(truth[c], HISTORY + 4) for c in cpus}
 
-    target = f"| {a.csdump} gdb {vmcore} --vmlinux {a.vmlinux}"
+    # With --modules the stub serves the modules' .ko files as libraries (qXfer:libraries:read):
+    # GDB loads their symbols at the addresses the dump's module list gives.
+    mods = f" --modules {a.modules}" if a.modules else ""
+    target = f"| {a.csdump} gdb {vmcore} --vmlinux {a.vmlinux}{mods}"
     cmds = [
         mark("threads"), "info threads",
         "record btrace bts",
@@ -236,7 +239,7 @@ def check(a):
     out, err = run_gdb(a, target, cmds)
     # The calls, on the whole trace (--last 0): the window served by default may not reach back
     # to the trigger.
-    calls_out, calls_err = run_gdb(a, f"| {a.csdump} gdb --last 0 {vmcore} --vmlinux {a.vmlinux}", [
+    calls_out, calls_err = run_gdb(a, f"| {a.csdump} gdb --last 0 {vmcore} --vmlinux {a.vmlinux}{mods}", [
         # Names as System.map has them (Rust's too).
         "set print demangle off",
         "record btrace bts",
@@ -383,6 +386,8 @@ def main():
     ap.add_argument("--system-map", help="default: System.map next to vmlinux")
     ap.add_argument("--through", default="sysrq_handle_crash,panic",
                     help="functions the panicking CPU's calls run through, in order")
+    ap.add_argument("--modules", help="the .ko files (csdump gdb --modules): module functions named in "
+                    "the call history (--through may name them)")
     ap.add_argument("--source", action="store_true",
                     help="vmlinux has a line table: check the source line GDB shows")
     ap.add_argument("--snapshot", action="store_true",

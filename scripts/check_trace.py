@@ -75,6 +75,7 @@ import json
 import mmap
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -889,6 +890,57 @@ def check_cache_clean(a, log, vmcore, panic_cpu):
           f"DC CVAC/CIVAC after the TMC stopped, for the {lines} lines of the sink records written since")
 
 
+def demangled(names):
+    """Rust's mangled names as llvm-cxxfilt demangles them (an independent demangler); others as
+    they are."""
+    rust = sorted({n for n in names if n.startswith("_R")})
+    if not rust:
+        return {}
+    tool = next((t for t in ("llvm-cxxfilt-19", "llvm-cxxfilt") if shutil.which(t)), None)
+    if not tool:
+        raise Bad("llvm-cxxfilt is not installed: it demangles the modules' Rust names for the judge")
+    out = run([tool], input="\n".join(rust) + "\n").stdout.splitlines()
+    if len(out) != len(rust):
+        raise Bad(f"{tool} gave {len(out)} names for {len(rust)}")
+    return dict(zip(rust, out))
+
+
+def bare(name):
+    """`function+0xoff [module]` -> `function`."""
+    name = re.sub(r" \[[^\]]+\]$", "", name)
+    return re.sub(r"\+0x[0-9a-f]+$", "", name)
+
+
+def check_module_names(rep, sym):
+    """Every kernel-space address csdump's report gives (each function's start, each branch's
+    ends) has a name, and an address in module code has the name of the module's function that
+    holds it, as the judge reads it from the .ko where the dump's module list placed it."""
+    judged = {}
+    for c in rep["cpus"]:
+        points = [(f["start"], f.get("name")) for f in c["functions"]]
+        points += [(b[k]["addr"], b[k].get("symbol")) for b in c["branches"] for k in ("from", "to")
+                   if b.get(k)]
+        for addr, name in points:
+            a = int(addr, 16)
+            if a < 0xFFFF << 48:
+                continue
+            if not name:
+                raise Bad(f"CPU{c['cpu']}: csdump's report has a kernel address without a name: {addr}")
+            m = sym.module_of(a)
+            if m:
+                judged.setdefault((m[1], m[0], bare(name)), a)
+    names = demangled([fn for _, fn, _ in judged])
+    per = {}
+    for (module, fn, got), a in judged.items():
+        want = names.get(fn, fn)
+        if got != want:
+            raise Bad(f"csdump names {a:#x} in {module} {got!r}; its .ko says {want!r}")
+        per[module] = per.get(module, 0) + 1
+    print("module code named in csdump's report as in the .ko files: "
+          + (", ".join(f"{m} {n} function(s)" for m, n in sorted(per.items())) or "none traced")
+          + "; no kernel address without a name")
+
+
 def check_trigger(a, rep, sym):
     """An exception taken in the trigger function (the oops), on whichever CPU ran it: the task
     may move to another CPU before die() runs (seen here: the fault on CPU 1, die() on CPU 0)."""
@@ -986,9 +1038,10 @@ def build_id(vmlinux):
     return None
 
 
-def check_perf(a, vmcore):
+def check_perf(a, vmcore, sym):
     pd = os.path.join(a.dir, "perf" + a.tag)
-    r = run([a.csdump, "perf", vmcore, "-o", pd])
+    mods = ["--modules", a.modules_dir] if a.modules_dir else []
+    r = run([a.csdump, "perf", vmcore, "-o", pd] + mods)
     if r.returncode not in (0, 3):
         raise Bad(f"csdump perf failed ({r.returncode}): {r.stderr}")
     r = run(["perf", "script", "-i", os.path.join(pd, "perf.data"), "-k", a.vmlinux, "--itrace=i1i",
@@ -998,7 +1051,14 @@ def check_perf(a, vmcore):
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     if len(lines) < 10:
         raise Bad(f"perf script decoded {len(lines)} samples")
-    print(f"perf script: {len(lines)} instruction samples")
+    # Module code: csdump's perf.data maps each module's .ko (MMAP events, build IDs; host test
+    # perf_data_maps_modules_and_perf_names_their_functions), but perf 6.1's CoreSight decoder
+    # takes every address below the kernel map (where arm64 loads modules) for user space, so it
+    # names no module sample here; they are counted, not judged.
+    n = sum(1 for ln in lines if (m := re.match(r"\s*\[\d+\]\s+([0-9a-f]+)\s", ln))
+            and sym.module_of(int(m.group(1), 16)))
+    print(f"perf script: {len(lines)} instruction samples"
+          + (f" ({n} in module code, which perf 6.1 cannot name)" if n else ""))
 
 
 def parse_fault(f):
@@ -1054,7 +1114,8 @@ def check(a):
         # The same command's output, saved by the caller (negatives that alter no input of it).
         rep = json.load(open(a.report))
     else:
-        r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", str(a.last)] + text)
+        mods = ["--modules", a.modules_dir] if a.modules_dir else []
+        r = run([a.csdump, "report", vmcore, "--vmlinux", a.vmlinux, "--json", "--last", str(a.last)] + text + mods)
         if r.returncode not in (0, 3):
             raise Bad(f"csdump report failed ({r.returncode}): {r.stderr}")
         rep = json.loads(r.stdout)
@@ -1146,6 +1207,8 @@ def check(a):
         print(f"panicking CPU{panic_cpu} has no ETM (the faulty one): its flow is not checked")
     else:
         check_panic_path(a, rep, sym, panic_cpu)
+    if a.modules_dir:
+        check_module_names(rep, sym)
     if a.trigger:
         check_trigger(a, rep, sym)
     if (a.hw_stop or a.no_hw_stop) and panic_cpu in cpus:
@@ -1154,7 +1217,7 @@ def check(a):
         check_second_crash(a, truth, rep, sym, panic_cpu)
     check_other_samples(a, truth, rep, pcs, panic_cpu, sym)
     if a.perf:
-        check_perf(a, vmcore)
+        check_perf(a, vmcore, sym)
 
 
 def check_tmc_fault(a, fault, log, vmcore, out, recs, stops):

@@ -614,9 +614,12 @@ SYSRQ_STOP=(--through sysrq_handle_crash --hw-stop panic,die,die_kernel_fault)
 check_trace_with() {
 	local dir=$1 variant=$2
 	shift 2
-	# Its findings also go to the run's check.txt (make demo prints them).
+	# Its findings also go to the run's check.txt (make demo prints them). Module code is named
+	# from the .ko files of the build tree, by csdump and by the judge.
+	local -a mods=()
+	[ "$variant" = builtin ] || mods=(--modules-dir "$CSPD_CACHE/build-$variant")
 	python3 "$REPO/scripts/check_trace.py" --dir "$dir" --csdump "$CSDUMP" \
-		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "$@" 2>&1 | tee "$dir/check.txt"
+		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" --cpus "$SMP" "${mods[@]}" "$@" 2>&1 | tee "$dir/check.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
 	# The run's own dump (not makedumpfile's copies of it) is also judged against the
 	# independent execution record, and its module list against the guest's /proc/modules.
@@ -749,18 +752,22 @@ scenario_trace-debug-all-off() {
 scenario_trace-gdb() {
 	local d=$RUNS/trace-gdb rc=0 s v src
 	mkdir -p "$d"
-	for s in trace-kdump:mod trace-builtin:builtin; do
+	for s in trace-kdump:mod trace-builtin:builtin trace-module-oops:mod; do
 		v=${s#*:} s=${s%%:*} src=$RUNS/${s%%:*}
 		if ! [ -f "$src/truth.json" ] || ! [ "$src/vmcore.elf" -nt "$CSPD_CACHE/build-$v/vmlinux" ]; then
 			"scenario_$s" || { echo "$s failed: nothing to replay" >&2; rc=1; continue; }
 		fi
-		local -a extra=()
+		local -a extra=(--through sysrq_handle_crash)
 		# The mod kernel has a line table (configs/modules.config), the builtin one none.
-		if [ "$v" = builtin ]; then extra=(--snapshot); else extra=(--source); fi
+		if [ "$v" = builtin ]; then extra+=(--snapshot); else extra+=(--source); fi
+		# The oops in module code: GDB names the module's functions from its .ko, which the stub
+		# serves as a library where the dump's module list placed it.
+		[ "$s" != trace-module-oops ] || extra+=(--modules "$CSPD_CACHE/build-mod"
+			--through c_module_crash_oops,c_module_crash_store,__do_kernel_fault)
 		# The ETM stops at panic()'s entry (the hardware stop): nothing of panic() is in the
 		# history, the current instruction is its entry.
 		python3 "$REPO/scripts/check_gdb.py" --dir "$src" --csdump "$CSDUMP" \
-			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" --through sysrq_handle_crash "${extra[@]}" 2>&1 |
+			--vmlinux "$CSPD_CACHE/build-$v/vmlinux" "${extra[@]}" 2>&1 |
 			tee "$d/$s.txt"
 		[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 	done
@@ -850,7 +857,7 @@ cspd.insmod=$TRACE_MODS,c_module_crash.ko cspd.modparm_coresight_cpu_debug=debug
 	grep -qa "c_module_crash: a store to NULL in module code" "$d/console.log" &&
 		grep -qa "Internal error: Oops" "$d/console.log" ||
 		{ echo "c_module_crash did not oops in its own code" >&2; return 1; }
-	check_trace_with "$d" mod --modules-dir "$CSPD_CACHE/build-mod" --trigger c_module_crash_store \
+	check_trace_with "$d" mod --perf --trigger c_module_crash_store \
 		--through c_module_crash_oops,c_module_crash_store,__do_kernel_fault --hw-stop die_kernel_fault,die
 }
 
