@@ -1310,7 +1310,9 @@ judge_negative() {
 # wrote), the ETM records (each CPU in turn: the trace ID the plugin saw programmed), the panic
 # path's order (each CPU in turn: its ETM's stop logged after the first EDPCSR read) and the cache
 # clean (no clean counted). check_modules.py fails on trace-oops's module list with a module's
-# text address or build ID altered. check_dump.py fails on a copy of dump-qemu-dump's extraction with the
+# text address or build ID altered; check_trace.py --modules-dir on trace-module-oops's report with
+# a module function renamed or a kernel address unnamed; csdump refuses a .ko of another build.
+# check_dump.py fails on a copy of dump-qemu-dump's extraction with the
 # C sample's record altered, check_clean.py on dump-cleaned's observation without the commit
 # record's last clean, and check_upstream.py on a copy of upstream-drivers' run with one event of
 # each CPU's ground truth changed.
@@ -1444,6 +1446,65 @@ PY
 		esac
 	done
 
+	# csdump's names of module code (check_trace.py --modules-dir): trace-module-oops's report
+	# passes as csdump gives it; with one module function renamed, or one kernel address left
+	# unnamed, it fails. A .ko of another build (its build ID changed) is refused by csdump.
+	src=$RUNS/trace-module-oops
+	[ -f "$src/check-modules.txt" ] || scenario_trace-module-oops || return 1
+	c=$d/module-names
+	judge_copy "$src" "$c"
+	cp -r "$src/extract" "$c/extract"
+	"$CSDUMP" report "$c/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" --json --last 1000000 \
+		--modules "$CSPD_CACHE/build-mod" >"$c/report.json" 2>"$c/report.err" ||
+		{ [ $? = 3 ] || { cat "$c/report.err"; echo "csdump report failed on trace-module-oops" >&2; return 1; }; }
+	local -a judge_names=(python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP"
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod"
+		--trigger c_module_crash_store --through c_module_crash_oops,c_module_crash_store,__do_kernel_fault
+		--hw-stop die_kernel_fault,die)
+	"${judge_names[@]}" --report "$c/report.json" >"$c.txt" 2>&1 ||
+		{ tail -n 5 "$c.txt"; echo "check_trace.py fails on trace-module-oops's own report" >&2; return 1; }
+	for what in renamed unnamed; do
+		python3 - "$c/report.json" "$c/report-$what.json" "$what" <<'PY' || return 1
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+what = sys.argv[3]
+for c in r["cpus"]:
+    for b in c["branches"]:
+        end = b.get("to")
+        if end and (end.get("symbol") or "").endswith("[c_module_crash]"):
+            end["symbol"] = (re.sub(r"^[^+ ]+", "c_module_crash_other", end["symbol"])
+                             if what == "renamed" else None)
+            open(sys.argv[2], "w").write(json.dumps(r))
+            sys.exit(0)
+sys.exit("no branch into c_module_crash's code in the report")
+PY
+	done
+	judge_negative "a module function csdump names otherwise than its .ko" "its .ko says" \
+		"${judge_names[@]}" --report "$c/report-renamed.json" || rc=1
+	judge_negative "a kernel address csdump leaves unnamed" "a kernel address without a name" \
+		"${judge_names[@]}" --report "$c/report-unnamed.json" || rc=1
+	mkdir -p "$c/other-build"
+	python3 - "$CSPD_CACHE/build-mod/samples/rust/coresight_panic_dump/c_module_crash.ko" \
+		"$c/other-build/c_module_crash.ko" <<'PY' || return 1
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"GNU\0", b.find(b"\x03\x00\x00\x00GNU\0") )
+assert i > 0, "no GNU build ID note"
+b[i + 4] ^= 0xff
+open(sys.argv[2], "wb").write(b)
+PY
+	# csdump goes on without it (the module then named by offset), so its message is what counts.
+	local out
+	out=$("$CSDUMP" report "$c/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" --json \
+		--last 1000000 --modules "$c/other-build" 2>&1 >"$c/report-other-build.txt") || true
+	if grep -q "is another build of c_module_crash" <<<"$out" &&
+		grep -q "c_module_crash+0x" "$c/report-other-build.txt"; then
+		echo "detected as expected: a .ko of another build: $(grep -m1 "is another build" <<<"$out" | cut -c1-200)"
+	else
+		echo "$out" | tail -n 3
+		echo "csdump did not refuse a .ko of another build (or did not name the module by offset)" >&2
+		rc=1
+	fi
 	src=$RUNS/upstream-drivers
 	[ -f "$src/truth.json" ] || scenario_upstream-drivers || return 1
 	# The unaltered copy passes: each failure below is the one alteration's.
