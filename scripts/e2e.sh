@@ -24,7 +24,7 @@
 #   dump-dt-region       the region from a device-tree memory-region (no-map, WC), warm reboot readback
 #   dump-dt-kdump        the device-tree region with kdump: the capture kernel hands it over as a vmcore
 #                        device dump; harness-dt-kdump-no-core: without the core there, csdump says so
-#   dump-region-full     a 7 KiB region: the client that does not fit is refused at dump_add time
+#   dump-region-full     an 8 KiB region: the client that does not fit is refused at dump_add time
 #   amba-probe           kernel::amba binds a sample driver to QEMU's PL031 and reads it over MMIO
 #   cpu-debug-module     insmod coresight_cpu_debug.ko debug=1 on the plugin's CPU debug interfaces:
 #                        knob, report per CPU, each PC the plugin's sample, csdump agrees
@@ -202,7 +202,7 @@ scenario_dump-builtin() {
 scenario_dump-region-full() {
 	local d=$RUNS/dump-region-full
 	qemu qemu-dump mod "$d" \
-		"cspd.test=panic reserve_mem=7K:4096:coresight_dump cspd.insmod=rust_dump_client.ko,c_dump_client.ko" ||
+		"cspd.test=panic reserve_mem=8K:4096:coresight_dump cspd.insmod=rust_dump_client.ko,c_dump_client.ko" ||
 		return 1
 	grep -q "coresight_panic_dump: region full: c-sample cannot have 1040 bytes" "$d/console.log" ||
 		{ echo "the core did not say the region was full" >&2; return 1; }
@@ -214,7 +214,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 names = sorted(r["name"] for r in s["records"])
 assert s["commit"]["state"] == "ok", s["commit"]
-assert names == ["identity", "panic", "phases", "rust-failing", "rust-sample"], names
+assert names == ["identity", "modules", "panic", "phases", "rust-failing", "rust-sample"], names
 print("region full: c-sample refused at registration; the others dumped and committed:", names)
 PY
 }
@@ -319,7 +319,7 @@ scenario_dump-warm-reboot() {
 	check_dump "$d" || return 1
 	local size
 	size=$(stat -c %s "$d/vmcore.elf")
-	grep -q "coresight_panic_dump: previous dump: 6 records" "$d/console.log" ||
+	grep -q "coresight_panic_dump: previous dump: 7 records" "$d/console.log" ||
 		{ echo "the second boot did not report the previous dump" >&2; return 1; }
 	grep -q "CSPD: clear rejected a bad value; last dump still $size bytes" "$d/console.log" ||
 		{ echo "writing 2 to clear was not rejected, or changed the dump" >&2; return 1; }
