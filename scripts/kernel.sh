@@ -270,13 +270,14 @@ cmd_rustdoc() {
 	log="$out/rustdoc.log"
 	[ -f "$out/.config" ] || die "build-$variant is not configured: run '$0 config $variant'"
 	# `make rustdoc` documents every crate anew each time (two minutes here). What it reads: the
-	# tree's rust/ and include/ (this repo's copies keep their times while unchanged), the
+	# files of the tree's rust/ and include/ (this repo's copies keep their times while unchanged;
+	# the directories do not, as the overlay's hooks write a file next to each hooked one), the
 	# configuration and the Rust toolchain. When none of them changed since the last clean run,
 	# that run's verdict stands.
 	local stamp="$out/.cspd-rustdoc-clean" tools
 	tools=$(/usr/bin/rustc --version; /usr/bin/rustdoc --version)
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$tools" ] && [ ! "$out/.config" -nt "$stamp" ] &&
-		[ -z "$(find "$KSRC/rust" "$KSRC/include" -newer "$stamp" -print -quit)" ]; then
+		[ -z "$(find "$KSRC/rust" "$KSRC/include" -type f -newer "$stamp" -print -quit)" ]; then
 		say "rustdoc clean: nothing it reads changed since its last clean run ($(date -r "$stamp" '+%F %T'))"
 		return 0
 	fi
