@@ -15,6 +15,7 @@ rust/kernel/coresight/panic_dump/format/modules.rs, not csdump's) and requires:
 With --expect-absent NAME,..., those modules must be in neither list (unloaded before the panic).
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -72,13 +73,20 @@ def dump_modules(extract):
     return out, dropped, generation
 
 
-def ko_path(modules_dir, name):
-    want = {name + ".ko", name.replace("_", "-") + ".ko"}
+@functools.lru_cache(maxsize=None)
+def ko_files(modules_dir):
+    """Every .ko under modules_dir by file name (the first found), from one walk of the tree."""
+    found = {}
     for root, _, files in os.walk(modules_dir):
         for f in files:
-            if f in want:
-                return os.path.join(root, f)
-    return None
+            if f.endswith(".ko"):
+                found.setdefault(f, os.path.join(root, f))
+    return found
+
+
+def ko_path(modules_dir, name):
+    files = ko_files(modules_dir)
+    return files.get(name + ".ko") or files.get(name.replace("_", "-") + ".ko")
 
 
 def ko_sections(path):
