@@ -628,6 +628,7 @@ class Symbols:
         self.addrs = [s[0] for s in syms]
         self.names = [s[1] for s in syms]
         self.end = self.addrs[-1] if syms else 0
+        self.mods, self.mod_starts = [], []
 
     def entry(self, addr):
         """The function that starts exactly at addr, or None."""
@@ -642,7 +643,7 @@ class Symbols:
 
     def module_of(self, addr):
         """(function, module) of a module function holding addr, or None."""
-        i = bisect.bisect_right(getattr(self, "mod_starts", []), addr) - 1
+        i = bisect.bisect_right(self.mod_starts, addr) - 1
         if i >= 0 and addr < self.mods[i][1]:
             return func(self.mods[i][2]), self.mods[i][3]
         return None
