@@ -36,6 +36,7 @@ use cspd_format::CPU_NONE;
 use cspd_hw::etm4x;
 use thiserror::Error;
 
+use crate::elf::Vmlinux;
 use crate::ini::parse_number;
 use crate::ini::Ini;
 use crate::modules::ModuleList;
@@ -210,6 +211,23 @@ pub struct Capture<'a> {
 }
 
 impl<'a> Capture<'a> {
+    /// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and
+    /// `vmlinux` have it, else the dump's KASLR offset.
+    pub fn kernel_relocation(&self, vmlinux: &Vmlinux) -> u64 {
+        match (self.kernel.text, vmlinux.text) {
+            (Some(rt), Some(lt)) => rt.wrapping_sub(lt),
+            _ => self.kernel.kaslr_offset,
+        }
+    }
+
+    /// Reads `len` bytes of kernel text at runtime address `addr` from the vmcore the capture
+    /// came from, through the kernel image's linear mapping (`kimage_voffset`).
+    pub(crate) fn runtime_text(&self, addr: u64, len: u64) -> Option<Vec<u8>> {
+        let core = self.core?;
+        let paddr = addr.checked_sub(self.kernel.kimage_voffset?)?;
+        core.read_phys(paddr, len).ok()
+    }
+
     fn empty(origin: Origin) -> Self {
         Self {
             origin,
@@ -552,7 +570,7 @@ impl<'a> Capture<'a> {
                     .unwrap_or_else(|| (0..).find(|n| !seen_cpus.contains(n)).unwrap_or(0));
                 seen_cpus.push(cpu);
                 if let Some((_, core_type, _)) = devices.iter().find(|(n, _, _)| *n == core) {
-                    if crate::decode::core_arch(core_type).is_none() {
+                    if crate::cores::core_arch(core_type).is_none() {
                         c.notes.push(format!(
                             "core {core}: type {core_type:?} unknown to OpenCSD; decoded as ARMv8-A"
                         ));

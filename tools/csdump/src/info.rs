@@ -342,30 +342,14 @@ pub struct Summary {
     pub clean: bool,
 }
 
-/// Makes a file-system safe name part.
-pub fn sanitize(name: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(name)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_start_matches('.').to_string();
-    if s.is_empty() {
-        "unnamed".into()
-    } else {
-        s
-    }
-}
-
 /// File name `extract` gives a record's data.
 pub fn record_file_name(index: usize, kind: RecordKind, name: &[u8], corrupt: bool) -> String {
     let suffix = if corrupt { ".corrupt.bin" } else { ".bin" };
-    format!("{index:02}-{}-{}{suffix}", kind.name(), sanitize(name))
+    format!(
+        "{index:02}-{}-{}{suffix}",
+        kind.name(),
+        crate::output::sanitize(name)
+    )
 }
 
 fn is_commit_error(e: &FormatError) -> bool {

@@ -6,6 +6,7 @@
 //! takes what was located, so tests and fuzzers feed them directly.
 
 pub mod capture;
+pub mod cores;
 pub mod decode;
 pub mod demangle;
 pub mod elf;

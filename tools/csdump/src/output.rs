@@ -157,6 +157,39 @@ pub fn create_dir(dir: &Path) -> Result<(), OutputError> {
     fs::create_dir_all(dir).map_err(|e| err(dir, e))
 }
 
+/// The file a single sink's trace is written to (by `perf` and `snapshot`).
+pub const CSTRACE_FILE: &str = "cstrace.bin";
+
+/// Returns the file name of sink `index` of `count`: `cstrace.bin`, or `cstrace-<i>-<name>.bin`
+/// when there are several.
+pub fn cstrace_name(index: usize, count: usize, name: &str) -> String {
+    if count <= 1 {
+        CSTRACE_FILE.into()
+    } else {
+        format!("cstrace-{index}-{}.bin", sanitize(name.as_bytes()))
+    }
+}
+
+/// Makes a file-system safe name part.
+pub fn sanitize(name: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(name)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.').to_string();
+    if s.is_empty() {
+        "unnamed".into()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

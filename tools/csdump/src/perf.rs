@@ -83,25 +83,10 @@ const HEADER_AUXTRACE: usize = 18;
 /// Name of the kernel map in a kernel `PERF_RECORD_MMAP`; `_text` is the relocation symbol.
 pub const KERNEL_MMAP_NAME: &str = "[kernel.kallsyms]_text";
 
-/// Files written by [`write_perf`].
-pub const CSTRACE_FILE: &str = "cstrace.bin";
 /// The metadata file name.
 pub const METADATA_FILE: &str = "metadata.bin";
 /// The perf.data file name.
 pub const PERF_DATA_FILE: &str = "perf.data";
-
-/// Returns the file name of sink `index` of `count`: `cstrace.bin`, or `cstrace-<i>-<name>.bin`
-/// when there are several.
-pub fn cstrace_name(index: usize, count: usize, name: &str) -> String {
-    if count <= 1 {
-        CSTRACE_FILE.into()
-    } else {
-        format!(
-            "cstrace-{index}-{}.bin",
-            crate::info::sanitize(name.as_bytes())
-        )
-    }
-}
 
 /// The `cs_etm` auxtrace info payload: global header, then one ETMv4 block per source.
 pub fn auxtrace_info_priv(capture: &Capture<'_>) -> Vec<u64> {
@@ -148,7 +133,7 @@ pub fn write_perf(capture: &Capture<'_>, dir: &Path) -> io::Result<PerfOutput> {
     let mut out = PerfOutput::default();
     let n = capture.sinks.len();
     for (i, s) in capture.sinks.iter().enumerate() {
-        let path = dir.join(cstrace_name(i, n, &s.name));
+        let path = dir.join(crate::output::cstrace_name(i, n, &s.name));
         crate::output::write(&path, &s.trace)?;
         out.files.push(path);
     }

@@ -17,7 +17,6 @@ use crate::elf::Symbolizer;
 use crate::info::render_phases;
 use crate::info::PhasesReport;
 use crate::modules::ModuleSymbols;
-use crate::snapshot::kernel_relocation;
 use crate::snapshot::VmlinuxImage;
 
 /// Report options.
@@ -314,7 +313,7 @@ fn summarise(
 pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &Options) -> Report {
     let kernel_sym = vmlinux.map(|v| Symbolizer {
         vmlinux: v.elf.clone(),
-        offset: kernel_relocation(capture, &v.elf),
+        offset: capture.kernel_relocation(&v.elf),
     });
     let sym = Names {
         kernel: kernel_sym.as_ref(),

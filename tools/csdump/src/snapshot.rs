@@ -24,7 +24,7 @@ use crate::capture::Capture;
 use crate::capture::Etm;
 use crate::capture::MemImage;
 use crate::elf::Vmlinux;
-use crate::perf::cstrace_name;
+use crate::output::cstrace_name;
 
 /// Core type written when the input names none (OpenCSD's generic ARMv8-A profile).
 pub const DEFAULT_CORE_TYPE: &str = "ARMv8-A";
@@ -85,32 +85,6 @@ fn etm_regs(e: &Etm) -> Vec<(String, u32, u32)> {
     v
 }
 
-/// Reads `len` bytes of kernel text at runtime address `addr` from the vmcore the capture came
-/// from, through the kernel image's linear mapping (`kimage_voffset`).
-pub(crate) fn runtime_text(capture: &Capture<'_>, addr: u64, len: u64) -> Option<Vec<u8>> {
-    let core = capture.core?;
-    let paddr = addr.checked_sub(capture.kernel.kimage_voffset?)?;
-    core.read_phys(paddr, len).ok()
-}
-
-/// Like [`runtime_text`], as a `Cow` (the vmcore reader copies: its formats are compressed).
-pub(crate) fn runtime_text_cow<'a>(
-    capture: &Capture<'a>,
-    addr: u64,
-    len: u64,
-) -> Option<std::borrow::Cow<'a, [u8]>> {
-    runtime_text(capture, addr, len).map(std::borrow::Cow::Owned)
-}
-
-/// Returns the runtime-minus-link offset of the kernel: from `_text` when both the dump and
-/// vmlinux have it, else the dump's KASLR offset.
-pub fn kernel_relocation(capture: &Capture<'_>, vmlinux: &Vmlinux) -> u64 {
-    match (capture.kernel.text, vmlinux.text) {
-        (Some(rt), Some(lt)) => rt.wrapping_sub(lt),
-        _ => capture.kernel.kaslr_offset,
-    }
-}
-
 /// Copies `len` bytes at `offset` of `src` into `dst`, in blocks.
 fn copy_range(src: &Path, offset: u64, len: u64, dst: &Path) -> io::Result<u64> {
     let mut f = File::open(src).map_err(|e| io_err(src, e))?;
@@ -158,7 +132,7 @@ pub fn write_snapshot_with(
     // Memory images, as (file name, address, length).
     let mut dumps: Vec<(String, u64, u64)> = Vec::new();
     if let Some(v) = vmlinux {
-        let reloc = kernel_relocation(capture, &v.elf);
+        let reloc = capture.kernel_relocation(&v.elf);
         let mut from_core = 0usize;
         for (i, s) in v.elf.exec.iter().enumerate() {
             let name = format!("kernel_text_{i}.bin");
@@ -170,7 +144,7 @@ pub fn write_snapshot_with(
             };
             // The text as the kernel ran it (alternatives, jump labels and static calls patched
             // in), from the vmcore, when it holds the kernel image.
-            let ran = runtime_text(capture, s.addr.wrapping_add(reloc), s.size);
+            let ran = capture.runtime_text(s.addr.wrapping_add(reloc), s.size);
             let bytes = match ran.as_deref() {
                 Some(b) if b.len() == built.len() => {
                     from_core += 1;

@@ -14,7 +14,6 @@ use std::os::unix::fs::FileExt;
 use crate::capture::Capture;
 use crate::capture::Origin;
 use crate::kmem::KernelMemory;
-use crate::snapshot::kernel_relocation;
 use crate::snapshot::VmlinuxImage;
 use crate::vmcore::Vmcore;
 
@@ -97,7 +96,7 @@ pub fn relocation(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>) -> 
     let Some(v) = vmlinux else {
         return Relocation::none();
     };
-    let mut offset = kernel_relocation(capture, &v.elf);
+    let mut offset = capture.kernel_relocation(&v.elf);
     if matches!(capture.origin, Origin::Snapshot(_)) {
         if let Some(o) = capture.memory.iter().find_map(|m| {
             v.elf
