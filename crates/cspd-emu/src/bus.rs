@@ -4,6 +4,9 @@
 //! plugin through the memory-backend file. A read returns what the plugin staged there; the
 //! plugin sees the access afterwards, applies its side effects and stages the new values. A write
 //! lands in the window; the plugin reads the value back, applies it and restages the register.
+//!
+//! Guest memory ([`GuestMem`]) is the other thing a component reaches: an ETR writes its trace
+//! there.
 
 /// Default physical base of the window: the top 1 MiB of a 1 GiB `virt` machine, so that
 /// `mem=1023M` keeps the kernel out of it.
@@ -117,4 +120,16 @@ impl PrimeCellId {
     pub const OFFSETS: [u32; 12] = [
         0xFD0, 0xFD4, 0xFD8, 0xFDC, 0xFE0, 0xFE4, 0xFE8, 0xFEC, 0xFF0, 0xFF4, 0xFF8, 0xFFC,
     ];
+}
+
+/// Guest physical memory as the plugin reaches it (the shared RAM file).
+pub trait GuestMem: Send + Sync {
+    /// Reads the 32-bit little-endian word at `paddr`.
+    fn read_u32(&self, paddr: u64) -> Option<u32>;
+    /// Writes the 32-bit little-endian word at `paddr`.
+    fn write_u32(&self, paddr: u64, value: u32);
+    /// Reads the 64-bit little-endian word at `paddr`.
+    fn read_u64(&self, paddr: u64) -> Option<u64>;
+    /// Returns whether the `len` bytes at `paddr` are guest RAM that can be written.
+    fn writable(&self, paddr: u64, len: u64) -> bool;
 }

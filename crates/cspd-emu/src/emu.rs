@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::sync::MutexGuard;
 
 use crate::a64::StoredRegs;
-use crate::bus::{self, Component, Target};
+use crate::bus::{self, Component, GuestMem, Target};
 use crate::config::Config;
 use crate::cpu_debug::CpuDebug;
 use crate::encoder::el_of;
@@ -25,18 +25,6 @@ use crate::funnel::Funnel;
 use crate::tmc::{Tmc, TmcKind};
 use crate::tracker::{self, TbInfo, Tracker, TrackerStats, VectorBases};
 use crate::truth::Truth;
-
-/// Guest physical memory as the plugin reaches it (the shared RAM file).
-pub trait GuestMem: Send + Sync {
-    /// Reads the 32-bit little-endian word at `paddr`.
-    fn read_u32(&self, paddr: u64) -> Option<u32>;
-    /// Writes the 32-bit little-endian word at `paddr`.
-    fn write_u32(&self, paddr: u64, value: u32);
-    /// Reads the 64-bit little-endian word at `paddr`.
-    fn read_u64(&self, paddr: u64) -> Option<u64>;
-    /// Returns whether the `len` bytes at `paddr` are guest RAM that can be written.
-    fn writable(&self, paddr: u64, len: u64) -> bool;
-}
 
 /// The TMC behind the window, in its configuration.
 enum Sink {

@@ -56,15 +56,14 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::bus::Component;
-use crate::emu::GuestMem;
-use crate::tmc::{TmcFaults, CLAIM_IMPLEMENTED, FLUSH_US, READY_US, TMC_ID};
+use crate::bus::GuestMem;
+use crate::tmc::{
+    frame_with, TmcFaults, CBUFLEVEL, CLAIM_IMPLEMENTED, FLUSH_US, LBUFLEVEL, PSCR, READY_US,
+    TMC_ID,
+};
 use cspd_model::access::CsAccess;
 use cspd_model::tmc::{self as regs, TmcModel, TmcModelConfig};
 
-/// Offset of `LBUFLEVEL`.
-const LBUFLEVEL: u32 = 0x02C;
-/// Offset of `CBUFLEVEL`.
-const CBUFLEVEL: u32 = 0x030;
 /// Offset of `RRPHI`.
 pub const RRPHI: u32 = 0x038;
 /// Offset of `RWPHI`.
@@ -75,9 +74,6 @@ pub const AXICTL: u32 = 0x110;
 pub const DBALO: u32 = 0x118;
 /// Offset of `DBAHI`.
 pub const DBAHI: u32 = 0x11C;
-/// Offset of `PSCR`.
-const PSCR: u32 = 0x308;
-
 /// `DEVID` of the emulated ETR (see the module documentation).
 pub const ETR_DEVID: u32 = (1 << 24) | (40 << 17) | (1 << 16) | (3 << 8) | (1 << 6);
 /// `DEVTYPE`: trace sink, buffer.
@@ -105,48 +101,8 @@ const STAGING_WORDS: usize = 4096;
 /// between two moves to memory (a byte makes at most 16/14 bytes of frames).
 const PUSH_CHUNK: usize = 8 * 1024;
 
-/// Every register of the frame, identification included.
-const STAGED: &[u32] = &[
-    regs::RSZ,
-    regs::STS,
-    regs::RRD,
-    regs::RRP,
-    regs::RWP,
-    regs::TRG,
-    regs::CTL,
-    regs::RWD,
-    regs::MODE,
-    LBUFLEVEL,
-    CBUFLEVEL,
-    regs::BUFWM,
-    RRPHI,
-    RWPHI,
-    AXICTL,
-    DBALO,
-    DBAHI,
-    regs::FFSR,
-    regs::FFCR,
-    PSCR,
-    regs::CLAIMSET,
-    regs::CLAIMCLR,
-    regs::LAR,
-    regs::LSR,
-    regs::AUTHSTATUS,
-    regs::DEVID,
-    regs::DEVTYPE,
-    0xFD0,
-    0xFD4,
-    0xFD8,
-    0xFDC,
-    0xFE0,
-    0xFE4,
-    0xFE8,
-    0xFEC,
-    0xFF0,
-    0xFF4,
-    0xFF8,
-    0xFFC,
-];
+/// Every register of the frame: the common TMC registers and the ETR's own.
+const STAGED: &[u32] = &frame_with::<39>(&[RRPHI, RWPHI, AXICTL, DBALO, DBAHI]);
 
 /// The state the shared logic is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,4 +29,5 @@ pub mod truth;
 pub mod config;
 mod emu;
 
-pub use emu::{AccessCounts, Emu, EmuStats, GuestMem, COUNTED_CPUS};
+pub use bus::GuestMem;
+pub use emu::{AccessCounts, Emu, EmuStats, COUNTED_CPUS};

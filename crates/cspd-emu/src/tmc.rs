@@ -54,14 +54,14 @@ pub const TMC_ID: PrimeCellId = PrimeCellId {
 };
 
 /// Offset of `LBUFLEVEL` (ETF FIFO modes only; reads zero in Circular Buffer mode).
-const LBUFLEVEL: u32 = 0x02C;
+pub(crate) const LBUFLEVEL: u32 = 0x02C;
 /// Offset of `CBUFLEVEL`.
-const CBUFLEVEL: u32 = 0x030;
+pub(crate) const CBUFLEVEL: u32 = 0x030;
 /// Offset of `PSCR`, the periodic synchronization counter (not modelled: reads zero).
-const PSCR: u32 = 0x308;
+pub(crate) const PSCR: u32 = 0x308;
 
-/// Every register of the frame, identification included.
-const STAGED: &[u32] = &[
+/// The registers of every TMC configuration, identification included.
+const COMMON: [u32; 34] = [
     regs::RSZ,
     regs::STS,
     regs::RRD,
@@ -97,6 +97,27 @@ const STAGED: &[u32] = &[
     0xFF8,
     0xFFC,
 ];
+
+/// The registers of a TMC configuration with `own` registers beside the common ones: `N` must be
+/// their sum (checked when the constant is evaluated).
+pub(crate) const fn frame_with<const N: usize>(own: &[u32]) -> [u32; N] {
+    assert!(N == COMMON.len() + own.len());
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < COMMON.len() {
+        out[i] = COMMON[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < own.len() {
+        out[i + j] = own[j];
+        j += 1;
+    }
+    out
+}
+
+/// Every register of an ETB's or ETF's frame.
+const STAGED: &[u32] = &COMMON;
 
 /// The TMC configuration presented in `DEVID.CONFIGTYPE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
