@@ -407,27 +407,11 @@ def main():
                  if etf[:16] == struct.pack("<4I", *[0x7FFFFFFF] * 4) else ""))
 
         enabled, _ = plugin_view(os.path.join(d, "plugin.log"))
-        etms, ids = {}, {}
-        for c in range(a.cpus):
-            r = regs.get(f"etm{c}", {})
-            need = [f"trcidr/trcidr{n}" for n in TRCIDR_OFFSET if n not in (6, 7)] + \
-                   ["mgmt/trcconfig", "mgmt/trctraceid", "mgmt/trcauthstatus", "cpu"]
-            miss = [x for x in need if not isinstance(r.get(x), int)]
-            if miss:
-                raise Bad(f"etm{c}: sysfs did not give {miss} ({ {k: r.get(k) for k in miss} })")
-            cpu = r["cpu"]
-            tid, cfg = r["mgmt/trctraceid"], r["mgmt/trcconfig"]
-            if cpu not in enabled:
-                raise Bad(f"the plugin never saw CPU{cpu}'s ETM enabled (plugin.log)")
-            if enabled[cpu] != (tid, cfg):
-                raise Bad(f"etm{c} (CPU{cpu}): sysfs says trace ID {tid:#x}, TRCCONFIGR {cfg:#x}; the plugin "
-                          f"saw {enabled[cpu][0]:#x}, {enabled[cpu][1]:#x} programmed")
-            etms[cpu] = [("TRCCONFIGR", TRCCONFIGR, cfg), ("TRCTRACEIDR", TRCTRACEIDR, tid),
-                         ("TRCAUTHSTATUS", TRCAUTHSTATUS, r["mgmt/trcauthstatus"])] + \
-                [(f"TRCIDR{n}", off, r[f"trcidr/trcidr{n}"]) for n, off in TRCIDR_OFFSET.items() if n not in (6, 7)]
-            ids[cpu] = tid
-            print(f"etm{c}: CPU{cpu}, trace ID {tid:#x}, TRCCONFIGR {cfg:#x}, TRCIDR0 {r['trcidr/trcidr0']:#x}, "
-                  f"TRCIDR1 {r['trcidr/trcidr1']:#x} (the plugin saw the same trace ID and TRCCONFIGR)")
+        etms, ids = etm_registers(regs, a.cpus, enabled)
+        for cpu, tid in sorted(ids.items()):
+            r = {name: v for name, _, v in etms[cpu]}
+            print(f"CPU{cpu}'s ETM: trace ID {tid:#x}, TRCCONFIGR {r['TRCCONFIGR']:#x}, TRCIDR0 {r['TRCIDR0']:#x}, "
+                  f"TRCIDR1 {r['TRCIDR1']:#x} (the plugin saw the same trace ID and TRCCONFIGR)")
 
         images, koff, patched = kernel_text(os.path.join(d, "vmcore.elf"), a.vmlinux)
         print(f"kernel text from the vmcore: {sum(len(b) for _, _, b in images)} bytes in {len(images)} "
@@ -461,6 +445,8 @@ def main():
 
 
 def etm_registers(regs, cpus, enabled):
+    """Each CPU's ETM registers as upstream's sysfs shows them, checked against what the plugin
+    saw programmed: ({cpu: [(name, offset, value)]}, {cpu: trace ID})."""
     etms, ids = {}, {}
     for c in range(cpus):
         r = regs.get(f"etm{c}", {})
