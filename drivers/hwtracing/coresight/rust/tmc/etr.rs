@@ -47,17 +47,21 @@ use kernel::{
             ETR_REC_TRUNCATED,
             ETR_REC_WRAPPED, //
         },
+        panic_dump::format::tmc::{
+            TmcOutcome,
+            TMC_REC_FLUSH_SKIPPED,
+            TMC_REC_FLUSH_TIMEOUT,
+            TMC_REC_READY_TIMEOUT, //
+        },
     },
     num::Bounded,
 };
 
 use super::{
     hw::{
-        flush_and_stop,
-        is_locked,
+        panic_entry,
         wait_ready,
-        TmcError,
-        TMC_POLL_TRIES, //
+        TmcError, //
     },
     regs::{
         ffcr_sink,
@@ -67,7 +71,6 @@ use super::{
         DBAHI,
         DBALO,
         DEVID,
-        FFCR,
         FFSR,
         MODE,
         RRP,
@@ -242,12 +245,24 @@ impl EtrStop {
     }
 }
 
+// The entry of the panic path ([`panic_entry`]) speaks in a TMC record's outcome codes and flag
+// bits; an ETR record gives them the same values.
+const _: () = {
+    assert!(ETR_REC_FLUSH_SKIPPED == TMC_REC_FLUSH_SKIPPED);
+    assert!(ETR_REC_FLUSH_TIMEOUT == TMC_REC_FLUSH_TIMEOUT);
+    assert!(ETR_REC_READY_TIMEOUT == TMC_REC_READY_TIMEOUT);
+    assert!(EtrOutcome::Locked as u16 == TmcOutcome::Locked as u16);
+    assert!(EtrOutcome::NotEnabled as u16 == TmcOutcome::NotEnabled as u16);
+    assert!(EtrOutcome::NotCircularBuffer as u16 == TmcOutcome::NotCircularBuffer as u16);
+    assert!(EtrOutcome::FlushTimeout as u16 == TmcOutcome::FlushTimeout as u16);
+    assert!(EtrOutcome::ReadyTimeout as u16 == TmcOutcome::ReadyTimeout as u16);
+};
+
 /// Stops the ETR and reads the registers its record keeps; the first half of the panic path,
 /// [`panic_record`] the second.
 ///
-/// The sequence: unlock; read `CTL`, `MODE`, `FFSR`, `FFCR`; when capturing in Circular Buffer
-/// mode, flush and stop ([`flush_and_stop`]) unless the formatter has already stopped, in which
-/// case only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `DBA`, `RSZ`, `FFSR`, `DEVID`,
+/// The sequence: the entry every TMC configuration shares ([`panic_entry`]: unlock, read `CTL`,
+/// `MODE`, `FFSR`, `FFCR`, flush and stop when capturing in Circular Buffer mode); read `STS`, `RRP`, `RWP`, `DBA`, `RSZ`, `FFSR`, `DEVID`,
 /// `AUTHSTATUS`, `AXICTL`; clear `CTL` (the C driver's `tmc_disable_hw()`), so that the ETR
 /// writes nothing more into its buffer; lock. A flush or ready timeout is recorded, and the
 /// registers are read anyway.
@@ -259,50 +274,15 @@ pub fn panic_stop<A: CsAccess + ?Sized>(io: &mut A) -> EtrStop {
         version: ETR_RECORD_VERSION,
         ..EtrRecordHeader::default()
     };
-    let mut failure: Option<EtrOutcome> = None;
-
-    unlock(io);
-    let locked = is_locked(io);
-    let ctl: CTL = io.read(CTL);
-    let mode: MODE = io.read(MODE);
-    let ffsr_entry: FFSR = io.read(FFSR);
-    h.ctl = ctl.into_raw();
-    h.mode = mode.into_raw();
-    h.ffcr = io.read(FFCR).into_raw();
-
-    let running = if locked {
-        failure = Some(EtrOutcome::Locked);
-        false
-    } else if !ctl.tracecapten() {
-        failure = Some(EtrOutcome::NotEnabled);
-        false
-    } else if mode.mode() != Ok(TmcMode::CircularBuffer) {
-        failure = Some(EtrOutcome::NotCircularBuffer);
-        false
-    } else {
-        let (flush_done, ready) = if ffsr_entry.ftstopped() {
-            // A flush (`stop_on_flush`) already stopped the formatter: only wait for the last
-            // writes to memory.
-            h.flags |= ETR_REC_FLUSH_SKIPPED;
-            let ready = wait_ready(io);
-            h.ready_delays = *ready.as_ref().unwrap_or(&TMC_POLL_TRIES);
-            (true, ready.is_ok())
-        } else {
-            let r = flush_and_stop(io);
-            h.flush_delays = r.flush_delays;
-            h.ready_delays = r.ready_delays;
-            (r.flush_done, r.ready)
-        };
-        if !flush_done {
-            h.flags |= ETR_REC_FLUSH_TIMEOUT;
-            failure = failure.or(Some(EtrOutcome::FlushTimeout));
-        }
-        if !ready {
-            h.flags |= ETR_REC_READY_TIMEOUT;
-            failure = failure.or(Some(EtrOutcome::ReadyTimeout));
-        }
-        true
-    };
+    let entry = panic_entry(io);
+    h.ctl = entry.ctl;
+    h.mode = entry.mode;
+    h.ffcr = entry.ffcr;
+    h.flags |= entry.flags;
+    h.flush_delays = entry.flush_delays;
+    h.ready_delays = entry.ready_delays;
+    let failure = entry.failure.and_then(|o| EtrOutcome::from_code(o.code()));
+    let running = entry.stopped;
 
     let sts: STS = io.read(STS);
     h.sts = sts.into_raw();

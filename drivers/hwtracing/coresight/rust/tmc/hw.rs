@@ -199,6 +199,87 @@ pub fn flush_and_stop<A: CsAccess + ?Sized>(io: &mut A) -> StopReport {
     report.with_ready(poll_ready(io))
 }
 
+/// What [`panic_entry`] read and did, in the terms of a TMC record; an ETR record uses the
+/// same outcome codes and flag bits for these (checked where it is built, `etr.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PanicEntry {
+    /// `CTL` on entry.
+    pub ctl: u32,
+    /// `MODE` on entry.
+    pub mode: u32,
+    /// `FFCR` on entry (before `StopOnFl` and `FlushMan` were set).
+    pub ffcr: u32,
+    /// The TMC was capturing in Circular Buffer mode, and was stopped.
+    pub stopped: bool,
+    /// The first failure: why nothing was stopped (`Locked`, `NotEnabled`,
+    /// `NotCircularBuffer`; no register was written then), or a timeout of the stop.
+    pub failure: Option<TmcOutcome>,
+    /// [`TMC_REC_FLUSH_SKIPPED`], [`TMC_REC_FLUSH_TIMEOUT`] and [`TMC_REC_READY_TIMEOUT`] as
+    /// they apply.
+    pub flags: u16,
+    /// Delays spent waiting for `FFCR.FlushMan` to clear.
+    pub flush_delays: u32,
+    /// Delays spent waiting for `STS.TMCReady`.
+    pub ready_delays: u32,
+}
+
+/// The entry of the panic path of every TMC configuration: unlocks the frame; reads `CTL`,
+/// `MODE`, `FFSR`, `FFCR`; when capturing in Circular Buffer mode, flushes and stops
+/// ([`flush_and_stop`]) unless the formatter has already stopped, in which case it only waits
+/// for `TMCReady`. The frame is left unlocked for the caller's reads.
+///
+/// The register accesses are at most `2 * (TMC_POLL_TRIES + 1) + 10`.
+pub fn panic_entry<A: CsAccess + ?Sized>(io: &mut A) -> PanicEntry {
+    unlock(io);
+    let locked = is_locked(io);
+    let ctl: CTL = io.read(CTL);
+    let mode: MODE = io.read(MODE);
+    let ffsr: FFSR = io.read(FFSR);
+    let mut e = PanicEntry {
+        ctl: ctl.into_raw(),
+        mode: mode.into_raw(),
+        ffcr: io.read(FFCR).into_raw(),
+        stopped: false,
+        failure: None,
+        flags: 0,
+        flush_delays: 0,
+        ready_delays: 0,
+    };
+    e.failure = if locked {
+        Some(TmcOutcome::Locked)
+    } else if !ctl.tracecapten() {
+        Some(TmcOutcome::NotEnabled)
+    } else if mode.mode() != Ok(TmcMode::CircularBuffer) {
+        Some(TmcOutcome::NotCircularBuffer)
+    } else {
+        let report = if ffsr.ftstopped() {
+            e.flags |= TMC_REC_FLUSH_SKIPPED;
+            StopReport {
+                flush_done: true,
+                ..StopReport::default()
+            }
+            .with_ready(poll_ready(io))
+        } else {
+            flush_and_stop(io)
+        };
+        e.stopped = true;
+        e.flush_delays = report.flush_delays;
+        e.ready_delays = report.ready_delays;
+        if !report.flush_done {
+            e.flags |= TMC_REC_FLUSH_TIMEOUT;
+        }
+        if !report.ready {
+            e.flags |= TMC_REC_READY_TIMEOUT;
+        }
+        match report.result() {
+            Err(TmcError::FlushTimeout) => Some(TmcOutcome::FlushTimeout),
+            Err(_) => Some(TmcOutcome::ReadyTimeout),
+            Ok(()) => None,
+        }
+    };
+    e
+}
+
 /// Unlocks the frame and waits for `TMCReady`; on a timeout locks it again.
 fn unlock_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
     unlock(io);
@@ -298,9 +379,9 @@ pub fn words_held(sts: STS, rrp: u32, rwp: u32, rsz: u32) -> usize {
 
 /// Stops the TMC and copies its trace RAM into `slot` as a TMC record; the panic path.
 ///
-/// The sequence: unlock; read `CTL`, `MODE`, `FFSR`, `FFCR`; when capturing in Circular Buffer
-/// mode, flush and stop ([`flush_and_stop`]) unless the formatter has already stopped, in which
-/// case only wait for `TMCReady`; read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`,
+/// The sequence: [`panic_entry`] (unlock; read `CTL`, `MODE`, `FFSR`, `FFCR`; when capturing in
+/// Circular Buffer mode, flush and stop unless the formatter has already stopped, in which case
+/// only wait for `TMCReady`); read `STS`, `RRP`, `RWP`, `RSZ`, `FFSR`, `DEVID`,
 /// `AUTHSTATUS`; read `RRD` until it returns the empty marker; clear `CTL`; lock.
 ///
 /// The drain reads the RAM through `RRD` until the empty marker, at most `RSZ` data words and
@@ -333,50 +414,16 @@ pub fn panic_drain<A: CsAccess + ?Sized>(
         version: TMC_RECORD_VERSION,
         ..TmcRecordHeader::default()
     };
-    let mut first_failure: Option<TmcOutcome> = None;
-
-    unlock(io);
-    let locked = is_locked(io);
-    let ctl: CTL = io.read(CTL);
-    let mode: MODE = io.read(MODE);
-    let ffsr_entry: FFSR = io.read(FFSR);
-    h.ctl = ctl.into_raw();
-    h.mode = mode.into_raw();
-    h.ffcr = io.read(FFCR).into_raw();
-
-    let drain = if locked {
-        first_failure = Some(TmcOutcome::Locked);
-        false
-    } else if !ctl.tracecapten() {
-        first_failure = Some(TmcOutcome::NotEnabled);
-        false
-    } else if mode.mode() != Ok(TmcMode::CircularBuffer) {
-        first_failure = Some(TmcOutcome::NotCircularBuffer);
-        false
-    } else {
-        let report = if ffsr_entry.ftstopped() {
-            h.flags |= TMC_REC_FLUSH_SKIPPED;
-            StopReport {
-                flush_done: true,
-                ..StopReport::default()
-            }
-            .with_ready(poll_ready(io))
-        } else {
-            flush_and_stop(io)
-        };
-        h.flush_delays = report.flush_delays;
-        h.ready_delays = report.ready_delays;
-        if !report.flush_done {
-            h.flags |= TMC_REC_FLUSH_TIMEOUT;
-            first_failure = first_failure.or(Some(TmcOutcome::FlushTimeout));
-        }
-        if !report.ready {
-            h.flags |= TMC_REC_READY_TIMEOUT;
-            first_failure = first_failure.or(Some(TmcOutcome::ReadyTimeout));
-        }
-        // Even when not ready, try: outside Stopped state `RRD` reads the empty marker at once.
-        true
-    };
+    let entry = panic_entry(io);
+    h.ctl = entry.ctl;
+    h.mode = entry.mode;
+    h.ffcr = entry.ffcr;
+    h.flags |= entry.flags;
+    h.flush_delays = entry.flush_delays;
+    h.ready_delays = entry.ready_delays;
+    let mut first_failure = entry.failure;
+    // Even when not ready, drain: outside Stopped state `RRD` reads the empty marker at once.
+    let drain = entry.stopped;
 
     let sts: STS = io.read(STS);
     h.sts = sts.into_raw();
