@@ -55,6 +55,7 @@ pub mod modules;
 pub mod panic_info;
 pub mod phases;
 pub mod reader;
+mod sink;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 mod tests;
 pub mod tmc;

@@ -32,12 +32,16 @@ use super::{
         get_u16,
         get_u32,
         get_u64,
-        LeReader,
         LeWriter, //
     },
     crc::{
         crc32,
         crc_with_zero_field, //
+    },
+    sink::{
+        trace_after,
+        HeaderError,
+        Leading, //
     },
 };
 
@@ -191,6 +195,24 @@ pub enum EtrRecordError {
     },
 }
 
+impl From<HeaderError> for EtrRecordError {
+    fn from(e: HeaderError) -> Self {
+        match e {
+            HeaderError::TooShort => Self::TooShort,
+            HeaderError::BadMagic => Self::BadMagic,
+            HeaderError::BadVersion(v) => Self::BadVersion(v),
+            HeaderError::BadHeaderLen(l) => Self::BadHeaderLen(l),
+            HeaderError::TraceLenOutOfBounds {
+                trace_len,
+                available,
+            } => Self::TraceLenOutOfBounds {
+                trace_len,
+                available,
+            },
+        }
+    }
+}
+
 impl core::fmt::Display for EtrRecordError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -310,23 +332,9 @@ impl EtrRecordHeader {
     pub fn encode(&self, out: &mut [u8]) -> Option<()> {
         let out = out.get_mut(..ETR_RECORD_HEADER_LEN)?;
         let mut w = LeWriter::new(out);
-        w.u32(ETR_RECORD_MAGIC);
-        w.u16(self.version);
-        // CAST: the header length is a small constant.
-        w.u16(ETR_RECORD_HEADER_LEN as u16);
-        w.u16(self.outcome_code);
-        w.u16(self.flags);
-        for v in [
-            self.rsz,
-            self.sts,
-            self.ctl,
-            self.mode,
-            self.ffcr,
-            self.ffsr,
-            self.devid,
-            self.authstatus,
-            self.axictl,
-        ] {
+        self.leading()
+            .encode(&mut w, ETR_RECORD_MAGIC, ETR_RECORD_HEADER_LEN);
+        for v in [self.devid, self.authstatus, self.axictl] {
             w.u32(v);
         }
         for v in [
@@ -348,31 +356,23 @@ impl EtrRecordHeader {
 
     /// Decodes a header from the start of `b`, checking magic, version and header length.
     pub fn decode(b: &[u8]) -> Result<Self, EtrRecordError> {
-        if b.len() < ETR_RECORD_HEADER_LEN {
-            return Err(EtrRecordError::TooShort);
-        }
-        if get_u32(b, 0) != ETR_RECORD_MAGIC {
-            return Err(EtrRecordError::BadMagic);
-        }
-        let version = get_u16(b, 4);
-        if version != ETR_RECORD_VERSION {
-            return Err(EtrRecordError::BadVersion(version));
-        }
-        let header_len = get_u16(b, 6);
-        if usize::from(header_len) < ETR_RECORD_HEADER_LEN {
-            return Err(EtrRecordError::BadHeaderLen(header_len));
-        }
-        let mut r = LeReader::new(b.get(8..).unwrap_or(&[]));
+        let (l, mut r) = Leading::decode(
+            b,
+            ETR_RECORD_MAGIC,
+            ETR_RECORD_VERSION..=ETR_RECORD_VERSION,
+            ETR_RECORD_HEADER_LEN,
+        )?;
+        let [rsz, sts, ctl, mode, ffcr, ffsr] = l.regs;
         Ok(Self {
-            version,
-            outcome_code: r.u16(),
-            flags: r.u16(),
-            rsz: r.u32(),
-            sts: r.u32(),
-            ctl: r.u32(),
-            mode: r.u32(),
-            ffcr: r.u32(),
-            ffsr: r.u32(),
+            version: l.version,
+            outcome_code: l.outcome_code,
+            flags: l.flags,
+            rsz,
+            sts,
+            ctl,
+            mode,
+            ffcr,
+            ffsr,
             devid: r.u32(),
             authstatus: r.u32(),
             axictl: r.u32(),
@@ -387,6 +387,18 @@ impl EtrRecordHeader {
             flush_delays: r.u32(),
             ready_delays: r.u32(),
         })
+    }
+
+    /// The fields an ETR record header shares with a TMC record header.
+    fn leading(&self) -> Leading {
+        Leading {
+            version: self.version,
+            outcome_code: self.outcome_code,
+            flags: self.flags,
+            regs: [
+                self.rsz, self.sts, self.ctl, self.mode, self.ffcr, self.ffsr,
+            ],
+        }
     }
 
     /// Returns where the trace is in the buffer, from the registers recorded.
@@ -406,13 +418,7 @@ impl EtrRecord {
     /// error. A header longer than this version's (a later minor extension) is skipped over.
     pub fn parse(b: &[u8]) -> Result<(EtrRecordHeader, &[u8]), EtrRecordError> {
         let h = EtrRecordHeader::decode(b)?;
-        let header_len = usize::from(get_u16(b, 6));
-        let rest = b.get(header_len..).ok_or(EtrRecordError::TooShort)?;
-        let len = usize::try_from(h.trace_len).unwrap_or(usize::MAX);
-        let trace = rest.get(..len).ok_or(EtrRecordError::TraceLenOutOfBounds {
-            trace_len: h.trace_len,
-            available: rest.len(),
-        })?;
+        let trace = trace_after(b, h.trace_len)?;
         Ok((h, trace))
     }
 

@@ -6,10 +6,13 @@
 //! Written by the TMC driver's panic drain, read by the host tool. Shared with the host
 //! (`crates/kernel-host`): uses only `core` and its siblings.
 
-use super::bytes::{
-    get_u16,
-    get_u32,
-    LeWriter, //
+use super::{
+    bytes::LeWriter,
+    sink::{
+        trace_after,
+        HeaderError,
+        Leading, //
+    },
 };
 
 /// One word of the barrier packet inserted where the trace stream restarts.
@@ -214,6 +217,24 @@ pub enum TmcRecordError {
     },
 }
 
+impl From<HeaderError> for TmcRecordError {
+    fn from(e: HeaderError) -> Self {
+        match e {
+            HeaderError::TooShort => Self::TooShort,
+            HeaderError::BadMagic => Self::BadMagic,
+            HeaderError::BadVersion(v) => Self::BadVersion(v),
+            HeaderError::BadHeaderLen(l) => Self::BadHeaderLen(l),
+            HeaderError::TraceLenOutOfBounds {
+                trace_len,
+                available,
+            } => Self::TraceLenOutOfBounds {
+                trace_len,
+                available,
+            },
+        }
+    }
+}
+
 impl core::fmt::Display for TmcRecordError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
@@ -249,19 +270,9 @@ impl TmcRecordHeader {
     pub fn encode(&self, out: &mut [u8]) -> Option<()> {
         let out = out.get_mut(..TMC_RECORD_HEADER_LEN)?;
         let mut w = LeWriter::new(out);
-        w.u32(TMC_RECORD_MAGIC);
-        w.u16(self.version);
-        // CAST: the header length is a small constant.
-        w.u16(TMC_RECORD_HEADER_LEN as u16);
-        w.u16(self.outcome_code);
-        w.u16(self.flags);
+        self.leading()
+            .encode(&mut w, TMC_RECORD_MAGIC, TMC_RECORD_HEADER_LEN);
         for v in [
-            self.rsz,
-            self.sts,
-            self.ctl,
-            self.mode,
-            self.ffcr,
-            self.ffsr,
             self.rrp,
             self.rwp,
             self.devid,
@@ -279,40 +290,45 @@ impl TmcRecordHeader {
 
     /// Decodes a header from the start of `b`, checking magic, version and header length.
     pub fn decode(b: &[u8]) -> Result<Self, TmcRecordError> {
-        if b.len() < TMC_RECORD_HEADER_LEN {
-            return Err(TmcRecordError::TooShort);
-        }
-        if get_u32(b, 0) != TMC_RECORD_MAGIC {
-            return Err(TmcRecordError::BadMagic);
-        }
-        let version = get_u16(b, 4);
-        if !(1..=TMC_RECORD_VERSION).contains(&version) {
-            return Err(TmcRecordError::BadVersion(version));
-        }
-        let header_len = get_u16(b, 6);
-        if usize::from(header_len) < TMC_RECORD_HEADER_LEN {
-            return Err(TmcRecordError::BadHeaderLen(header_len));
-        }
+        let (l, mut r) = Leading::decode(
+            b,
+            TMC_RECORD_MAGIC,
+            1..=TMC_RECORD_VERSION,
+            TMC_RECORD_HEADER_LEN,
+        )?;
+        let [rsz, sts, ctl, mode, ffcr, ffsr] = l.regs;
         Ok(Self {
-            version,
-            outcome_code: get_u16(b, 8),
-            flags: get_u16(b, 10),
-            rsz: get_u32(b, 12),
-            sts: get_u32(b, 16),
-            ctl: get_u32(b, 20),
-            mode: get_u32(b, 24),
-            ffcr: get_u32(b, 28),
-            ffsr: get_u32(b, 32),
-            rrp: get_u32(b, 36),
-            rwp: get_u32(b, 40),
-            devid: get_u32(b, 44),
-            authstatus: get_u32(b, 48),
-            trace_len: get_u32(b, 52),
-            words_read: get_u32(b, 56),
-            words_dropped: get_u32(b, 60),
-            flush_delays: get_u32(b, 64),
-            ready_delays: get_u32(b, 68),
+            version: l.version,
+            outcome_code: l.outcome_code,
+            flags: l.flags,
+            rsz,
+            sts,
+            ctl,
+            mode,
+            ffcr,
+            ffsr,
+            rrp: r.u32(),
+            rwp: r.u32(),
+            devid: r.u32(),
+            authstatus: r.u32(),
+            trace_len: r.u32(),
+            words_read: r.u32(),
+            words_dropped: r.u32(),
+            flush_delays: r.u32(),
+            ready_delays: r.u32(),
         })
+    }
+
+    /// The fields a TMC record header shares with an ETR record header.
+    fn leading(&self) -> Leading {
+        Leading {
+            version: self.version,
+            outcome_code: self.outcome_code,
+            flags: self.flags,
+            regs: [
+                self.rsz, self.sts, self.ctl, self.mode, self.ffcr, self.ffsr,
+            ],
+        }
     }
 }
 
@@ -326,13 +342,7 @@ impl TmcRecord {
     /// error. A header longer than this version's (a later minor extension) is skipped over.
     pub fn parse(b: &[u8]) -> Result<(TmcRecordHeader, &[u8]), TmcRecordError> {
         let h = TmcRecordHeader::decode(b)?;
-        let header_len = usize::from(get_u16(b, 6));
-        let rest = b.get(header_len..).ok_or(TmcRecordError::TooShort)?;
-        let len = usize::try_from(h.trace_len).unwrap_or(usize::MAX);
-        let trace = rest.get(..len).ok_or(TmcRecordError::TraceLenOutOfBounds {
-            trace_len: h.trace_len,
-            available: rest.len(),
-        })?;
+        let trace = trace_after(b, h.trace_len)?;
         Ok((h, trace))
     }
 
