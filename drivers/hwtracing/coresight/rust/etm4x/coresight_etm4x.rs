@@ -25,7 +25,13 @@
 //!
 //! Perf mode is not supported.
 
-use kernel::prelude::*;
+use kernel::{
+    amba,
+    c_str,
+    driver::Registration,
+    platform,
+    prelude::*, //
+};
 
 mod driver;
 pub mod hw;
@@ -40,7 +46,7 @@ mod sysreg;
 mod tests;
 
 module! {
-    type: driver::Etm4xModule,
+    type: Etm4xModule,
     name: "coresight_etm4x",
     authors: ["coresight-panic-dump developers"],
     description: "Arm CoreSight ETMv4 trace unit driver with panic dump",
@@ -51,4 +57,26 @@ module! {
             description: "Request global timestamps in the trace",
         },
     },
+}
+
+/// Name the C driver has.
+const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
+
+/// The module: the registrations of the memory-mapped units' AMBA driver and of the
+/// system-register units' platform driver.
+struct Etm4xModule {
+    _amba: Pin<KBox<Registration<amba::Adapter<driver::Etm4xAmba>>>>,
+    _sysreg: Pin<KBox<Registration<platform::Adapter<sysreg::Etm4xSysReg>>>>,
+}
+
+impl kernel::Module for Etm4xModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        Ok(Self {
+            _amba: KBox::pin_init(Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
+            _sysreg: KBox::pin_init(
+                Registration::new(c_str!("coresight-etm4x-sysreg"), module),
+                GFP_KERNEL,
+            )?,
+        })
+    }
 }

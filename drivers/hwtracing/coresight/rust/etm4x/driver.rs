@@ -5,7 +5,7 @@
 //! ([`Etm4x::panic_save`]).
 
 use kernel::{
-    amba, c_str,
+    amba,
     coresight::{
         self,
         access::{
@@ -44,7 +44,7 @@ use kernel::{
         Core,
         Device, //
     },
-    driver, fmt,
+    fmt,
     io::mem::IoMem,
     prelude::*,
     smp,
@@ -71,11 +71,7 @@ use crate::{
     },
     module_parameters,
     regs::MAX_ADDR_COMPARATORS,
-    sysreg,
 };
-
-/// Name the C driver has.
-const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
 
 /// One trace unit, shared by its CoreSight operations and its panic callback.
 #[pin_data]
@@ -365,7 +361,7 @@ pub(crate) fn probe_etm<'a, B: Backend + 'a>(
 /// A memory-mapped trace unit. Any CPU reaches its frame, but like the C driver this one
 /// operates it from its own CPU at run time, where its power domain is up; at panic the
 /// panicking CPU reaches it directly.
-struct EtmMmio<'a> {
+pub(crate) struct EtmMmio<'a> {
     io: IoMem<'a, FRAME>,
     cpu: u32,
 }
@@ -381,7 +377,7 @@ impl Backend for EtmMmio<'_> {
 }
 
 /// The AMBA driver for memory-mapped trace units.
-struct Etm4xAmba;
+pub(crate) struct Etm4xAmba;
 
 /// `DEVARCH`/`DEVTYPE` of an ETMv4 trace unit, for UCI matching.
 static UCI_ETM4: amba::CsUci = amba::CsUci::new(0x4770_4a13, 0xfff0_ffff, 0x0000_0013);
@@ -446,22 +442,5 @@ impl amba::Driver for Etm4xAmba {
             probe_etm(dev, EtmMmio { io, cpu }, Interface::Mmio)?,
             GFP_KERNEL,
         )
-    }
-}
-
-pub(crate) struct Etm4xModule {
-    _amba: Pin<KBox<driver::Registration<amba::Adapter<Etm4xAmba>>>>,
-    _sysreg: Pin<KBox<driver::Registration<kernel::platform::Adapter<sysreg::Etm4xSysReg>>>>,
-}
-
-impl kernel::Module for Etm4xModule {
-    fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self {
-            _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
-            _sysreg: KBox::pin_init(
-                driver::Registration::new(c_str!("coresight-etm4x-sysreg"), module),
-                GFP_KERNEL,
-            )?,
-        })
     }
 }

@@ -22,6 +22,7 @@ mod etr_driver;
 pub mod hw;
 #[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
 pub mod model;
+mod probe;
 // `register!` documents each register and field, not the mask, shift and range constants it
 // generates for them.
 #[expect(missing_docs)]
@@ -30,7 +31,7 @@ pub mod regs;
 mod tests;
 
 module! {
-    type: driver::TmcModule,
+    type: probe::TmcModule,
     name: "coresight_tmc",
     authors: ["coresight-panic-dump developers"],
     description: "Arm CoreSight TMC-ETB/ETF/ETR driver with panic dump",

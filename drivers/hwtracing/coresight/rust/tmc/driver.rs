@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The TMC driver: the AMBA driver, the CoreSight sink and link operations of an ETB or ETF, and
-//! the panic callback that drains the trace RAM into the dump ([`hw::panic_drain`]). An ETR is
-//! probed here and driven by [`crate::etr_driver`].
+//! An ETB or ETF: its CoreSight sink and link operations, and the panic callback that drains the
+//! trace RAM into the dump ([`hw::panic_drain`]). [`crate::probe`] binds it; an ETR is driven by
+//! [`crate::etr_driver`].
 
 use kernel::{
-    amba, c_str,
+    c_str,
     coresight::{
         self,
         access::{
             CsAccess,
-            TypedAccess,
-            FRAME, //
+            TypedAccess, //
         },
         component::{
             Backend,
@@ -40,8 +39,7 @@ use kernel::{
         Core,
         Device, //
     },
-    driver, fmt,
-    io::mem::IoMem,
+    fmt,
     prelude::*,
     str::CString,
     sync::{
@@ -54,10 +52,6 @@ use kernel::{
 };
 
 use crate::{
-    etr_driver::{
-        probe_etr,
-        EtrDevice, //
-    },
     hw::{
         self,
         TmcError, //
@@ -68,9 +62,6 @@ use crate::{
         RSZ, //
     },
 };
-
-/// Name the C driver has.
-const DRIVER_NAME: &CStr = c_str!("coresight-tmc");
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
 #[pin_data]
@@ -124,7 +115,7 @@ impl<B: Backend> Tmc<B> {
 }
 
 /// The TMC as a CoreSight sink (and, for an ETF, a link).
-struct SinkOps<B: Backend>(Arc<Tmc<B>>);
+pub(crate) struct SinkOps<B: Backend>(Arc<Tmc<B>>);
 
 #[vtable]
 impl<B: Backend> coresight::Operations for SinkOps<B> {
@@ -228,7 +219,7 @@ impl From<TmcError> for Error {
 }
 
 /// The TMC's panic callback.
-struct Drain<B: Backend>(Arc<Tmc<B>>);
+pub(crate) struct Drain<B: Backend>(Arc<Tmc<B>>);
 
 impl<B: Backend> DumpCallback for Drain<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
@@ -264,10 +255,10 @@ impl<B: Backend> DumpCallback for Drain<B> {
 }
 
 /// A bound TMC.
-type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
+pub(crate) type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 
 /// Probes a TMC in its ETB or ETF configuration whose registers `backend` reaches.
-fn probe_tmc<'a, B: Backend + 'a>(
+pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
     mut backend: B,
     devid: DEVID,
@@ -320,65 +311,4 @@ fn probe_tmc<'a, B: Backend + 'a>(
         SinkOps(tmc.clone()),
         Drain(for_dump),
     ))
-}
-
-/// The AMBA driver for real TMCs.
-struct TmcAmba;
-
-kernel::amba_device_table!(
-    AMBA_TABLE,
-    [
-        // CoreSight SoC-400 TMC (ETB, ETF or ETR, as DEVID says), SoC-600 TMC-ETR/ETS, TMC-ETB
-        // and TMC-ETF.
-        amba::DeviceId::new(0x000b_b961, 0x000f_ffff),
-        amba::DeviceId::new(0x000b_b9e8, 0x000f_ffff),
-        amba::DeviceId::new(0x000b_b9e9, 0x000f_ffff),
-        amba::DeviceId::new(0x000b_b9ea, 0x000f_ffff),
-    ]
-);
-
-/// A bound TMC: a buffer (ETB, ETF) or a router to memory (ETR), registered until unbound.
-pub(crate) struct TmcData<'bound> {
-    /// An ETB or ETF.
-    _buffer: Option<Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>>,
-    /// An ETR.
-    _router: Option<Pin<KBox<EtrDevice<'bound, IoMem<'bound, FRAME>>>>>,
-}
-
-impl amba::Driver for TmcAmba {
-    type Data<'bound> = TmcData<'bound>;
-    const ID_TABLE: amba::IdTable = &AMBA_TABLE;
-
-    fn probe<'bound>(
-        adev: &'bound amba::Device<Core<'_>>,
-        _id: &'bound amba::DeviceId,
-    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let dev: &Device<Core<'_>> = adev.as_ref();
-        let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
-        // Probe owns the registers until a registration puts them behind its lock.
-        let devid: DEVID = iomem.with_io(|io| io.read(DEVID));
-        Ok(if devid.configtype() == TmcConfigType::Etr {
-            TmcData {
-                _buffer: None,
-                _router: Some(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?),
-            }
-        } else {
-            TmcData {
-                _buffer: Some(KBox::pin_init(probe_tmc(dev, iomem, devid)?, GFP_KERNEL)?),
-                _router: None,
-            }
-        })
-    }
-}
-
-pub(crate) struct TmcModule {
-    _amba: Pin<KBox<driver::Registration<amba::Adapter<TmcAmba>>>>,
-}
-
-impl kernel::Module for TmcModule {
-    fn init(module: &'static ThisModule) -> Result<Self> {
-        Ok(Self {
-            _amba: KBox::pin_init(driver::Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
-        })
-    }
 }
