@@ -8,11 +8,6 @@
 
 pub use kernel::coresight::access;
 
-#[path = "../../../drivers/hwtracing/coresight/rust/tmc"]
-mod tmc_files {
-    pub mod model;
-}
-
 #[path = "../../../drivers/hwtracing/coresight/rust/etm4x"]
 mod etm4x_files {
     pub mod model;
@@ -25,6 +20,6 @@ mod cpu_debug_files {
 
 pub use cpu_debug_files::model as cpu_debug;
 pub use etm4x_files::model as etm4x;
-pub use tmc_files::model as tmc;
+pub mod tmc;
 
 pub mod etm4x_gen;

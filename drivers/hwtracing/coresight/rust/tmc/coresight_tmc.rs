@@ -20,8 +20,6 @@ mod driver;
 pub mod etr;
 mod etr_driver;
 pub mod hw;
-#[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
-pub mod model;
 mod probe;
 // `register!` documents each register and field, not the mask, shift and range constants it
 // generates for them.

@@ -39,9 +39,9 @@
 //! `tmc_etb_dump_hw()` never writes `RRP`: it reads `RRD` until `0xFFFFFFFF`. In Disabled state
 //! `RRD` returns the RAM word at `RRP` and advances `RRP`, wrapping, without an end marker.
 //!
-//! A test fixture: compiled into this driver's KUnit tests only
-//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
-//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
+//! Host-side only: the host tests run the drivers' hardware sequences (`crates/cspd-hw`) against
+//! it, and the QEMU plugin (`crates/cspd-emu`) puts it behind its register window. Uses only
+//! `core` and `kernel::coresight::access` (the host's `kernel` crate, `crates/kernel-host`).
 
 use kernel::coresight::access::CsAccess;
 
