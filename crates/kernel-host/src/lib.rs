@@ -10,8 +10,10 @@
 //!   `kernel::coresight::access` (`rust/kernel/coresight/access.rs`): files of the kernel crate,
 //!   included here at the same module paths;
 //! - each device's registers and hardware sequence (`drivers/hwtracing/coresight/rust/<device>/`
-//!   `regs.rs` and `hw.rs`, compiled by `cspd-hw`) and its register-level model (`model.rs`,
-//!   compiled by `cspd-model`).
+//!   `regs.rs` and `hw.rs`, compiled by `cspd-hw`).
+//!
+//! The register-level models (`crates/cspd-model`) are host code; they use the access trait from
+//! here.
 //!
 //! A shared file uses only `core`, the siblings of its own folder (through `super::`), and these
 //! items of `kernel`: [`register!`] (fixed registers and register arrays), [`num::Bounded`],

@@ -19,8 +19,6 @@ use kernel::prelude::*;
 
 mod driver;
 pub mod hw;
-#[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
-pub mod model;
 // `register!` documents each register and field, not the mask, shift and range constants it
 // generates for them.
 #[expect(missing_docs)]

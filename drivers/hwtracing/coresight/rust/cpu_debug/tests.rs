@@ -1,8 +1,158 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The CPU debug panic sampling (`cpu_debug/hw.rs`) against the register-level model.
+//! The CPU debug panic sampling (`cpu_debug/hw.rs`) in the kernel, against a scripted debug
+//! frame.
+//!
+//! The register-level model of the host crates (`crates/cspd-model`) runs the sequence in the
+//! host tests; here a [`ScriptedDebug`] answers with what the test sets, so that the sampling,
+//! its bounds and its report are checked as the kernel compiles them.
 
-use kernel::prelude::*;
+use kernel::{
+    coresight::access::{
+        CsAccess,
+        CS_UNLOCK_KEY,
+        LAR,
+        LSR, //
+    },
+    io::register::Register,
+    prelude::*,
+};
+
+use crate::regs::{
+    EDOSLAR,
+    EDPRSR, //
+};
+
+/// Returns the offset of register `R` in the frame.
+fn at<R: Register>() -> u32 {
+    // CAST: a register offset lies in the 4 KiB frame.
+    R::OFFSET as u32
+}
+
+/// A CPU's external debug frame whose registers read back what the test set or the driver
+/// wrote, except for `EDPRSR`, which returns the scripted values one by one (the last one
+/// again once the script ends), and `LSR`, which shows the software lock as the last `LAR`
+/// write left it. Counts reads and writes per register, and delays; keeps the OS lock as
+/// `EDOSLAR` writes leave it.
+struct ScriptedDebug {
+    /// The frame's registers, by offset / 4.
+    regs: KVec<u32>,
+    /// Reads per register, by offset / 4.
+    reads: KVec<u32>,
+    /// Writes per register, by offset / 4.
+    writes: KVec<u32>,
+    /// What `EDPRSR` returns, in order.
+    prsr: KVec<u32>,
+    /// The next value of `prsr`.
+    next: usize,
+    /// Delays so far.
+    delays: u32,
+    /// The software lock is set.
+    sw_locked: bool,
+    /// The OS lock is set.
+    os_locked: bool,
+}
+
+impl ScriptedDebug {
+    /// A locked frame of an Armv8 core that samples `EDPCSR`, `EDCIDSR` and `EDVIDSR` with no
+    /// offset, whose `EDPRSR` reads `prsr` in turn.
+    fn new(prsr: &[u32]) -> Result<Self> {
+        let mut d = Self {
+            regs: KVec::from_elem(0u32, 1024, GFP_KERNEL)?,
+            reads: KVec::from_elem(0u32, 1024, GFP_KERNEL)?,
+            writes: KVec::from_elem(0u32, 1024, GFP_KERNEL)?,
+            prsr: KVec::new(),
+            next: 0,
+            delays: 0,
+            sw_locked: true,
+            os_locked: false,
+        };
+        d.prsr.extend_from_slice(prsr, GFP_KERNEL)?;
+        d.set::<crate::regs::EDDEVID>(3);
+        d.set::<crate::regs::EDDEVID1>(2);
+        Ok(d)
+    }
+
+    /// Sets register `R` to `v`.
+    fn set<R: Register>(&mut self, v: u32) {
+        if let Some(r) = self.regs.get_mut(R::OFFSET / 4) {
+            *r = v;
+        }
+    }
+
+    /// Returns the value of register `R`.
+    fn get<R: Register>(&self) -> u32 {
+        self.regs.get(R::OFFSET / 4).copied().unwrap_or(0)
+    }
+
+    /// Returns how many times register `R` was read.
+    fn reads<R: Register>(&self) -> u32 {
+        self.reads.get(R::OFFSET / 4).copied().unwrap_or(0)
+    }
+
+    /// Returns how many times register `R` was written.
+    fn writes<R: Register>(&self) -> u32 {
+        self.writes.get(R::OFFSET / 4).copied().unwrap_or(0)
+    }
+
+    /// Returns the reads and writes of every register.
+    fn accesses(&self) -> u32 {
+        self.reads.iter().sum::<u32>() + self.writes.iter().sum::<u32>()
+    }
+
+    /// Forgets the counts.
+    fn reset_counts(&mut self) {
+        self.reads.iter_mut().for_each(|c| *c = 0);
+        self.writes.iter_mut().for_each(|c| *c = 0);
+        self.delays = 0;
+    }
+}
+
+impl CsAccess for ScriptedDebug {
+    fn read32(&mut self, offset: u32) -> u32 {
+        // CAST: an offset in the frame.
+        let i = offset as usize / 4;
+        if let Some(c) = self.reads.get_mut(i) {
+            *c += 1;
+        }
+        if offset == at::<LSR>() {
+            return LSR::from_raw(0)
+                .with_sli(true)
+                .with_slk(self.sw_locked)
+                .into_raw();
+        }
+        if offset == at::<EDPRSR>() {
+            let v = self
+                .prsr
+                .get(self.next)
+                .or(self.prsr.last())
+                .copied()
+                .unwrap_or(0);
+            self.next += 1;
+            return v;
+        }
+        self.regs.get(i).copied().unwrap_or(0)
+    }
+
+    fn write32(&mut self, offset: u32, value: u32) {
+        // CAST: an offset in the frame.
+        let i = offset as usize / 4;
+        if let Some(c) = self.writes.get_mut(i) {
+            *c += 1;
+        }
+        if offset == at::<LAR>() {
+            self.sw_locked = value != CS_UNLOCK_KEY;
+        } else if offset == at::<EDOSLAR>() {
+            self.os_locked = EDOSLAR::from_raw(value).oslk();
+        } else if let Some(r) = self.regs.get_mut(i) {
+            *r = value;
+        }
+    }
+
+    fn delay_us(&mut self, _us: u32) {
+        self.delays += 1;
+    }
+}
 
 /// A fixed buffer that collects formatted text, for checking what the driver prints.
 struct TextBuf {
@@ -39,7 +189,10 @@ impl core::fmt::Write for TextBuf {
 
 #[kunit_tests(coresight_cpu_debug_hw)]
 mod kunit {
-    use super::TextBuf;
+    use super::{
+        ScriptedDebug,
+        TextBuf, //
+    };
     use crate::hw::{
         read_arch,
         sample_cpu,
@@ -47,6 +200,16 @@ mod kunit {
         MAX_DELAYS_PER_SAMPLE,
         POWER_UP_POLLS, //
     };
+    use crate::regs::{
+        EDCIDSR,
+        EDOSLAR,
+        EDPCSR,
+        EDPCSR_HI,
+        EDPRCR,
+        EDPRSR,
+        EDVIDSR, //
+    };
+    use kernel::coresight::access::LAR;
     use kernel::coresight::panic_dump::format::cpu_debug::{
         CpuSample,
         Outcome,
@@ -56,47 +219,46 @@ mod kunit {
         RECORD_LEN, //
     };
 
-    use crate::model::{
-        CpuDebugConfig,
-        CpuDebugModel,
-        CpuState,
-        PowerMode, //
-        EDOSLAR,
-        EDPCSR,
-        EDPRCR,
-        EDPRSR,
-        LAR,
-    };
     use core::fmt::Write;
     use kernel::prelude::*;
 
     const KERNEL_PC: u64 = 0xFFFF_8000_0812_3454;
 
-    fn kernel_state() -> CpuState {
-        let mut s = CpuState::aarch64_el1(KERNEL_PC);
-        s.context_id = 0x42;
-        s
+    /// `EDPRSR` of a powered core, and of one powered down since it was last read.
+    const PU: u32 = 1;
+    const SPD: u32 = 1 << 1;
+    /// `EDPRSR.OSLK`.
+    const OSLK: u32 = 1 << 5;
+
+    /// A frame whose core ran `KERNEL_PC` at EL1 in context 0x42, with `EDPRCR` holding
+    /// `prcr` and `EDPRSR` reading `prsr` in turn.
+    fn kernel_core(prsr: &[u32], prcr: u32) -> Result<ScriptedDebug> {
+        let mut d = ScriptedDebug::new(prsr)?;
+        // CAST: the halves of the PC.
+        d.set::<EDPCSR>(KERNEL_PC as u32);
+        d.set::<EDPCSR_HI>((KERNEL_PC >> 32) as u32);
+        d.set::<EDCIDSR>(0x42);
+        d.set::<EDVIDSR>(0x9000_0000);
+        d.set::<EDPRCR>(prcr);
+        Ok(d)
     }
 
-    /// Samples `m` as the driver does at panic and checks what every sample must satisfy: no
-    /// access would have faulted, the bounds hold, `EDPRCR` and the locks are back as found,
-    /// and the record survives its encoding.
-    fn sample_checked(m: &mut CpuDebugModel, cpu: u32) -> Option<CpuSample> {
-        let arch = read_arch(m, true).ok()?;
-        let os_before = m.os_locked();
-        let prcr_before = m.edprcr();
-        let powered_before = m.powered();
-        m.reset_counts();
-        let s = sample_cpu(m, cpu, &arch, MAX_DELAYS_PER_SAMPLE);
+    /// Samples `d` as the driver does at panic and checks what every sample must satisfy: the
+    /// bounds hold, `EDPRCR` is back as found, the software lock is set, the OS lock is as
+    /// found, and the record survives its encoding.
+    fn sample_checked(d: &mut ScriptedDebug, cpu: u32) -> Option<CpuSample> {
+        let arch = read_arch(d, true).ok()?;
+        let os_before = d.os_locked;
+        let prcr_before = d.get::<EDPRCR>();
+        d.reset_counts();
+        let s = sample_cpu(d, cpu, &arch, MAX_DELAYS_PER_SAMPLE);
         let mut buf = [0u8; RECORD_LEN];
-        let ok = m.faults() == 0
-            && m.ignored_writes() == 0
-            && m.accesses() <= MAX_ACCESSES_PER_SAMPLE
-            && m.delays() <= MAX_DELAYS_PER_SAMPLE
-            && m.edprcr() == prcr_before
+        let ok = d.accesses() <= MAX_ACCESSES_PER_SAMPLE
+            && d.delays <= MAX_DELAYS_PER_SAMPLE
+            && d.get::<EDPRCR>() == prcr_before
             && s.edprcr_saved == prcr_before
-            && m.sw_locked()
-            && (!powered_before || m.os_locked() == os_before)
+            && d.sw_locked
+            && d.os_locked == os_before
             && s.encode(&mut buf) == Ok(RECORD_LEN)
             && CpuSample::decode(&buf) == Ok(s);
         ok.then_some(s)
@@ -104,9 +266,8 @@ mod kunit {
 
     #[test]
     fn powered_core_is_sampled_and_reported_like_the_c_driver() -> Result {
-        let mut m = CpuDebugModel::new(CpuDebugConfig::v8());
-        m.set_cpu_state(kernel_state());
-        let s = sample_checked(&mut m, 0);
+        let mut d = kernel_core(&[PU], 0)?;
+        let s = sample_checked(&mut d, 0);
         assert!(s.is_some());
         let s = s.ok_or(EINVAL)?;
         assert!(s.outcome == Outcome::Sampled);
@@ -115,12 +276,12 @@ mod kunit {
         assert_eq!(s.edcidsr, 0x42);
         assert_eq!(s.edvidsr, 0x9000_0000);
         // Unlock and lock; save, request, no-powerdown request, restore; one sample read.
-        assert_eq!(m.writes(LAR), 2);
-        assert_eq!(m.reads(EDPRCR), 1);
-        assert_eq!(m.writes(EDPRCR), 3);
-        assert_eq!(m.reads(EDPRSR), 2);
-        assert_eq!(m.reads(EDPCSR), 1);
-        assert_eq!(m.accesses(), 12);
+        assert_eq!(d.writes::<LAR>(), 2);
+        assert_eq!(d.reads::<EDPRCR>(), 1);
+        assert_eq!(d.writes::<EDPRCR>(), 3);
+        assert_eq!(d.reads::<EDPRSR>(), 2);
+        assert_eq!(d.reads::<EDPCSR>(), 1);
+        assert_eq!(d.accesses(), 12);
         let mut text = TextBuf::new();
         assert!(write!(text, "{}", s.report()).is_ok());
         assert!(
@@ -134,50 +295,46 @@ mod kunit {
 
     #[test]
     fn os_locked_core_is_sampled_and_locked_again() -> Result {
-        let mut cfg = CpuDebugConfig::v8();
-        cfg.os_locked = true;
-        let mut m = CpuDebugModel::new(cfg);
-        m.set_cpu_state(kernel_state());
-        let s = sample_checked(&mut m, 3).ok_or(EINVAL)?;
+        let mut d = kernel_core(&[PU | OSLK], 0)?;
+        d.os_locked = true;
+        let s = sample_checked(&mut d, 3).ok_or(EINVAL)?;
         assert!(s.outcome == Outcome::Sampled);
         assert_eq!(s.pc.pc, KERNEL_PC);
         assert!(s.os_lock_was_locked());
-        assert_eq!(m.writes(EDOSLAR), 2);
-        assert!(m.os_locked());
+        // Unlocked for the sample, locked again after it.
+        assert_eq!(d.writes::<EDOSLAR>(), 2);
+        assert!(d.os_locked);
         Ok(())
     }
 
     #[test]
     fn powered_down_core_is_powered_sampled_and_let_down_again() -> Result {
-        let mut cfg = CpuDebugConfig::v8();
-        cfg.core_on = false;
-        cfg.power = PowerMode::OnRequest { delay: 5 };
-        let mut m = CpuDebugModel::new(cfg);
-        m.set_cpu_state(kernel_state());
-        let s = sample_checked(&mut m, 4).ok_or(EINVAL)?;
+        // Off; the power-up request takes four more polls; the core comes out of reset with its
+        // OS lock set.
+        let mut d = kernel_core(&[SPD, SPD, SPD, SPD, SPD, PU | OSLK], 0)?;
+        d.os_locked = true;
+        let s = sample_checked(&mut d, 4).ok_or(EINVAL)?;
         assert!(s.outcome == Outcome::Sampled);
         assert_eq!(s.pc.pc, KERNEL_PC);
         assert!(s.flags & FLAG_WAS_POWERED_DOWN != 0);
-        assert_eq!(s.edprsr_first, 0x2);
-        assert!(m.os_locked());
-        assert!(!m.powered());
-        assert!(s.power_polls > 1 && s.power_polls <= POWER_UP_POLLS + 1);
+        assert_eq!(s.edprsr_first, SPD);
+        assert_eq!(s.power_polls, 6);
+        assert_eq!(d.delays, 5);
+        // The requests are withdrawn: EDPRCR is written back as it was.
+        assert_eq!(d.get::<EDPRCR>(), 0);
+        assert!(d.os_locked);
         Ok(())
     }
 
     #[test]
     fn core_that_never_powers_up_is_given_up_within_the_bound() -> Result {
-        let mut cfg = CpuDebugConfig::v8();
-        cfg.core_on = false;
-        cfg.power = PowerMode::Ignores;
-        let mut m = CpuDebugModel::new(cfg);
-        let s = sample_checked(&mut m, 5).ok_or(EINVAL)?;
+        let mut d = kernel_core(&[SPD], 0)?;
+        let s = sample_checked(&mut d, 5).ok_or(EINVAL)?;
         assert!(s.outcome == Outcome::PoweredDown);
         assert!(s.pc.kind == PcKind::None);
         assert_eq!(s.power_polls, POWER_UP_POLLS + 1);
-        assert_eq!(m.delays(), POWER_UP_POLLS);
-        assert_eq!(m.reads(EDPCSR), 0);
-        assert!(!m.powered());
+        assert_eq!(d.delays, POWER_UP_POLLS);
+        assert_eq!(d.reads::<EDPCSR>(), 0);
         let mut text = TextBuf::new();
         assert!(write!(text, "{}", s.report()).is_ok());
         assert!(text
@@ -188,26 +345,23 @@ mod kunit {
 
     #[test]
     fn the_phase_budget_cuts_the_wait_and_a_cpu_it_misses_is_named() -> Result {
-        let mut cfg = CpuDebugConfig::v8();
-        cfg.core_on = false;
-        cfg.power = PowerMode::Ignores;
-        let mut m = CpuDebugModel::new(cfg);
-        let arch = read_arch(&mut m, true).map_err(|_| EINVAL)?;
-        m.reset_counts();
+        let mut d = kernel_core(&[SPD], 0)?;
+        let arch = read_arch(&mut d, true).map_err(|_| EINVAL)?;
+        d.reset_counts();
         // A share of 4 delays of the phase's budget: the wait ends there, and says why.
-        let s = sample_cpu(&mut m, 3, &arch, 4);
+        let s = sample_cpu(&mut d, 3, &arch, 4);
         assert!(s.outcome == Outcome::PoweredDown);
         assert_eq!(s.flags & FLAG_BUDGET_CUT, FLAG_BUDGET_CUT);
-        assert_eq!(m.delays(), 4);
+        assert_eq!(d.delays, 4);
         let mut text = TextBuf::new();
         assert!(write!(text, "{}", s.report()).is_ok());
         assert!(text
             .bytes()
             .ends_with(b"; the wait was cut short by the CPU debug time budget"));
         // A CPU the budget does not reach: a record that says so, no register touched.
-        m.reset_counts();
+        d.reset_counts();
         let s = CpuSample::not_reached(4, &arch);
-        assert_eq!(m.accesses(), 0);
+        assert_eq!(d.accesses(), 0);
         assert!(s.outcome == Outcome::NotReached);
         let mut buf = [0u8; RECORD_LEN];
         assert!(s.encode(&mut buf) == Ok(RECORD_LEN));

@@ -35,8 +35,6 @@ use kernel::{
 
 mod driver;
 pub mod hw;
-#[cfg(CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST)]
-pub mod model;
 // `register!` documents each register and field, not the mask, shift and range constants it
 // generates for them.
 #[expect(missing_docs)]

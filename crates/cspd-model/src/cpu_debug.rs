@@ -28,11 +28,11 @@
 //!
 //! The offsets and bits here are written from the Arm documents independently of the driver
 //! code, so that a wrong constant there shows up as a failing test. Plain `core`, no
-//! allocation: usable in the QEMU plugin and the KUnit test module too.
+//! allocation.
 //!
-//! A test fixture: compiled into this driver's KUnit tests only
-//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
-//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
+//! Host-side only: the host tests run the driver's sequence (`crates/cspd-hw`) against it, and
+//! the QEMU plugin (`crates/cspd-emu`) puts it behind its register window. Uses only `core` and
+//! `kernel::coresight::access` (the host's `kernel` crate, `crates/kernel-host`).
 
 use kernel::coresight::access::CsAccess;
 

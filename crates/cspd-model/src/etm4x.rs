@@ -19,9 +19,9 @@
 //!
 //! It is plain `core` Rust with no allocation.
 //!
-//! A test fixture: compiled into this driver's KUnit tests only
-//! (`CONFIG_CORESIGHT_PANIC_DUMP_KUNIT_TEST`), and shared with the host (`crates/cspd-model`, and
-//! through it the QEMU plugin): uses only `core` and `kernel::coresight::access`.
+//! Host-side only: the host tests run the driver's sequences (`crates/cspd-hw`) against it, and
+//! the QEMU plugin (`crates/cspd-emu`) puts it behind its register window. Uses only `core` and
+//! `kernel::coresight::access` (the host's `kernel` crate, `crates/kernel-host`).
 
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
