@@ -161,8 +161,15 @@ pub fn crash_kexec_post_notifiers() -> bool {
 
 /// Whether a kdump capture kernel is loaded (`kexec -p`): `panic()` starts it.
 pub fn crash_kernel_loaded() -> bool {
-    // SAFETY: Reads whether the crash image is set; no requirement.
-    unsafe { bindings::cspd_crash_kernel_loaded() }
+    #[cfg(CONFIG_CRASH_DUMP)]
+    {
+        // SAFETY: Reads whether the crash image is set; no requirement.
+        unsafe { bindings::kexec_crash_loaded() != 0 }
+    }
+    #[cfg(not(CONFIG_CRASH_DUMP))]
+    {
+        false
+    }
 }
 
 /// Whether a panic now would start a kdump capture kernel before running any panic notifier

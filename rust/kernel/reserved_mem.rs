@@ -143,8 +143,21 @@ impl ReservedRegion {
         if ret != 0 {
             return Err(Error::from_errno(ret));
         }
-        // SAFETY: `np` is valid; `name` is NUL-terminated.
-        let target = unsafe { bindings::cspd_of_memory_region_byname(np, name.as_char_ptr()) };
+        // SAFETY: `np` is valid; both strings are NUL-terminated.
+        let index = unsafe {
+            bindings::of_property_match_string(
+                np,
+                c"memory-region-names".as_char_ptr(),
+                name.as_char_ptr(),
+            )
+        };
+        let target = if index < 0 {
+            core::ptr::null_mut()
+        } else {
+            // SAFETY: `np` is valid and the string is NUL-terminated; returns a reference or
+            // null.
+            unsafe { bindings::of_parse_phandle(np, c"memory-region".as_char_ptr(), index) }
+        };
         let no_map = !target.is_null()
             // SAFETY: `target` is a valid node reference.
             && unsafe { bindings::of_property_read_bool(target, c"no-map".as_char_ptr()) };
@@ -202,7 +215,7 @@ impl ReservedRegion {
             )
         };
         // SAFETY: `dev` is valid and `addr` came from `dma_map_resource` for it.
-        if unsafe { bindings::cspd_dma_mapping_error(dev.as_raw(), addr) } != 0 {
+        if unsafe { bindings::dma_mapping_error(dev.as_raw(), addr) } != 0 {
             return Err(ENOMEM);
         }
         // INVARIANT: `addr` maps `size` bytes for `dev`.
@@ -382,15 +395,18 @@ impl Mapping {
     pub fn clean_to_poc(&self, offset: usize, len: usize) -> Result<bool> {
         self.check(offset, len)?;
         match self.cache {
+            #[cfg(CONFIG_ARM64)]
             Cache::WriteBack => {
                 // SAFETY: `offset..offset + len` is inside the live mapping (checked above,
-                // invariant); cleaning cache lines does not change their content.
-                let ret = unsafe {
-                    bindings::cspd_dcache_clean_poc(self.ptr.as_ptr().add(offset).cast(), len)
-                };
-                crate::error::to_result(ret)?;
+                // invariant).
+                let start = unsafe { self.ptr.as_ptr().add(offset) } as usize;
+                // SAFETY: The range is mapped (as above); cleaning cache lines does not change
+                // their content.
+                unsafe { bindings::dcache_clean_poc(start, start.wrapping_add(len)) };
                 Ok(true)
             }
+            #[cfg(not(CONFIG_ARM64))]
+            Cache::WriteBack => Err(EOPNOTSUPP),
             Cache::WriteCombine => {
                 crate::sync::barrier::mb(crate::sync::barrier::Write);
                 Ok(false)

@@ -9,7 +9,6 @@
 //! [`include/linux/crash_dump.h`](srctree/include/linux/crash_dump.h)
 
 use crate::{
-    error::to_result,
     prelude::*,
     str::CStrExt, //
 };
@@ -21,8 +20,22 @@ use crate::{
 /// Returns [`EOPNOTSUPP`] when the kernel has no vmcoreinfo (`CONFIG_VMCORE_INFO`), [`ENODEV`]
 /// before it is set up.
 pub fn append(line: &CStr) -> Result {
-    // SAFETY: `line` is a valid NUL-terminated string, formatted with "%s" by the helper.
-    to_result(unsafe { bindings::cspd_vmcoreinfo_append(line.as_char_ptr()) })
+    #[cfg(CONFIG_VMCORE_INFO)]
+    {
+        // SAFETY: `vmcoreinfo_data` is set once at boot and never freed; reading it races with
+        // nothing after that.
+        if unsafe { bindings::vmcoreinfo_data }.is_null() {
+            return Err(ENODEV);
+        }
+        // SAFETY: The format takes one NUL-terminated string, `line`.
+        unsafe { bindings::vmcoreinfo_append_str(c"%s".as_char_ptr(), line.as_char_ptr()) };
+        Ok(())
+    }
+    #[cfg(not(CONFIG_VMCORE_INFO))]
+    {
+        let _ = line;
+        Err(EOPNOTSUPP)
+    }
 }
 
 /// Rebuilds the vmcoreinfo ELF note from the data, so that what [`append`] added is in the note
@@ -33,11 +46,28 @@ pub fn append(line: &CStr) -> Result {
 /// is in memory when the guest is dumped. The kernel builds the note at boot and again only in
 /// `crash_save_vmcoreinfo()` on the way into a capture kernel, so a line appended after boot is
 /// missing from such a dump unless the note is rebuilt; `kernel/vmcore_info.c` has the function
-/// that does it (`update_vmcoreinfo_note()`) but keeps it static. Call it once after the lines
-/// are appended, before user space can load a capture kernel.
+/// that does it (`update_vmcoreinfo_note()`) but keeps it static. `vmcoreinfo_update_note()`
+/// calls it: a kernel change this project proposes (two lines, `scripts/kernel-hooks.txt`).
+/// Call it once after the lines are appended, before user space can load a capture kernel.
 pub fn refresh_note() -> Result {
-    // SAFETY: The helper rebuilds the note from the data with the kernel's own functions.
-    to_result(unsafe { bindings::cspd_vmcoreinfo_refresh_note() })
+    #[cfg(CONFIG_VMCORE_INFO)]
+    {
+        // SAFETY: Both pointers are set once at boot and never freed.
+        if unsafe { bindings::vmcoreinfo_data }.is_null()
+            // SAFETY: As above.
+            || unsafe { bindings::vmcoreinfo_note }.is_null()
+        {
+            return Err(ENODEV);
+        }
+        // SAFETY: The note and its data exist (checked above); the kernel rebuilds the note
+        // from the data.
+        unsafe { bindings::vmcoreinfo_update_note() };
+        Ok(())
+    }
+    #[cfg(not(CONFIG_VMCORE_INFO))]
+    {
+        Err(EOPNOTSUPP)
+    }
 }
 
 /// Where the running kernel is and which one it is: what a tool needs to symbolise its addresses.
@@ -62,15 +92,20 @@ pub struct KernelIdentity {
 impl KernelIdentity {
     /// Collects the identity of the running kernel.
     pub fn current() -> Self {
-        let mut len: usize = 0;
-        // SAFETY: `len` is valid for writes; the returned array is static.
-        let id = unsafe { bindings::cspd_build_id(&mut len) };
-        let build_id = if id.is_null() {
-            &[][..]
-        } else {
-            // SAFETY: The helper returned a static array of `len` bytes.
-            unsafe { core::slice::from_raw_parts(id, len) }
+        #[cfg(any(CONFIG_VMCORE_INFO, CONFIG_STACKTRACE_BUILD_ID))]
+        // SAFETY: `vmlinux_build_id` is written once at boot, before any module or initcall runs,
+        // and never again.
+        let build_id: &'static [u8] = unsafe { &*core::ptr::addr_of!(bindings::vmlinux_build_id) };
+        #[cfg(not(any(CONFIG_VMCORE_INFO, CONFIG_STACKTRACE_BUILD_ID)))]
+        let build_id: &'static [u8] = &[];
+        #[cfg(CONFIG_ARM64)]
+        // SAFETY: `memstart_addr` and `kimage_voffset` are set at boot and read-only after init.
+        let (memstart, kimage_voffset) = unsafe {
+            // CAST: `memstart_addr` is a physical address, kept signed by arm64.
+            (bindings::memstart_addr as u64, bindings::kimage_voffset)
         };
+        #[cfg(not(CONFIG_ARM64))]
+        let (memstart, kimage_voffset) = (0, 0);
         Self {
             // SAFETY: The release string of the initial UTS namespace is static and
             // NUL-terminated.
@@ -82,10 +117,8 @@ impl KernelIdentity {
             text_start: unsafe { bindings::cspd_text_start() } as u64,
             // SAFETY: As above.
             page_offset: unsafe { bindings::cspd_page_offset() } as u64,
-            // SAFETY: As above.
-            memstart: unsafe { bindings::cspd_memstart() },
-            // SAFETY: As above.
-            kimage_voffset: unsafe { bindings::cspd_kimage_voffset() },
+            memstart,
+            kimage_voffset,
         }
     }
 }

@@ -262,10 +262,10 @@ const _: () = {
 /// [`panic_record`] the second.
 ///
 /// The sequence: the entry every TMC configuration shares ([`panic_entry`]: unlock, read `CTL`,
-/// `MODE`, `FFSR`, `FFCR`, flush and stop when capturing in Circular Buffer mode); read `STS`, `RRP`, `RWP`, `DBA`, `RSZ`, `FFSR`, `DEVID`,
-/// `AUTHSTATUS`, `AXICTL`; clear `CTL` (the C driver's `tmc_disable_hw()`), so that the ETR
-/// writes nothing more into its buffer; lock. A flush or ready timeout is recorded, and the
-/// registers are read anyway.
+/// `MODE`, `FFSR`, `FFCR`, flush and stop when capturing in Circular Buffer mode); read `STS`,
+/// `RRP`, `RWP`, `DBA`, `RSZ`, `FFSR`, `DEVID`, `AUTHSTATUS`, `AXICTL`; clear `CTL` (the C
+/// driver's `tmc_disable_hw()`), so that the ETR writes nothing more into its buffer; lock. A
+/// flush or ready timeout is recorded, and the registers are read anyway.
 ///
 /// The register accesses are bounded: at most `2 * (TMC_POLL_TRIES + 1) + 26`, whatever the
 /// buffer's size.
