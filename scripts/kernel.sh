@@ -282,7 +282,9 @@ cmd_rustdoc() {
 		return 0
 	fi
 	rm -f "$stamp"
-	if ! KOUT=$out kmake -j"$(nproc)" rustdoc >"$log" 2>&1; then
+	# With the variant's flags (CLIPPY=1): other flags change the commands of the rust/ objects,
+	# and the next build of the variant would rebuild them all.
+	if ! KOUT=$out kmake -j"$(nproc)" $(variant_make_flags "$variant") rustdoc >"$log" 2>&1; then
 		tail -n 40 "$log" >&2
 		die "rustdoc failed (full log: $log)"
 	fi
