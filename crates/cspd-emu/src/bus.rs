@@ -122,6 +122,30 @@ impl PrimeCellId {
     ];
 }
 
+/// The identification registers every CoreSight component has: `PIDR4`..`PIDR7`,
+/// `PIDR0`..`PIDR3`, `CIDR0`..`CIDR3`.
+const ID_REGS: [u32; 12] = [
+    0xFD0, 0xFD4, 0xFD8, 0xFDC, 0xFE0, 0xFE4, 0xFE8, 0xFEC, 0xFF0, 0xFF4, 0xFF8, 0xFFC,
+];
+
+/// A component's staged registers: `own`, then the identification registers. `N` must be
+/// `own.len() + 12` (checked when the constant is evaluated).
+pub(crate) const fn with_id_regs<const N: usize>(own: &[u32]) -> [u32; N] {
+    assert!(N == own.len() + ID_REGS.len());
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < own.len() {
+        out[i] = own[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < ID_REGS.len() {
+        out[i + j] = ID_REGS[j];
+        j += 1;
+    }
+    out
+}
+
 /// Guest physical memory as the plugin reaches it (the shared RAM file).
 pub trait GuestMem: Send + Sync {
     /// Reads the 32-bit little-endian word at `paddr`.

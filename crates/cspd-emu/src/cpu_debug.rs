@@ -36,7 +36,7 @@
 //! sets `COREPURQ | CORENPDRQ`, checks `EDPRSR.PU` and `DLK`, reads `EDPCSR`, `EDPCSR_HI`,
 //! `EDCIDSR`, `EDVIDSR`, and restores `EDPRCR`. All of it is served here.
 
-use crate::bus::{Component, PrimeCellId};
+use crate::bus::{with_id_regs, Component, PrimeCellId};
 use cspd_model::access::CsAccess;
 use cspd_model::cpu_debug::{CpuDebugConfig, CpuDebugModel, CpuState, PowerMode};
 
@@ -103,8 +103,8 @@ const FORWARDED: &[u32] = &[
     EDPCSR, EDCIDSR, EDVIDSR, EDPCSR_HI, EDOSLAR, EDPRCR, EDPRSR, EDLAR, EDLSR, EDDEVID1, EDDEVID,
 ];
 
-/// Every register of the frame, identification included.
-const STAGED: &[u32] = &[
+/// The frame's registers other than the identification registers.
+const OWN: &[u32] = &[
     EDPCSR,
     EDCIDSR,
     EDVIDSR,
@@ -122,19 +122,10 @@ const STAGED: &[u32] = &[
     EDDEVID1,
     EDDEVID,
     EDDEVTYPE,
-    0xFD0,
-    0xFD4,
-    0xFD8,
-    0xFDC,
-    0xFE0,
-    0xFE4,
-    0xFE8,
-    0xFEC,
-    0xFF0,
-    0xFF4,
-    0xFF8,
-    0xFFC,
 ];
+
+/// Every register of the frame, identification included.
+const STAGED: &[u32] = &with_id_regs::<{ OWN.len() + 12 }>(OWN);
 
 /// Faults the debug interface can be told to show.
 #[derive(Clone, Copy, Debug, Default)]

@@ -89,7 +89,7 @@
 //! trace registers, sets `TRCPDCR.PU`, writes `TRCPRGCTLR` = 1 and polls for `IDLE` clear; on
 //! disable it writes `TRCPRGCTLR` = 0 and polls `PMSTABLE` and `IDLE`. All of it is served here.
 
-use crate::bus::{Component, PrimeCellId};
+use crate::bus::{with_id_regs, Component, PrimeCellId};
 use cspd_model::access::CsAccess;
 use cspd_model::etm4x::{
     Etm4xFaults, Etm4xModel, ModelIds, ModelInterface, MODEL_DEVARCH_ETMV4, MODEL_DEVTYPE_ETM,
@@ -274,8 +274,8 @@ fn is_raz_wi(offset: u32) -> bool {
     RAZ_WI.contains(&offset) || (0x440..0x480).contains(&offset) || (0x4C0..0x500).contains(&offset)
 }
 
-/// Every register of the frame, identification included.
-const STAGED: &[u32] = &[
+/// The frame's registers other than the identification registers.
+const OWN: &[u32] = &[
     TRCPRGCTLR,
     TRCSTATR,
     TRCCONFIGR,
@@ -423,19 +423,10 @@ const STAGED: &[u32] = &[
     TRCDEVARCH,
     TRCDEVID,
     TRCDEVTYPE,
-    0xFD0,
-    0xFD4,
-    0xFD8,
-    0xFDC,
-    0xFE0,
-    0xFE4,
-    0xFE8,
-    0xFEC,
-    0xFF0,
-    0xFF4,
-    0xFF8,
-    0xFFC,
 ];
+
+/// Every register of the frame, identification included.
+const STAGED: &[u32] = &with_id_regs::<{ OWN.len() + 12 }>(OWN);
 
 /// Faults the trace unit can be told to show.
 #[derive(Clone, Copy, Debug, Default)]

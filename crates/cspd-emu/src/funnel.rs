@@ -23,7 +23,7 @@
 //! The `linux` C driver `coresight-funnel` reads `FUNCTL`, claims the device when no port is
 //! enabled yet, and writes `FUNCTL` (port enable, hold time 7) and `PRICTL`.
 
-use crate::bus::{Component, PrimeCellId};
+use crate::bus::{with_id_regs, Component, PrimeCellId};
 
 /// Offset of `FUNCTL`.
 pub const FUNCTL: u32 = 0x000;
@@ -73,10 +73,9 @@ const LSR_SLI: u32 = 1 << 0;
 const LSR_SLK: u32 = 1 << 1;
 
 /// Every register of the frame, identification included.
-const STAGED: &[u32] = &[
-    FUNCTL, PRICTL, CLAIMSET, CLAIMCLR, LAR, LSR, AUTHSTATUS, DEVID, DEVTYPE, 0xFD0, 0xFD4, 0xFD8,
-    0xFDC, 0xFE0, 0xFE4, 0xFE8, 0xFEC, 0xFF0, 0xFF4, 0xFF8, 0xFFC,
-];
+const STAGED: &[u32] = &with_id_regs::<21>(&[
+    FUNCTL, PRICTL, CLAIMSET, CLAIMCLR, LAR, LSR, AUTHSTATUS, DEVID, DEVTYPE,
+]);
 
 /// An emulated dynamic funnel behind the register window.
 #[derive(Clone, Debug)]

@@ -26,7 +26,7 @@
 //! memory width), `RSZ`, `STS`, `FFCR` and `AUTHSTATUS`, claims the device, and drains the RAM by
 //! reading `RRD` until `0xFFFFFFFF`.
 
-use crate::bus::{Component, PrimeCellId};
+use crate::bus::{with_id_regs, Component, PrimeCellId};
 use cspd_model::access::CsAccess;
 use cspd_model::tmc::{self as regs, RamStuck, TmcModel, TmcModelConfig};
 
@@ -60,8 +60,8 @@ pub(crate) const CBUFLEVEL: u32 = 0x030;
 /// Offset of `PSCR`, the periodic synchronization counter (not modelled: reads zero).
 pub(crate) const PSCR: u32 = 0x308;
 
-/// The registers of every TMC configuration, identification included.
-const COMMON: [u32; 34] = [
+/// The registers of every TMC configuration, but the identification registers.
+const COMMON_OWN: &[u32] = &[
     regs::RSZ,
     regs::STS,
     regs::RRD,
@@ -84,19 +84,10 @@ const COMMON: [u32; 34] = [
     regs::AUTHSTATUS,
     regs::DEVID,
     regs::DEVTYPE,
-    0xFD0,
-    0xFD4,
-    0xFD8,
-    0xFDC,
-    0xFE0,
-    0xFE4,
-    0xFE8,
-    0xFEC,
-    0xFF0,
-    0xFF4,
-    0xFF8,
-    0xFFC,
 ];
+
+/// The registers of every TMC configuration, identification included.
+const COMMON: [u32; 34] = with_id_regs(COMMON_OWN);
 
 /// The registers of a TMC configuration with `own` registers beside the common ones: `N` must be
 /// their sum (checked when the constant is evaluated).
