@@ -99,6 +99,7 @@ impl CsAccess for ScriptedTmc {
                 .with_slk(self.locked)
                 .into_raw();
         }
+        // CAST: an offset in the frame.
         self.regs.get(offset as usize / 4).copied().unwrap_or(0)
     }
 
@@ -112,6 +113,7 @@ impl CsAccess for ScriptedTmc {
         } else {
             value
         };
+        // CAST: an offset in the frame.
         if let Some(r) = self.regs.get_mut(offset as usize / 4) {
             *r = value;
         }
