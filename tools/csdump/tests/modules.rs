@@ -14,13 +14,13 @@ use std::fs;
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::Command;
-use std::process::Output;
 
 use cspd_format::*;
 use serde_json::Value;
 
 mod common;
 use common::ko::*;
+use common::run;
 use common::snapshots::*;
 use common::DumpWriter;
 
@@ -36,21 +36,6 @@ const TMC_ID: [u8; 20] = [0xC0; 20];
 
 fn csdump() -> &'static str {
     env!("CARGO_BIN_EXE_csdump")
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut c = Command::new(csdump());
-    for a in args {
-        c.arg(a);
-    }
-    let out = c.output().unwrap();
-    assert_ne!(
-        out.status.code(),
-        Some(101),
-        "csdump panicked: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn text(b: &[u8]) -> String {
@@ -107,28 +92,9 @@ fn vmcore(region: &[u8], image: &[u8]) -> Vec<u8> {
     const TABLES: u64 = 0x5000_0000;
     const MODULE_PA: u64 = 0x6000_0000;
     let voff = voffset();
-    let mut tables = vec![0u8; 4096];
-    let mut map = |va: u64, pa: u64| {
-        let mut table = 0usize;
-        for level in 0..4 {
-            let entry = ((va >> (39 - 9 * level)) & 0x1FF) as usize;
-            let at = table * 4096 + entry * 8;
-            let desc = u64::from_le_bytes(tables[at..at + 8].try_into().unwrap());
-            if level == 3 {
-                tables[at..at + 8].copy_from_slice(&(pa | 3).to_le_bytes());
-            } else if desc == 0 {
-                let next = tables.len() / 4096;
-                tables.resize(tables.len() + 4096, 0);
-                let d = (TABLES + next as u64 * 4096) | 3;
-                tables[at..at + 8].copy_from_slice(&d.to_le_bytes());
-                table = next;
-            } else {
-                table = ((desc & !0xFFF) - TABLES) as usize / 4096;
-            }
-        }
-    };
+    let mut tables = common::PageTables::new(TABLES);
     for page in (0..SPLIT).step_by(4096) {
-        map(BASE + page, MODULE_PA + page);
+        tables.map(BASE + page, MODULE_PA + page);
     }
     let mut keys = [0u8; VMCOREINFO_TEXT_MAX];
     let n = format_vmcoreinfo(REGION_PA, region.len() as u64, &mut keys).unwrap();
@@ -148,7 +114,7 @@ fn vmcore(region: &[u8], image: &[u8]) -> Vec<u8> {
         &[
             load(kernel_pa(), &image[SPLIT as usize..]),
             load(REGION_PA, region),
-            load(TABLES, &tables),
+            load(TABLES, tables.bytes()),
             load(MODULE_PA, &image[..SPLIT as usize]),
         ],
     )

@@ -12,13 +12,13 @@ use std::fs;
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::Command;
-use std::process::Output;
 
 use csdump::capture::Capture;
 use cspd_format::etm4x::SavedState;
 use cspd_format::*;
 
 mod common;
+use common::run;
 use common::snapshots::dump_from_snapshot;
 use common::snapshots::dump_from_snapshot_at;
 use common::snapshots::write_elf;
@@ -40,21 +40,6 @@ fn testdata(name: &str) -> Option<PathBuf> {
 
 fn have(tool: &str) -> bool {
     cspd_testdata::tool(tool)
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut c = Command::new(csdump());
-    for a in args {
-        c.arg(a);
-    }
-    let out = c.output().unwrap();
-    assert_ne!(
-        out.status.code(),
-        Some(101),
-        "csdump panicked: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// Runs trc_pkt_lister on `dir`, returns its log (a fresh file: it appends).
@@ -1078,28 +1063,9 @@ fn text_from_serves_the_kernel_image_at_its_aliases_only() {
     const ALIAS: u64 = 0xFFFF_FFFF_FF5F_A000;
     const MODULE: u64 = 0xFFFF_8000_0100_0000;
     const MODULE_PA: u64 = 0x6000_0000;
-    let mut tables = vec![0u8; 4096];
-    let mut map = |va: u64, pa: u64| {
-        let mut table = 0usize;
-        for level in 0..4 {
-            let entry = ((va >> (39 - 9 * level)) & 0x1FF) as usize;
-            let at = table * 4096 + entry * 8;
-            let desc = u64::from_le_bytes(tables[at..at + 8].try_into().unwrap());
-            if level == 3 {
-                tables[at..at + 8].copy_from_slice(&(pa | 3).to_le_bytes());
-            } else if desc == 0 {
-                let next = tables.len() / 4096;
-                tables.resize(tables.len() + 4096, 0);
-                let d = (TABLES + next as u64 * 4096) | 3;
-                tables[at..at + 8].copy_from_slice(&d.to_le_bytes());
-                table = next;
-            } else {
-                table = ((desc & !0xFFF) - TABLES) as usize / 4096;
-            }
-        }
-    };
-    map(ALIAS, PADDR + 0x3000);
-    map(MODULE, MODULE_PA);
+    let mut tables = common::PageTables::new(TABLES);
+    tables.map(ALIAS, PADDR + 0x3000);
+    tables.map(MODULE, MODULE_PA);
     let info = format!(
         "PAGESIZE=4096\nNUMBER(VA_BITS)=48\nSYMBOL(swapper_pg_dir)={:x}\n\
          NUMBER(kimage_voffset)={voff:#x}\nKERNELOFFSET={KASLR:x}\n",
@@ -1114,7 +1080,7 @@ fn text_from_serves_the_kernel_image_at_its_aliases_only() {
         &[common::vmcoreinfo_note(&info)],
         &[
             load(PADDR, image.clone()),
-            load(TABLES, tables),
+            load(TABLES, tables.bytes().to_vec()),
             load(MODULE_PA, vec![0xAA; 4096]),
         ],
     );

@@ -427,3 +427,63 @@ impl Rng {
         (self.next() % (n as u64).max(1)) as usize
     }
 }
+
+/// arm64 page tables (48-bit virtual addresses, 4 KiB pages, four levels) built in memory at
+/// physical address `base`, the first page the top level, as a kernel's `swapper_pg_dir`.
+pub struct PageTables {
+    base: u64,
+    bytes: Vec<u8>,
+}
+
+impl PageTables {
+    /// Empty tables at physical address `base`.
+    pub fn new(base: u64) -> Self {
+        Self {
+            base,
+            bytes: vec![0u8; 4096],
+        }
+    }
+
+    /// Maps the page at virtual address `va` to physical address `pa`, adding the tables the walk
+    /// needs.
+    pub fn map(&mut self, va: u64, pa: u64) {
+        let mut table = 0usize;
+        for level in 0..4 {
+            let entry = ((va >> (39 - 9 * level)) & 0x1FF) as usize;
+            let at = table * 4096 + entry * 8;
+            let desc = u64::from_le_bytes(self.bytes[at..at + 8].try_into().unwrap());
+            if level == 3 {
+                self.bytes[at..at + 8].copy_from_slice(&(pa | 3).to_le_bytes());
+            } else if desc == 0 {
+                let next = self.bytes.len() / 4096;
+                self.bytes.resize(self.bytes.len() + 4096, 0);
+                let d = (self.base + next as u64 * 4096) | 3;
+                self.bytes[at..at + 8].copy_from_slice(&d.to_le_bytes());
+                table = next;
+            } else {
+                table = ((desc & !0xFFF) - self.base) as usize / 4096;
+            }
+        }
+    }
+
+    /// The tables' memory, from `base` on.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// Runs the csdump binary of this build with `args`; fails the test if it panicked.
+pub fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_csdump"));
+    for a in args {
+        c.arg(a);
+    }
+    let out = c.output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "csdump panicked: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
