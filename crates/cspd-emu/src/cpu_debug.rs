@@ -40,20 +40,10 @@ use crate::bus::{with_id_regs, Component, PrimeCellId};
 use cspd_model::access::CsAccess;
 use cspd_model::cpu_debug::{CpuDebugConfig, CpuDebugModel, CpuState, PowerMode};
 
-/// Offset of `EDPCSR` (low half of the sample).
-pub const EDPCSR: u32 = 0x0A0;
-/// Offset of `EDCIDSR`.
-pub const EDCIDSR: u32 = 0x0A4;
-/// Offset of `EDVIDSR`.
-pub const EDVIDSR: u32 = 0x0A8;
-/// Offset of `EDPCSR_HI` (high half of the sample).
-pub const EDPCSR_HI: u32 = 0x0AC;
-/// Offset of `EDOSLAR`.
-pub const EDOSLAR: u32 = 0x300;
-/// Offset of `EDPRCR`.
-pub const EDPRCR: u32 = 0x310;
-/// Offset of `EDPRSR`.
-pub const EDPRSR: u32 = 0x314;
+/// The register offsets this component shares with the register-level model.
+pub use cspd_model::cpu_debug::{
+    EDCIDSR, EDDEVID, EDDEVID1, EDOSLAR, EDPCSR, EDPCSR_HI, EDPRCR, EDPRSR, EDVIDSR,
+};
 /// Offset of `DBGCLAIMSET`.
 pub const CLAIMSET: u32 = 0xFA0;
 /// Offset of `DBGCLAIMCLR`.
@@ -68,10 +58,6 @@ pub const EDAUTHSTATUS: u32 = 0xFB8;
 pub const EDDEVARCH: u32 = 0xFBC;
 /// Offset of `EDDEVID2`.
 pub const EDDEVID2: u32 = 0xFC0;
-/// Offset of `EDDEVID1`.
-pub const EDDEVID1: u32 = 0xFC4;
-/// Offset of `EDDEVID`.
-pub const EDDEVID: u32 = 0xFC8;
 /// Offset of `EDDEVTYPE`.
 pub const EDDEVTYPE: u32 = 0xFCC;
 

@@ -95,48 +95,15 @@ use cspd_model::etm4x::{
     Etm4xFaults, Etm4xModel, ModelIds, ModelInterface, MODEL_DEVARCH_ETMV4, MODEL_DEVTYPE_ETM,
 };
 
-/// Offset of `TRCPRGCTLR`.
-pub const TRCPRGCTLR: u32 = 0x004;
-/// Offset of `TRCSTATR`.
-pub const TRCSTATR: u32 = 0x00C;
-/// Offset of `TRCCONFIGR`.
-pub const TRCCONFIGR: u32 = 0x010;
+/// The register offsets this component shares with the register-level model.
+pub use cspd_model::etm4x::{
+    TRCAUTHSTATUS, TRCBBCTLR, TRCCCCTLR, TRCCONFIGR, TRCDEVARCH, TRCDEVID, TRCDEVTYPE,
+    TRCEVENTCTL0R, TRCEVENTCTL1R, TRCIDR0, TRCIDR8, TRCLAR, TRCLSR, TRCOSLAR, TRCOSLSR, TRCPDCR,
+    TRCPDSR, TRCPRGCTLR, TRCSTALLCTLR, TRCSTATR, TRCSYNCPR, TRCTRACEIDR, TRCTSCTLR, TRCVICTLR,
+    TRCVIIECTLR, TRCVISSCTLR, VICTLR_SSSTATUS,
+};
 /// Offset of `TRCAUXCTLR`.
 pub const TRCAUXCTLR: u32 = 0x018;
-/// Offset of `TRCEVENTCTL0R`.
-pub const TRCEVENTCTL0R: u32 = 0x020;
-/// Offset of `TRCEVENTCTL1R`.
-pub const TRCEVENTCTL1R: u32 = 0x024;
-/// Offset of `TRCSTALLCTLR`.
-pub const TRCSTALLCTLR: u32 = 0x02C;
-/// Offset of `TRCTSCTLR`.
-pub const TRCTSCTLR: u32 = 0x030;
-/// Offset of `TRCSYNCPR`.
-pub const TRCSYNCPR: u32 = 0x034;
-/// Offset of `TRCCCCTLR`.
-pub const TRCCCCTLR: u32 = 0x038;
-/// Offset of `TRCBBCTLR`.
-pub const TRCBBCTLR: u32 = 0x03C;
-/// Offset of `TRCTRACEIDR`.
-pub const TRCTRACEIDR: u32 = 0x040;
-/// Offset of `TRCVICTLR`.
-pub const TRCVICTLR: u32 = 0x080;
-/// Offset of `TRCVIIECTLR`.
-pub const TRCVIIECTLR: u32 = 0x084;
-/// Offset of `TRCVISSCTLR`.
-pub const TRCVISSCTLR: u32 = 0x088;
-/// Offset of `TRCIDR0`; `TRCIDRn` (n < 8) is at `TRCIDR0 + 4 * n`.
-pub const TRCIDR0: u32 = 0x1E0;
-/// Offset of `TRCIDR8`; `TRCIDRn` (8 <= n < 14) is at `TRCIDR8 + 4 * (n - 8)`.
-pub const TRCIDR8: u32 = 0x180;
-/// Offset of `TRCOSLAR`.
-pub const TRCOSLAR: u32 = 0x300;
-/// Offset of `TRCOSLSR`.
-pub const TRCOSLSR: u32 = 0x304;
-/// Offset of `TRCPDCR`.
-pub const TRCPDCR: u32 = 0x310;
-/// Offset of `TRCPDSR`.
-pub const TRCPDSR: u32 = 0x314;
 /// Offset of the low word of `TRCACVR0`; comparator `n` is at `TRCACVR0 + 8 * n` (low word)
 /// and `+ 4` (high word).
 pub const TRCACVR0: u32 = 0x400;
@@ -150,18 +117,6 @@ pub const TRCVMIDCCTLR0: u32 = 0x688;
 pub const TRCCLAIMSET: u32 = 0xFA0;
 /// Offset of `TRCCLAIMCLR`.
 pub const TRCCLAIMCLR: u32 = 0xFA4;
-/// Offset of `TRCLAR`.
-pub const TRCLAR: u32 = 0xFB0;
-/// Offset of `TRCLSR`.
-pub const TRCLSR: u32 = 0xFB4;
-/// Offset of `TRCAUTHSTATUS`.
-pub const TRCAUTHSTATUS: u32 = 0xFB8;
-/// Offset of `TRCDEVARCH`.
-pub const TRCDEVARCH: u32 = 0xFBC;
-/// Offset of `TRCDEVID`.
-pub const TRCDEVID: u32 = 0xFC8;
-/// Offset of `TRCDEVTYPE`.
-pub const TRCDEVTYPE: u32 = 0xFCC;
 
 /// Offset of `TRCRSCTLR0`; `TRCRSCTLRn` is at `TRCRSCTLR0 + 4 * n`.
 pub const TRCRSCTLR0: u32 = 0x200;
@@ -219,8 +174,6 @@ pub const ETM_ID: PrimeCellId = PrimeCellId {
 const VICTLR_EVENT_SEL: u32 = 0x0F;
 /// `TRCVICTLR.EVENT.TYPE`: 0 a single resource, 1 a Boolean-combined resource pair.
 const VICTLR_EVENT_TYPE: u32 = 1 << 7;
-/// `TRCVICTLR.SSSTATUS`: the state of the start/stop logic (1: started).
-pub const VICTLR_SSSTATUS: u32 = 1 << 9;
 /// `TRCVICTLR.TRCRESET`.
 const VICTLR_TRCRESET: u32 = 1 << 10;
 /// `TRCVICTLR.TRCERR` (implemented: `TRCIDR3.TRCERR` is set).
