@@ -37,7 +37,7 @@
 //! `EDCIDSR`, `EDVIDSR`, and restores `EDPRCR`. All of it is served here.
 
 use crate::bus::{with_id_regs, Component, PrimeCellId};
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::cpu_debug::{CpuDebugConfig, CpuDebugModel, CpuState, PowerMode};
 
 /// The register offsets this component shares with the register-level model.

@@ -90,7 +90,7 @@
 //! disable it writes `TRCPRGCTLR` = 0 and polls `PMSTABLE` and `IDLE`. All of it is served here.
 
 use crate::bus::{with_id_regs, Component, PrimeCellId};
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::etm4x::{
     Etm4xFaults, Etm4xModel, ModelIds, ModelInterface, MODEL_DEVARCH_ETMV4, MODEL_DEVTYPE_ETM,
 };

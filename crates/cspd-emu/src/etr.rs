@@ -61,7 +61,7 @@ use crate::tmc::{
     frame_with, TmcFaults, CBUFLEVEL, CLAIM_IMPLEMENTED, FLUSH_US, LBUFLEVEL, PSCR, READY_US,
     TMC_ID,
 };
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::tmc::{self as regs, TmcModel, TmcModelConfig};
 
 /// Offset of `RRPHI`.

@@ -27,7 +27,7 @@
 //! reading `RRD` until `0xFFFFFFFF`.
 
 use crate::bus::{with_id_regs, Component, PrimeCellId};
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::tmc::{self as regs, RamStuck, TmcModel, TmcModelConfig};
 
 /// Time a manual flush takes, in microseconds of the model's clock (one per guest access).

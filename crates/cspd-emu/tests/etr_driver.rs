@@ -10,7 +10,7 @@ use cspd_emu::bus::Component;
 use cspd_emu::etr::Etr;
 use cspd_emu::tmc::TmcFaults;
 use cspd_emu::GuestMem;
-use cspd_hw::access::CsAccess;
+use cspd_hw::access::RawFrame;
 use cspd_hw::tmc::etr::*;
 use kernel::coresight::panic_dump::format::etr::*;
 
@@ -53,7 +53,7 @@ impl Mmio {
     }
 }
 
-impl CsAccess for Mmio {
+impl RawFrame for Mmio {
     fn read32(&mut self, off: u32) -> u32 {
         let v = self.frame[(off / 4) as usize];
         self.etr.read(off);

@@ -19,7 +19,7 @@ use cspd_emu::bus;
 use cspd_emu::config::Config;
 use cspd_emu::tracker::TbInfo;
 use cspd_emu::{Emu, GuestMem};
-use cspd_hw::access::CsAccess;
+use cspd_hw::access::RawFrame;
 use cspd_hw::etm4x::{Etm4x, Interface, Timeout, TraceConfig};
 
 const WINDOW: u64 = bus::DEFAULT_WINDOW_BASE;
@@ -62,7 +62,7 @@ struct Frame<'a> {
     base: u64,
 }
 
-impl CsAccess for Frame<'_> {
+impl RawFrame for Frame<'_> {
     fn read32(&mut self, offset: u32) -> u32 {
         let pa = self.base + u64::from(offset);
         let v = self.mem.read_u32(pa).unwrap();

@@ -640,7 +640,7 @@ struct Logged<'a> {
     log: Log,
 }
 
-impl cspd_hw::access::CsAccess for Logged<'_> {
+impl cspd_hw::access::RawFrame for Logged<'_> {
     fn read32(&mut self, offset: u32) -> u32 {
         if offset == TRCSTATR {
             self.log.borrow_mut().push(Step::StatusRead);

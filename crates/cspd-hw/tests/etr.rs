@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 
-use cspd_hw::access::CsAccess;
+use cspd_hw::access::RawFrame;
 use cspd_hw::tmc::etr::*;
 use cspd_hw::tmc::TMC_POLL_TRIES;
 use cspd_model::tmc::TmcModel;

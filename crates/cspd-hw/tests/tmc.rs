@@ -2,7 +2,7 @@
 
 use cspd_hw::access::lock;
 use cspd_hw::access::unlock;
-use cspd_hw::access::CsAccess;
+use cspd_hw::access::RawFrame;
 use cspd_hw::tmc::regs::TmcConfigType;
 use cspd_hw::tmc::regs::DEVID;
 use cspd_hw::tmc::*;

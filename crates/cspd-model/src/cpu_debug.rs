@@ -34,7 +34,7 @@
 //! the QEMU plugin (`crates/cspd-emu`) puts it behind its register window. Uses only `core` and
 //! `kernel::coresight::access` (the host's `kernel` crate, `crates/kernel-host`).
 
-use kernel::coresight::access::CsAccess;
+use kernel::coresight::access::RawFrame;
 
 // The registers of the frame (DDI 0487 part H); the tests use them too, as a register map
 // written independently of the driver's `register!` declarations.
@@ -586,7 +586,7 @@ impl CpuDebugModel {
     }
 }
 
-impl CsAccess for CpuDebugModel {
+impl RawFrame for CpuDebugModel {
     fn read32(&mut self, offset: u32) -> u32 {
         self.tick();
         self.count_access(offset, false);

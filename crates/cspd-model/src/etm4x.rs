@@ -26,7 +26,7 @@
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 use kernel::coresight::access::{
-    CsAccess,
+    RawFrame,
     CS_UNLOCK_KEY, //
 };
 
@@ -494,7 +494,7 @@ impl Etm4xModel {
     }
 }
 
-impl CsAccess for Etm4xModel {
+impl RawFrame for Etm4xModel {
     fn read32(&mut self, offset: u32) -> u32 {
         self.stats.reads = self.stats.reads.wrapping_add(1);
         self.tick();

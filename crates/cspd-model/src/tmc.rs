@@ -43,7 +43,7 @@
 //! it, and the QEMU plugin (`crates/cspd-emu`) puts it behind its register window. Uses only
 //! `core` and `kernel::coresight::access` (the host's `kernel` crate, `crates/kernel-host`).
 
-use kernel::coresight::access::CsAccess;
+use kernel::coresight::access::RawFrame;
 
 /// Offset of `RSZ`.
 pub const RSZ: u32 = 0x004;
@@ -904,7 +904,7 @@ impl<'a> TmcModel<'a> {
     }
 }
 
-impl CsAccess for TmcModel<'_> {
+impl RawFrame for TmcModel<'_> {
     fn read32(&mut self, offset: u32) -> u32 {
         self.counts.count_read(offset);
         self.advance();

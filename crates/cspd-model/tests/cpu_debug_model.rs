@@ -5,7 +5,7 @@
 //! checks the record the sequence produces, the bound on accesses and delays, that no access
 //! would have faulted, and that the OS lock and `EDPRCR` are back as found.
 
-use cspd_hw::access::CsAccess;
+use cspd_hw::access::RawFrame;
 use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::sample_cpu;
 use cspd_hw::cpu_debug::ArchData;

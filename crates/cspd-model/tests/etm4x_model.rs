@@ -1,6 +1,6 @@
 //! Behaviour of the ETMv4 register-level model itself.
 
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::access::CS_UNLOCK_KEY;
 use cspd_model::etm4x::Etm4xFaults;
 use cspd_model::etm4x::Etm4xModel;

@@ -1,7 +1,7 @@
 //! Tests of the TMC register-level model: formatter frames, pointers, states, lock, faults and
 //! access counting, driven by raw register accesses (independent of the driver logic).
 
-use cspd_model::access::CsAccess;
+use cspd_model::access::RawFrame;
 use cspd_model::tmc::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -5,23 +5,19 @@
 //! The hardware sequences of the CoreSight drivers (TMC drain, ETMv4 save, CPU debug sampling)
 //! are written once, generic over [`CsAccess`], and take the typed registers that
 //! [`register!`](crate::io::register!) defines: `io.read(STS)`, `io.write_reg(CTL::...)`,
-//! `io.update(FFCR, |r| ...)`. A driver implements [`CsAccess`] over MMIO
-//! ([`kernel::io::mem::IoMem`]) or, for an ETMv4 without a memory-mapped interface, over the
-//! CPU's system registers; the KUnit tests and the host crates implement it with register-level
-//! models of the components.
-//!
-//! [`kernel::io::Io`] cannot be that trait: its backends are views of MMIO or system memory,
-//! while a model is code. Neither can [`kernel::io::poll`] poll through it: it waits with
-//! `udelay()` itself, so a model (whose status bits change after some time of its own clock)
-//! would never see time pass; [`poll`] waits through [`CsAccess::delay_us`] instead, with the
-//! same contract as `read_poll_timeout_atomic()`.
+//! `io.update(FFCR, |r| ...)`, `io.poll(...)`. The kernel implements [`CsAccess`] over a mapped
+//! frame (`IoMem`, in `kernel::coresight::component`: through [`kernel::io::Io`] with build-time
+//! checked offsets, polling with `read_poll_timeout_atomic()`) and, for an ETMv4 without a
+//! memory-mapped interface, over the CPU's system registers. The KUnit tests' scripted devices
+//! and the host's register-level models are [`RawFrame`]s: registers by offset and a clock of
+//! their own, which the blanket [`CsAccess`] implementation polls through (the kernel's
+//! `read_poll_timeout_atomic()` waits with `udelay()` itself, so a model whose status bits change
+//! after some time of its own clock would never see time pass).
 //!
 //! This file is shared with the host (`crates/kernel-host`): it uses only `core` and
 //! `kernel::io::{register, IoLoc, Region}`.
 //!
-//! [`kernel::io::mem::IoMem`]: https://rust.docs.kernel.org/kernel/io/mem/struct.IoMem.html
 //! [`kernel::io::Io`]: https://rust.docs.kernel.org/kernel/io/trait.Io.html
-//! [`kernel::io::poll`]: https://rust.docs.kernel.org/kernel/io/poll/index.html
 
 use kernel::io::{
     register,
@@ -80,151 +76,187 @@ impl LSR {
     }
 }
 
-/// Access to the 4 KiB register frame of one CoreSight component.
+/// Access to the 4 KiB register frame of one CoreSight component: what the hardware sequences
+/// are generic over, statically dispatched.
 ///
-/// Offsets are byte offsets into the frame, as in the Arm documents. Implementations must not
-/// sleep, allocate or take a lock that can be waited on: the panic path calls them.
+/// The registers are the typed locations that [`register!`](crate::io::register!) defines, whose
+/// offsets are constants: the kernel's implementation over a mapped frame
+/// ([`kernel::io::mem::IoMem`] of [`FRAME`] bytes) checks them at build time, so an access can
+/// neither fail nor read a made-up value. Implementations must not sleep, allocate or take a lock
+/// that can be waited on: the panic path calls them.
+///
+/// [`kernel::io::mem::IoMem`]: https://rust.docs.kernel.org/kernel/io/mem/struct.IoMem.html
 pub trait CsAccess {
+    /// Reads the 32-bit register at `loc`, as its type.
+    fn read<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u32>;
+
+    /// Writes `value` to the 32-bit register at `loc`.
+    fn write<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u32>;
+
+    /// Reads the 32-bit register at `loc`, changes it with `f` and writes it back.
+    fn update<T, L, F>(&mut self, loc: L, f: F)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+        F: FnOnce(T) -> T;
+
+    /// Writes `value` to the 64-bit register at `loc` (an address comparator) whole: over a
+    /// memory-mapped frame as two 32-bit accesses, the low word first (the frame's `Region`
+    /// promises no 8-byte alignment, and CoreSight frames take 64-bit registers as two words);
+    /// through system registers as one.
+    fn write64<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u64>;
+
+    /// Polls a register until a condition holds, a bounded number of times; the panic path's
+    /// poll.
+    ///
+    /// Calls `op` and returns as soon as `cond` holds for its value, else waits about `delay_us`
+    /// microseconds and tries again: at most `retry` waits, so at most `retry + 1` reads. The
+    /// kernel's implementation is `read_poll_timeout_atomic()`; a model's advances its own clock
+    /// (the kernel helper waits with `udelay()` itself, so a model would never see time pass).
+    ///
+    /// Returns `Ok` with the value that met the condition, or, when the bound was reached, `Err`
+    /// with the last value read (what a panic record keeps of how far the device got). Both say
+    /// how many times a read was followed by another.
+    fn poll<T: Copy>(
+        &mut self,
+        retry: u32,
+        delay_us: u32,
+        op: impl FnMut(&mut Self) -> T,
+        cond: impl FnMut(&T) -> bool,
+    ) -> Result<Polled<T>, Polled<T>>;
+
+    /// Writes a register value to the register it belongs to.
+    fn write_reg<T, L, V>(&mut self, value: V)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+        V: LocatedRegister<Frame, Location = L, Value = T>,
+    {
+        let (loc, value) = value.into_io_op();
+        self.write(loc, value);
+    }
+}
+
+/// A register frame that code stands behind (a register-level model, a scripted test device):
+/// registers by byte offset, and a clock that waits advance. Every [`RawFrame`] is a
+/// [`CsAccess`].
+///
+/// The kernel's drivers do not use it: their frames are [`kernel::io::mem::IoMem`], whose
+/// offsets are checked at build time.
+///
+/// [`kernel::io::mem::IoMem`]: https://rust.docs.kernel.org/kernel/io/mem/struct.IoMem.html
+pub trait RawFrame {
     /// Reads the 32-bit register at `offset`.
     fn read32(&mut self, offset: u32) -> u32;
 
     /// Writes `value` to the 32-bit register at `offset`.
     fn write32(&mut self, offset: u32, value: u32);
 
-    /// Writes `value` to the 64-bit register at `offset`.
-    ///
-    /// The default writes the low word at `offset`, then the high word at `offset + 4`, as the
-    /// memory-mapped interface of a CoreSight component allows; a backend whose 64-bit registers
-    /// are one access (system registers) overrides it.
+    /// Writes `value` to the 64-bit register at `offset`; the default writes the low word, then
+    /// the high word.
     fn write64(&mut self, offset: u32, value: u64) {
         // CAST: the low and high words of `value`.
         self.write32(offset, value as u32);
         self.write32(offset.wrapping_add(4), (value >> 32) as u32);
     }
 
-    /// Reads the 64-bit register at `offset`; the default reads the low word, then the high one.
-    fn read64(&mut self, offset: u32) -> u64 {
-        let lo = self.read32(offset);
-        let hi = self.read32(offset.wrapping_add(4));
-        u64::from(hi) << 32 | u64::from(lo)
-    }
-
-    /// Waits about `us` microseconds between two polls of a status bit.
-    ///
-    /// The kernel busy-waits (`udelay`); models advance their own clock.
+    /// Lets about `us` microseconds of the frame's clock pass, between two polls.
     fn delay_us(&mut self, us: u32);
 }
 
-/// Typed register access over any [`CsAccess`], with the registers that
-/// [`register!`](crate::io::register!) defines: what the hardware sequences call.
-///
-/// It is implemented for every [`CsAccess`] (including `dyn CsAccess`), the way
-/// [`kernel::io::Io`] is for every I/O view.
-///
-/// [`kernel::io::Io`]: https://rust.docs.kernel.org/kernel/io/trait.Io.html
-pub trait TypedAccess: CsAccess {
-    /// Reads the register at `loc`, as its type.
-    fn read<T, L>(&mut self, loc: L) -> T
-    where
-        L: IoLoc<Frame, T>,
-        L::IoType: From<u32> + Into<u32>,
-    {
-        let raw = L::IoType::from(self.read32(offset_of(loc.offset())));
-        Into::<T>::into(raw)
-    }
-
-    /// Writes `value` to the register at `loc`.
-    fn write<T, L>(&mut self, loc: L, value: T)
-    where
-        L: IoLoc<Frame, T>,
-        L::IoType: From<u32> + Into<u32>,
-    {
-        let off = offset_of(loc.offset());
-        let raw: L::IoType = value.into();
-        self.write32(off, Into::<u32>::into(raw));
-    }
-
-    /// Writes a register value to the register it belongs to.
-    fn write_reg<T, L, V>(&mut self, value: V)
-    where
-        L: IoLoc<Frame, T>,
-        L::IoType: From<u32> + Into<u32>,
-        V: LocatedRegister<Frame, Location = L, Value = T>,
-    {
-        let (loc, value) = value.into_io_op();
-        self.write(loc, value);
-    }
-
-    /// Reads the register at `loc`, changes it with `f` and writes it back.
-    fn update<T, L, F>(&mut self, loc: L, f: F)
-    where
-        L: IoLoc<Frame, T>,
-        L::IoType: From<u32> + Into<u32>,
-        F: FnOnce(T) -> T,
-    {
-        let off = offset_of(loc.offset());
-        let raw = L::IoType::from(self.read32(off));
-        let raw: L::IoType = f(Into::<T>::into(raw)).into();
-        self.write32(off, Into::<u32>::into(raw));
-    }
+/// The frame offset of a register location: below [`FRAME`], as `register!` declares them.
+fn frame_offset(offset: usize) -> u32 {
+    debug_assert!(offset < FRAME);
+    // CAST: register locations are inside the 4 KiB frame.
+    offset as u32
 }
 
-impl<A: CsAccess + ?Sized> TypedAccess for A {}
+/// A location's value type from the raw bits of its access (for implementations of [`CsAccess`],
+/// where the bits' type is known to be `u32` or `u64`).
+pub fn from_io<T, L: IoLoc<Frame, T>>(raw: L::IoType) -> T {
+    raw.into()
+}
 
-/// Converts a location's offset into a frame offset; past the 32-bit range reads as absent.
-fn offset_of(offset: usize) -> u32 {
-    u32::try_from(offset).unwrap_or(u32::MAX)
+/// The raw bits of the access to a location, from its value type (see [`from_io`]).
+pub fn to_io<T, L: IoLoc<Frame, T>>(value: T) -> L::IoType {
+    L::IoType::from(value)
+}
+
+impl<R: RawFrame> CsAccess for R {
+    fn read<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        from_io::<T, L>(self.read32(frame_offset(loc.offset())))
+    }
+
+    fn write<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        let off = frame_offset(loc.offset());
+        self.write32(off, to_io::<T, L>(value));
+    }
+
+    fn update<T, L, F>(&mut self, loc: L, f: F)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+        F: FnOnce(T) -> T,
+    {
+        let off = frame_offset(loc.offset());
+        let value = f(from_io::<T, L>(self.read32(off)));
+        self.write32(off, to_io::<T, L>(value));
+    }
+
+    fn write64<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        let off = frame_offset(loc.offset());
+        RawFrame::write64(self, off, to_io::<T, L>(value));
+    }
+
+    fn poll<T: Copy>(
+        &mut self,
+        retry: u32,
+        delay_us: u32,
+        mut op: impl FnMut(&mut Self) -> T,
+        mut cond: impl FnMut(&T) -> bool,
+    ) -> Result<Polled<T>, Polled<T>> {
+        let mut delays = 0;
+        loop {
+            let value = op(self);
+            if cond(&value) {
+                return Ok(Polled { value, delays });
+            }
+            if delays >= retry {
+                return Err(Polled { value, delays });
+            }
+            self.delay_us(delay_us);
+            delays += 1;
+        }
+    }
 }
 
 /// Unlocks the software lock of the frame (writes the key to [`LAR`](struct@LAR)).
-pub fn unlock<A: TypedAccess + ?Sized>(io: &mut A) {
+pub fn unlock<A: CsAccess>(io: &mut A) {
     io.write_reg(LAR::from_raw(CS_UNLOCK_KEY));
 }
 
 /// Sets the software lock of the frame again (writes anything but the key to [`LAR`](struct@LAR)).
-pub fn lock<A: TypedAccess + ?Sized>(io: &mut A) {
+pub fn lock<A: CsAccess>(io: &mut A) {
     io.write_reg(LAR::from_raw(0));
 }
 
-/// What [`poll`] saw: the last value read and the delays spent waiting.
+/// What [`CsAccess::poll`] saw: the last value read and the waits between reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Polled<T> {
     /// The last value `op` returned.
     pub value: T,
-    /// How many times [`poll`] waited.
+    /// How many reads were followed by another (waits between reads).
     pub delays: u32,
-}
-
-/// Polls a register until a condition holds, a bounded number of times; the panic path's poll.
-///
-/// The contract of the kernel's `read_poll_timeout_atomic()`: calls `op` and returns as soon as
-/// `cond` holds for its value, else busy-waits `delay_us` and tries again. It waits at most
-/// `retry` times (so reads at most `retry + 1` times) and does not wait after the last read. The
-/// wait goes through [`CsAccess::delay_us`], so that a model's clock advances.
-///
-/// Returns `Ok` with the value that met the condition, or, when the bound was reached, `Err` with
-/// the last value read (what a panic record keeps of how far the device got). Both say how many
-/// delays were spent.
-pub fn poll<A, T>(
-    io: &mut A,
-    retry: u32,
-    delay_us: u32,
-    mut op: impl FnMut(&mut A) -> T,
-    mut cond: impl FnMut(&T) -> bool,
-) -> Result<Polled<T>, Polled<T>>
-where
-    A: CsAccess + ?Sized,
-{
-    let mut delays = 0;
-    loop {
-        let value = op(io);
-        if cond(&value) {
-            return Ok(Polled { value, delays });
-        }
-        if delays >= retry {
-            return Err(Polled { value, delays });
-        }
-        io.delay_us(delay_us);
-        delays += 1;
-    }
 }

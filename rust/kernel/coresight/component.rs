@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the CoreSight drivers with a panic dump share: register access through a mapped frame
-//! ([`Mmio`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
+//! ([`CsAccess`] on [`IoMem`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
 //! ETMv4, the CPU's system registers), [`Component`], the pair of registrations a trace component
 //! has, and [`Regs`], the lock that every register sequence on a component claims.
 
@@ -9,7 +9,10 @@ use crate::{
     coresight::{
         self,
         access::{
+            to_io,
             CsAccess,
+            Frame,
+            Polled,
             FRAME, //
         },
         panic_dump::{
@@ -29,7 +32,9 @@ use crate::{
     },
     io::{
         mem::IoMem,
-        Io, //
+        poll::read_poll_timeout_atomic,
+        Io,
+        IoLoc, //
     },
     prelude::*,
     str::CString,
@@ -38,32 +43,97 @@ use crate::{
         SpinLockIrq,
         SpinLockIrqGuard, //
     },
-    time::{
-        delay::udelay,
-        Delta, //
-    },
+    time::Delta,
 };
 
-/// Register access through a mapped frame.
-pub struct Mmio<'a, 'b>(pub &'b IoMem<'a, FRAME>);
-
-impl CsAccess for Mmio<'_, '_> {
-    fn read32(&mut self, offset: u32) -> u32 {
-        // An offset outside the frame reads as all ones, like an absent register.
-        usize::try_from(offset)
-            .ok()
-            .and_then(|o| self.0.try_read32(o).ok())
-            .unwrap_or(u32::MAX)
+/// Register access through a mapped frame, with [`Io`]: every offset a register location has is
+/// checked at build time against the frame's size, so no access can fail. The accessors are
+/// always inlined, as [`Io`]'s are, so that the check sees an array index bounded by `try_at()`.
+impl CsAccess for IoMem<'_, FRAME> {
+    #[inline(always)]
+    fn read<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        Io::read(&*self, loc)
     }
 
-    fn write32(&mut self, offset: u32, value: u32) {
-        if let Ok(o) = usize::try_from(offset) {
-            let _ = self.0.try_write32(value, o);
-        }
+    #[inline(always)]
+    fn write<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        Io::write(&*self, loc, value)
     }
 
-    fn delay_us(&mut self, us: u32) {
-        udelay(Delta::from_micros(i64::from(us)));
+    #[inline(always)]
+    fn update<T, L, F>(&mut self, loc: L, f: F)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+        F: FnOnce(T) -> T,
+    {
+        Io::update(&*self, loc, f)
+    }
+
+    #[inline(always)]
+    fn write64<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        let offset = loc.offset();
+        let value = to_io::<T, L>(value);
+        // CAST: the low and high words of `value`.
+        Io::write(&*self, offset, value as u32);
+        Io::write(&*self, offset + 4, (value >> 32) as u32);
+    }
+
+    fn poll<T: Copy>(
+        &mut self,
+        retry: u32,
+        delay_us: u32,
+        op: impl FnMut(&mut Self) -> T,
+        cond: impl FnMut(&T) -> bool,
+    ) -> Result<Polled<T>, Polled<T>> {
+        poll_atomic(self, retry, delay_us, op, cond)
+    }
+}
+
+/// [`CsAccess::poll`] for registers the CPU reaches (a mapped frame, system registers):
+/// `read_poll_timeout_atomic()`, with the reads counted so that the result says how many waits
+/// came between reads, as every implementation of `poll` does.
+///
+/// `read_poll_timeout_atomic()` reads at most `retry` times (its argument) and waits after each
+/// read that missed, the last one included: given `retry + 1`, it reads as often as the contract
+/// of [`CsAccess::poll`] allows, and waits once more before it gives up.
+pub fn poll_atomic<A: CsAccess, T: Copy>(
+    io: &mut A,
+    retry: u32,
+    delay_us: u32,
+    mut op: impl FnMut(&mut A) -> T,
+    mut cond: impl FnMut(&T) -> bool,
+) -> Result<Polled<T>, Polled<T>> {
+    let mut reads = 0u32;
+    let mut last = None;
+    let met = read_poll_timeout_atomic(
+        || {
+            let value = op(io);
+            reads += 1;
+            last = Some(value);
+            Ok(value)
+        },
+        |value: &T| cond(value),
+        Delta::from_micros(i64::from(delay_us)),
+        usize::try_from(retry).map_or(usize::MAX, |r| r.saturating_add(1)),
+    );
+    let delays = reads.saturating_sub(1);
+    match (met, last) {
+        (Ok(value), _) => Ok(Polled { value, delays }),
+        (Err(_), Some(value)) => Err(Polled { value, delays }),
+        // Not reached: `retry + 1` is at least one read. Read once to have a value to report.
+        (Err(_), None) => Err(Polled {
+            value: op(io),
+            delays,
+        }),
     }
 }
 
@@ -72,8 +142,12 @@ impl CsAccess for Mmio<'_, '_> {
 /// A backend is used by one register sequence at a time: the driver keeps it in [`Regs`], whose
 /// claim gives the `&mut` access [`Backend::with_io`] needs (a backend is a handle, `Unpin`).
 pub trait Backend: Send + Unpin {
-    /// Runs `f` with register access.
-    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R;
+    /// The register access a sequence gets.
+    type Io: CsAccess;
+
+    /// Runs `f` with register access; fails, without running `f`, when the registers cannot be
+    /// reached from the calling CPU ([`Backend::reachable_from_any_cpu`]).
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut Self::Io) -> R) -> Result<R>;
 
     /// Returns the CPU that run-time operations run on: the one whose trace unit this is (its
     /// power domain, or its system registers); `None` when any CPU will do.
@@ -89,8 +163,10 @@ pub trait Backend: Send + Unpin {
 }
 
 impl Backend for IoMem<'_, FRAME> {
-    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        f(&mut Mmio(self))
+    type Io = Self;
+
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> Result<R> {
+        Ok(f(self))
     }
 }
 
@@ -207,8 +283,8 @@ impl<B: Backend> Regs<B> {
 }
 
 impl<B: Backend> Claim<'_, B> {
-    /// Runs `f` with register access.
-    pub fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+    /// Runs `f` with register access ([`Backend::with_io`]).
+    pub fn with_io<R>(&mut self, f: impl FnOnce(&mut B::Io) -> R) -> Result<R> {
         self.0.with_io(f)
     }
 }

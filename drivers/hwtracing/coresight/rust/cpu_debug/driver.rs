@@ -211,7 +211,7 @@ impl<B: Backend> DumpCallback for Sampler<B> {
                 let start = Counter::read();
                 // Only probe used the frame before, and it has returned: the claim is free.
                 let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
-                let s = claim.with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch, max_delays));
+                let s = claim.with_io(|io| hw::sample_cpu(io, self.cpu, &self.arch, max_delays))?;
                 SPENT.fetch_add(Counter::read().wrapping_sub(start), Relaxed);
                 s
             }
@@ -281,7 +281,7 @@ impl amba::Driver for CpuDebug {
         let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
         // Probe owns the frame until it is put behind its lock below.
         let arch = iomem
-            .with_io(|io| read_arch(io, cfg!(CONFIG_64BIT)))
+            .with_io(|io| read_arch(io, cfg!(CONFIG_64BIT)))?
             .map_err(|e| {
                 dev_err!(dev, "CPU{}: {}\n", cpu, e);
                 ENODEV

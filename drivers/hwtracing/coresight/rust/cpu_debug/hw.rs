@@ -33,10 +33,9 @@
 use kernel::coresight::{
     access::{
         lock,
-        poll,
         unlock,
         CsAccess,
-        TypedAccess, //
+        //
     },
     panic_dump::format::cpu_debug::{
         calibrate_pc,
@@ -93,7 +92,7 @@ pub const MAX_DELAYS_PER_SAMPLE: u32 = POWER_UP_ATTEMPTS * POWER_UP_POLLS;
 ///
 /// The ID registers are in the debug power domain: this is safe while the core is off. Fails
 /// when the device cannot sample the PC, so that the probe fails cleanly.
-pub fn read_arch<A: CsAccess + ?Sized>(io: &mut A, pc64: bool) -> Result<ArchData, ArchError> {
+pub fn read_arch<A: CsAccess>(io: &mut A, pc64: bool) -> Result<ArchData, ArchError> {
     unlock(io);
     let eddevid: EDDEVID = io.read(EDDEVID);
     let eddevid1: EDDEVID1 = io.read(EDDEVID1);
@@ -103,20 +102,14 @@ pub fn read_arch<A: CsAccess + ?Sized>(io: &mut A, pc64: bool) -> Result<ArchDat
 
 /// Requests core power-up and waits, bounded by [`POWER_UP_ATTEMPTS`] * [`POWER_UP_POLLS`] polls
 /// and by `max_delays`; returns whether `PU` is set.
-fn power_up<A: CsAccess + ?Sized>(
-    io: &mut A,
-    saved: EDPRCR,
-    s: &mut CpuSample,
-    max_delays: u32,
-) -> bool {
+fn power_up<A: CsAccess>(io: &mut A, saved: EDPRCR, s: &mut CpuSample, max_delays: u32) -> bool {
     let mut delays_left = max_delays;
     for attempt in 0..POWER_UP_ATTEMPTS {
         io.write_reg(saved.with_corepurq(true));
         let retry = POWER_UP_POLLS.min(delays_left);
         let mut reads = 0u32;
         let mut first = None;
-        let polled = poll(
-            io,
+        let polled = io.poll(
             retry,
             POWER_UP_DELAY_US,
             |io| {
@@ -166,7 +159,7 @@ fn power_up<A: CsAccess + ?Sized>(
 /// budget. When that share, not the hardware bound, ends the wait for power-up, the record says
 /// so ([`FLAG_BUDGET_CUT`]). Leaves `EDPRCR` and the OS lock as found and the software lock
 /// locked.
-pub fn sample_cpu<A: CsAccess + ?Sized>(
+pub fn sample_cpu<A: CsAccess>(
     io: &mut A,
     cpu: u32,
     arch: &ArchData,
@@ -200,7 +193,7 @@ pub fn sample_cpu<A: CsAccess + ?Sized>(
 }
 
 /// Reads the sample registers, `EDPCSR` first, into `s`.
-fn read_sample<A: CsAccess + ?Sized>(io: &mut A, arch: &ArchData, s: &mut CpuSample) {
+fn read_sample<A: CsAccess>(io: &mut A, arch: &ArchData, s: &mut CpuSample) {
     let lo = io.read(EDPCSR).pc_lo().get();
     s.edpcsr = lo;
     if lo == EDPCSR_PROHIBITED {

@@ -9,7 +9,7 @@
 
 use kernel::{
     coresight::access::{
-        CsAccess,
+        RawFrame,
         CS_UNLOCK_KEY,
         LAR,
         LSR, //
@@ -108,7 +108,7 @@ impl ScriptedDebug {
     }
 }
 
-impl CsAccess for ScriptedDebug {
+impl RawFrame for ScriptedDebug {
     fn read32(&mut self, offset: u32) -> u32 {
         // CAST: an offset in the frame.
         let i = offset as usize / 4;

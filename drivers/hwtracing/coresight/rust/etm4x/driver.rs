@@ -8,15 +8,11 @@ use kernel::{
     amba,
     coresight::{
         self,
-        access::{
-            CsAccess,
-            FRAME, //
-        },
+        access::FRAME,
         component::{
             Backend,
             Component,
             ComponentInfo,
-            Mmio,
             Regs, //
         },
         kernel_at_el2,
@@ -93,13 +89,13 @@ pub(crate) struct Etm<B: Backend> {
 fn probe_run<B: Backend, R: Send>(
     backend: &mut B,
     iface: Interface,
-    f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
+    f: impl for<'x> FnOnce(&mut Etm4x<'x, B::Io>) -> R + Send,
 ) -> Result<R> {
     let cpu = backend.cpu();
     let run = || backend.with_io(|io| f(&mut Etm4x::new(io, iface, Timeout::DEFAULT)));
     match cpu {
-        None => Ok(run()),
-        Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run),
+        None => run(),
+        Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run)?,
     }
 }
 
@@ -148,7 +144,7 @@ impl<B: Backend> Etm<B> {
     /// has them.
     pub(crate) fn with<R: Send>(
         &self,
-        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R + Send,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, B::Io>) -> R + Send,
     ) -> Result<R> {
         let iface = self.iface;
         // Run by a cross-CPU call on the unit's own CPU: the steps only that CPU can take
@@ -156,10 +152,10 @@ impl<B: Backend> Etm<B> {
         let own = self.regs.cpu() == Some(self.cpu);
         let run = || -> Result<R> {
             let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
-            Ok(claim.with_io(|io| {
+            claim.with_io(|io| {
                 let unit = Etm4x::new(io, iface, Timeout::DEFAULT);
                 f(&mut if own { unit.on_own_cpu(&ThisCpu) } else { unit })
-            }))
+            })
         };
         match self.regs.cpu() {
             None => run(),
@@ -173,7 +169,7 @@ impl<B: Backend> Etm<B> {
     /// when a stopped CPU was in the middle of a register sequence on it.
     fn with_at_panic<R>(
         &self,
-        f: impl for<'x> FnOnce(&mut Etm4x<'x, dyn CsAccess + 'x>) -> R,
+        f: impl for<'x> FnOnce(&mut Etm4x<'x, B::Io>) -> R,
     ) -> Result<R, SaveOutcome> {
         if !self.regs.reachable_from_any_cpu()
             && self
@@ -187,10 +183,12 @@ impl<B: Backend> Etm<B> {
         // The panicking CPU's own unit: it takes the barriers and prohibits its trace before the
         // stop; the other CPUs' units are stopped over MMIO only.
         let own = CpuId::current().as_u32() == self.cpu;
-        Ok(claim.with_io(|io| {
-            let unit = Etm4x::new(io, self.iface, Timeout::DEFAULT);
-            f(&mut if own { unit.on_own_cpu(&ThisCpu) } else { unit })
-        }))
+        claim
+            .with_io(|io| {
+                let unit = Etm4x::new(io, self.iface, Timeout::DEFAULT);
+                f(&mut if own { unit.on_own_cpu(&ThisCpu) } else { unit })
+            })
+            .map_err(|_| SaveOutcome::Unreachable)
     }
 
     /// The trace configuration of an enable: the default one with the trace ID, and the crash
@@ -366,9 +364,11 @@ pub(crate) struct EtmMmio<'a> {
     cpu: u32,
 }
 
-impl Backend for EtmMmio<'_> {
-    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        f(&mut Mmio(&self.io))
+impl<'r> Backend for EtmMmio<'r> {
+    type Io = IoMem<'r, FRAME>;
+
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut Self::Io) -> R) -> Result<R> {
+        Ok(f(&mut self.io))
     }
 
     fn cpu(&self) -> Option<u32> {

@@ -20,9 +20,7 @@ use core::fmt;
 use kernel::{
     coresight::{
         access::{
-            poll,
             CsAccess,
-            TypedAccess,
             AUTHSTATUS,
             CS_UNLOCK_KEY,
             DEVARCH,
@@ -49,9 +47,9 @@ use kernel::{
 };
 
 use super::regs::{
-    trcacvr,
     MAX_ADDR_COMPARATORS, //
     TRCACATR,
+    TRCACVR,
     TRCBBCTLR,
     TRCCCCTLR,
     TRCCONFIGR,
@@ -393,14 +391,14 @@ pub trait OwnCpu {
 }
 
 /// One ETMv4 trace unit reached through `A`.
-pub struct Etm4x<'a, A: CsAccess + ?Sized> {
+pub struct Etm4x<'a, A: CsAccess> {
     io: &'a mut A,
     iface: Interface,
     timeout: Timeout,
     own_cpu: Option<&'a dyn OwnCpu>,
 }
 
-impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
+impl<'a, A: CsAccess> Etm4x<'a, A> {
     /// Wraps the register access `io` of a trace unit reached through `iface`, from a CPU
     /// other than the unit's own (see [`Self::on_own_cpu`]).
     pub fn new(io: &'a mut A, iface: Interface, timeout: Timeout) -> Self {
@@ -547,15 +545,15 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
 
     /// Polls `TRCSTATR` until `cond` holds for it; returns the last `TRCSTATR` read.
     fn wait_status(&mut self, cond: impl FnMut(&TRCSTATR) -> bool) -> Result<u32, u32> {
-        poll(
-            self.io,
-            self.timeout.tries,
-            self.timeout.delay_us,
-            |io| io.read(TRCSTATR),
-            cond,
-        )
-        .map(|p| p.value.into_raw())
-        .map_err(|p| p.value.into_raw())
+        self.io
+            .poll(
+                self.timeout.tries,
+                self.timeout.delay_us,
+                |io| io.read(TRCSTATR),
+                cond,
+            )
+            .map(|p| p.value.into_raw())
+            .map_err(|p| p.value.into_raw())
     }
 
     /// Stops trace generation: on the unit's own CPU, prohibits trace in `TRFCR_EL1` and
@@ -626,9 +624,9 @@ impl<'a, A: CsAccess + ?Sized> Etm4x<'a, A> {
         io.write_reg(TRCVIIECTLR::from_raw(cfg.viiectlr));
         io.write_reg(TRCVISSCTLR::from_raw(cfg.vissctlr));
         for (n, addr) in cfg.stops.iter().enumerate().take(cfg.nr_stops) {
-            io.write64(trcacvr(n), *addr);
-            if let Some(loc) = TRCACATR::try_at(n) {
-                io.write(loc, TRCACATR::from_raw(cfg.acatr));
+            if let (Some(value), Some(access)) = (TRCACVR::try_at(n), TRCACATR::try_at(n)) {
+                io.write64(value, TRCACVR::from_raw(*addr));
+                io.write(access, TRCACATR::from_raw(cfg.acatr));
             }
         }
     }

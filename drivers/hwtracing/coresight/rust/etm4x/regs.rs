@@ -122,6 +122,14 @@ register! {
         15:0 start;
     }
 
+    /// Address Comparator Value Registers 0 to 15: the address each single comparator matches,
+    /// 64 bits, written whole with [`CsAccess::write64`](kernel::coresight::access::CsAccess::write64)
+    /// (a system-register unit has one 64-bit register there, not two halves).
+    pub TRCACVR(u64)[16] @ 0x400 {
+        /// The address.
+        63:0 address;
+    }
+
     /// Address Comparator Access Type Registers 0 to 15, their low halves (the registers are
     /// 64 bits wide, 8 bytes apart; the high halves are zero for instruction address compares).
     pub TRCACATR(u32)[16, stride = 8] @ 0x480 {
@@ -176,14 +184,6 @@ register! {
 
 /// Number of single address comparators `TRCIDR4` can announce (8 pairs).
 pub const MAX_ADDR_COMPARATORS: usize = 16;
-
-/// Offset of `TRCACVRn`, the 64-bit value of single address comparator `n` (0x400, 8 bytes
-/// apart), written whole with [`CsAccess::write64`](kernel::coresight::access::CsAccess::write64):
-/// a system-register unit has one 64-bit register there, not two halves.
-pub const fn trcacvr(n: usize) -> u32 {
-    // CAST: `n % 16` is small.
-    0x400 + 8 * (n % MAX_ADDR_COMPARATORS) as u32
-}
 
 /// `TRCIDR4.NUMACPAIRS` (bits 3:0): the address comparator pairs implemented.
 pub const TRCIDR4_NUMACPAIRS_MASK: u32 = 0xF;

@@ -9,7 +9,7 @@
 //! the memory-mapped interface look like here. Writes are followed by an `ISB`, so that a write
 //! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read. The 64-bit address
 //! comparators (`TRCACVRn`, `TRCACATRn`, the hardware stop's) are written whole through
-//! [`CsAccess::write64`]. The table below is checked on the host (crates/cspd-hw/tests/etm4x.rs):
+//! [`CsAccess::write64`]; polls are `read_poll_timeout_atomic()`'s, as over MMIO. The table below is checked on the host (crates/cspd-hw/tests/etm4x.rs):
 //! each operand is the encoding [`hw::sysreg_of_offset`] gives its offset, and LLVM's assembler
 //! encodes the register's name, in the comment, alike (reading what the table reads, writing
 //! what it only writes). The accessors have never run: they need a CPU with the trace system
@@ -29,9 +29,21 @@ use kernel::{
     prelude::*, //
 };
 
-use kernel::coresight::{
-    access::CsAccess,
-    component::Backend, //
+use kernel::{
+    coresight::{
+        access::{
+            from_io,
+            to_io,
+            CsAccess,
+            Frame,
+            Polled, //
+        },
+        component::{
+            poll_atomic,
+            Backend, //
+        },
+    },
+    io::IoLoc,
 };
 
 use crate::{
@@ -177,7 +189,7 @@ fn trace_sysregs_implemented() -> bool {
 /// # Invariants
 ///
 /// Only used on the unit's CPU, which implements the trace system registers.
-struct SysRegIo(());
+pub(crate) struct SysRegIo(());
 
 impl SysRegIo {
     /// Returns access to this CPU's trace unit.
@@ -191,33 +203,73 @@ impl SysRegIo {
     }
 }
 
-impl CsAccess for SysRegIo {
-    fn read32(&mut self, offset: u32) -> u32 {
-        // SAFETY: By the type invariant this runs on the unit's CPU.
-        let v = unsafe { read(offset) };
-        // CAST: the trace registers the driver uses are 32 bits wide.
-        v.map_or(u32::MAX, |v| v as u32)
-    }
-
-    fn write32(&mut self, offset: u32, value: u32) {
-        // SAFETY: By the type invariant this runs on the unit's CPU.
-        unsafe { write(offset, u64::from(value)) };
-    }
-
-    // The 64-bit registers (the address comparators) are one system register each: one `MSR`,
-    // not two halves (the half at `offset + 4` has no system register).
-    fn write64(&mut self, offset: u32, value: u64) {
-        // SAFETY: By the type invariant this runs on the unit's CPU.
-        unsafe { write(offset, value) };
-    }
-
-    fn read64(&mut self, offset: u32) -> u64 {
+impl SysRegIo {
+    /// Reads the trace register at a location's offset; one without a system register reads
+    /// as all ones.
+    fn read_at(&mut self, offset: usize) -> u64 {
+        let Ok(offset) = u32::try_from(offset) else {
+            return u64::MAX;
+        };
         // SAFETY: By the type invariant this runs on the unit's CPU.
         unsafe { read(offset) }.unwrap_or(u64::MAX)
     }
 
-    fn delay_us(&mut self, us: u32) {
-        kernel::time::delay::udelay(kernel::time::Delta::from_micros(i64::from(us)));
+    /// Writes the trace register at a location's offset; one without a system register ignores
+    /// the write.
+    fn write_at(&mut self, offset: usize, value: u64) {
+        if let Ok(offset) = u32::try_from(offset) {
+            // SAFETY: By the type invariant this runs on the unit's CPU.
+            unsafe { write(offset, value) };
+        }
+    }
+}
+
+impl CsAccess for SysRegIo {
+    fn read<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        // CAST: the 32-bit registers' system registers hold their value in the low word.
+        let raw = self.read_at(loc.offset()) as u32;
+        from_io::<T, L>(raw)
+    }
+
+    fn write<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+    {
+        let offset = loc.offset();
+        self.write_at(offset, u64::from(to_io::<T, L>(value)));
+    }
+
+    fn update<T, L, F>(&mut self, loc: L, f: F)
+    where
+        L: IoLoc<Frame, T, IoType = u32>,
+        F: FnOnce(T) -> T,
+    {
+        let offset = loc.offset();
+        // CAST: as in `read`.
+        let value = f(from_io::<T, L>(self.read_at(offset) as u32));
+        self.write_at(offset, u64::from(to_io::<T, L>(value)));
+    }
+
+    // The 64-bit registers (the address comparators) are one system register each: one `MSR`.
+    fn write64<T, L>(&mut self, loc: L, value: T)
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        let offset = loc.offset();
+        self.write_at(offset, to_io::<T, L>(value));
+    }
+
+    fn poll<T: Copy>(
+        &mut self,
+        retry: u32,
+        delay_us: u32,
+        op: impl FnMut(&mut Self) -> T,
+        cond: impl FnMut(&T) -> bool,
+    ) -> Result<Polled<T>, Polled<T>> {
+        poll_atomic(self, retry, delay_us, op, cond)
     }
 }
 
@@ -226,32 +278,19 @@ pub(crate) struct SysRegEtm {
     cpu: u32,
 }
 
-/// What another CPU sees of a system-register trace unit: nothing (all ones, writes ignored).
-struct OtherCpu;
-
-impl CsAccess for OtherCpu {
-    fn read32(&mut self, _offset: u32) -> u32 {
-        u32::MAX
-    }
-
-    fn write32(&mut self, _offset: u32, _value: u32) {}
-
-    fn delay_us(&mut self, us: u32) {
-        kernel::time::delay::udelay(kernel::time::Delta::from_micros(i64::from(us)));
-    }
-}
-
 impl Backend for SysRegEtm {
-    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
+    type Io = SysRegIo;
+
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut Self::Io) -> R) -> Result<R> {
         // The driver runs every sequence on the unit's CPU, with interrupts off (from
-        // `smp::call_on_cpu`, or at panic after checking the CPU): a call from anywhere else
-        // reaches nothing rather than another CPU's trace unit.
+        // `smp::call_on_cpu`, or at panic after checking the CPU): a call from another CPU would
+        // reach that CPU's trace unit instead, and is refused.
         if kernel::cpu::CpuId::current().as_u32() != self.cpu {
-            return f(&mut OtherCpu);
+            return Err(EXDEV);
         }
         // SAFETY: This is the unit's CPU (checked above, and interrupts are off, so it stays
         // so), and probe checked that it implements the trace system registers.
-        f(&mut unsafe { SysRegIo::new() })
+        Ok(f(&mut unsafe { SysRegIo::new() }))
     }
 
     fn cpu(&self) -> Option<u32> {

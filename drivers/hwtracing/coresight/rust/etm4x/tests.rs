@@ -9,7 +9,7 @@
 use kernel::{
     coresight::{
         access::{
-            CsAccess,
+            RawFrame,
             CS_UNLOCK_KEY,
             LAR,
             LSR, //
@@ -144,7 +144,7 @@ impl ScriptedEtm {
     }
 }
 
-impl CsAccess for ScriptedEtm {
+impl RawFrame for ScriptedEtm {
     fn read32(&mut self, offset: u32) -> u32 {
         // CAST: an offset in the frame.
         if let Some(c) = self.reads.get_mut(offset as usize / 4) {
@@ -216,8 +216,10 @@ impl CsAccess for ScriptedEtm {
 struct ScriptedBackend(KBox<ScriptedEtm>);
 
 impl Backend for ScriptedBackend {
-    fn with_io<R>(&mut self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> R {
-        f(&mut *self.0)
+    type Io = ScriptedEtm;
+
+    fn with_io<R>(&mut self, f: impl FnOnce(&mut Self::Io) -> R) -> Result<R> {
+        Ok(f(&mut *self.0))
     }
 }
 
@@ -425,7 +427,7 @@ mod kunit {
         // callback records "busy" and touches nothing; a run-time caller gets EBUSY.
         {
             let mut held = etm.regs.try_claim().ok_or(EINVAL)?;
-            let reads_before = held.with_io(|io| io.read32(0x004));
+            let reads_before = held.with_io(|io| io.read32(0x004))?;
             assert_eq!(reads_before & 1, 1);
             assert!(etm.regs.try_claim().is_none());
             assert!(etm.with(|u| u.read_ids()).err() == Some(EBUSY));
@@ -433,14 +435,14 @@ mod kunit {
             let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
             assert!(s.outcome == SaveOutcome::Busy);
             assert!(!s.regs_valid());
-            assert_eq!(held.with_io(|io| io.read32(0x004)) & 1, 1);
+            assert_eq!(held.with_io(|io| io.read32(0x004))? & 1, 1);
         }
         // Released: the panic callback stops and saves the unit.
         assert!(save.dump(&mut buf, &mut written).is_ok());
         let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
         assert!(s.outcome == SaveOutcome::Ok && s.regs_valid());
         let mut claim = etm.regs.try_claim().ok_or(EINVAL)?;
-        assert_eq!(claim.with_io(|io| io.read32(0x004)) & 1, 0);
+        assert_eq!(claim.with_io(|io| io.read32(0x004))? & 1, 0);
         Ok(())
     }
 }

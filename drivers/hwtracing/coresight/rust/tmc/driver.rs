@@ -8,10 +8,7 @@ use kernel::{
     c_str,
     coresight::{
         self,
-        access::{
-            CsAccess,
-            TypedAccess, //
-        },
+        access::CsAccess,
         component::{
             Backend,
             Component,
@@ -108,9 +105,9 @@ impl<B: Backend> Tmc<B> {
     }
 
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
-    pub(crate) fn io<R>(&self, f: impl FnOnce(&mut dyn CsAccess) -> R) -> Result<R> {
+    pub(crate) fn io<R>(&self, f: impl FnOnce(&mut B::Io) -> R) -> Result<R> {
         let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
-        Ok(claim.with_io(f))
+        claim.with_io(f)
     }
 }
 
@@ -151,7 +148,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if csdev.mode() == Mode::Disabled {
             return Ok(());
         }
-        let r = tmc.io(|io| hw::disable(io));
+        let r = tmc.io(hw::disable);
         csdev.set_mode(Mode::Disabled);
         match r {
             Ok(Ok(())) => {}
@@ -180,7 +177,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if !csdev.take_mode(Mode::Sysfs) {
             return Err(EBUSY);
         }
-        tmc.io(|io| hw::enable_hw_fifo(io))
+        tmc.io(hw::enable_hw_fifo)
             .and_then(|r| {
                 r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC link not enabled: {e}\n"))
                     .map_err(Error::from)
@@ -198,7 +195,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
     ) {
         let tmc = &*self.0;
         if tmc.drop_user() == 0 && csdev.mode() != Mode::Disabled {
-            let _ = tmc.io(|io| hw::disable(io));
+            let _ = tmc.io(hw::disable);
             csdev.set_mode(Mode::Disabled);
         }
     }
@@ -264,7 +261,7 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
     devid: DEVID,
 ) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
     // Probe owns the registers until they are put behind the lock below.
-    let rsz: RSZ = backend.with_io(|io| io.read(RSZ));
+    let rsz: RSZ = backend.with_io(|io| io.read(RSZ))?;
     let config = devid.configtype();
     let rsz = rsz.words().get();
     let (prefix, kind) = match config {

@@ -29,7 +29,6 @@ use kernel::{
             lock,
             unlock,
             CsAccess,
-            TypedAccess,
             AUTHSTATUS, //
         },
         panic_dump::format::etr::{
@@ -129,7 +128,7 @@ pub fn axictl_flat(old: AXICTL) -> AXICTL {
 /// `DBALO`/`DBAHI`, for a part that keeps its pointers also `RRP`, `RWP` and `STS` (`Full`
 /// cleared), then `FFCR`, `TRG` and `CTL.TraceCaptEn`, and locks again. On a timeout nothing is
 /// programmed and the frame is locked again.
-pub fn enable<A: CsAccess + ?Sized>(io: &mut A, setup: &EtrSetup) -> Result<(), TmcError> {
+pub fn enable<A: CsAccess>(io: &mut A, setup: &EtrSetup) -> Result<(), TmcError> {
     unlock(io);
     if let Err(e) = wait_ready(io) {
         lock(io);
@@ -269,7 +268,7 @@ const _: () = {
 ///
 /// The register accesses are bounded: at most `2 * (TMC_POLL_TRIES + 1) + 26`, whatever the
 /// buffer's size.
-pub fn panic_stop<A: CsAccess + ?Sized>(io: &mut A) -> EtrStop {
+pub fn panic_stop<A: CsAccess>(io: &mut A) -> EtrStop {
     let mut h = EtrRecordHeader {
         version: ETR_RECORD_VERSION,
         ..EtrRecordHeader::default()

@@ -287,7 +287,7 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
         if csdev.mode() == Mode::Disabled {
             return Ok(());
         }
-        let r = this.tmc.io(|io| crate::hw::disable(io));
+        let r = this.tmc.io(crate::hw::disable);
         csdev.set_mode(Mode::Disabled);
         match r {
             Ok(Ok(())) => this.free_dma(),
@@ -336,7 +336,7 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
         if buf.len() < ETR_RECORD_HEADER_LEN {
             return Err(ENOSPC);
         }
-        let Ok(stop) = this.tmc.io(|io| etr::panic_stop(io)) else {
+        let Ok(stop) = this.tmc.io(etr::panic_stop) else {
             // A CPU stopped by the panic was in the middle of a register sequence.
             pr_emerg!("{name}: registers in use by a stopped CPU; not stopped\n");
             return Err(EBUSY);

@@ -24,11 +24,9 @@ use core::fmt;
 use kernel::coresight::{
     access::{
         lock,
-        poll,
         unlock,
         CsAccess,
         Polled,
-        TypedAccess,
         AUTHSTATUS,
         LSR, //
     },
@@ -114,14 +112,13 @@ impl fmt::Display for TmcError {
 }
 
 /// Returns whether the software lock is implemented and set (`LSR.SLI` and `LSR.SLK`).
-pub fn is_locked<A: CsAccess + ?Sized>(io: &mut A) -> bool {
+pub fn is_locked<A: CsAccess>(io: &mut A) -> bool {
     io.read(LSR).locked()
 }
 
 /// Polls `STS` until `TMCReady` is set, bounded by [`TMC_POLL_TRIES`].
-fn poll_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<Polled<STS>, Polled<STS>> {
-    poll(
-        io,
+fn poll_ready<A: CsAccess>(io: &mut A) -> Result<Polled<STS>, Polled<STS>> {
+    io.poll(
         TMC_POLL_TRIES,
         TMC_POLL_DELAY_US,
         |io| io.read(STS),
@@ -132,7 +129,7 @@ fn poll_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<Polled<STS>, Polled<ST
 /// Waits, bounded, for `STS.TMCReady`; the frame must be unlocked.
 ///
 /// Returns the number of delays spent waiting.
-pub fn wait_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<u32, TmcError> {
+pub fn wait_ready<A: CsAccess>(io: &mut A) -> Result<u32, TmcError> {
     poll_ready(io)
         .map(|p| p.delays)
         .map_err(|_| TmcError::NotReady)
@@ -178,12 +175,11 @@ impl StopReport {
 /// Sets `FFCR.StopOnFl`, then `FFCR.FlushMan`, waits (bounded) for `FlushMan` to clear and then
 /// for `STS.TMCReady`, like the C driver's `tmc_flush_and_stop()`. Like it, a flush timeout does
 /// not skip the wait for `TMCReady`. `CTL` is left alone.
-pub fn flush_and_stop<A: CsAccess + ?Sized>(io: &mut A) -> StopReport {
+pub fn flush_and_stop<A: CsAccess>(io: &mut A) -> StopReport {
     let ffcr = io.read(FFCR).with_stoponfl(true);
     io.write_reg(ffcr);
     io.write_reg(ffcr.with_flushman(true));
-    let flush = poll(
-        io,
+    let flush = io.poll(
         TMC_POLL_TRIES,
         TMC_POLL_DELAY_US,
         |io| io.read(FFCR),
@@ -229,7 +225,7 @@ pub struct PanicEntry {
 /// for `TMCReady`. The frame is left unlocked for the caller's reads.
 ///
 /// The register accesses are at most `2 * (TMC_POLL_TRIES + 1) + 10`.
-pub fn panic_entry<A: CsAccess + ?Sized>(io: &mut A) -> PanicEntry {
+pub fn panic_entry<A: CsAccess>(io: &mut A) -> PanicEntry {
     unlock(io);
     let locked = is_locked(io);
     let ctl: CTL = io.read(CTL);
@@ -281,7 +277,7 @@ pub fn panic_entry<A: CsAccess + ?Sized>(io: &mut A) -> PanicEntry {
 }
 
 /// Unlocks the frame and waits for `TMCReady`; on a timeout locks it again.
-fn unlock_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
+fn unlock_ready<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
     unlock(io);
     wait_ready(io).map(|_| ()).inspect_err(|_| lock(io))
 }
@@ -291,10 +287,7 @@ fn unlock_ready<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
 /// Unlocks, checks `STS.TMCReady` (bounded), programs `MODE` = Circular Buffer,
 /// `FFCR` = [`ffcr_sink`], `TRG` = `trigger_count`, sets `CTL.TraceCaptEn` and locks again.
 /// On a timeout nothing is programmed and the frame is locked again.
-pub fn enable_circular<A: CsAccess + ?Sized>(
-    io: &mut A,
-    trigger_count: u32,
-) -> Result<(), TmcError> {
+pub fn enable_circular<A: CsAccess>(io: &mut A, trigger_count: u32) -> Result<(), TmcError> {
     unlock_ready(io)?;
     io.write_reg(MODE::from_raw(0).with_mode(TmcMode::CircularBuffer));
     io.write_reg(ffcr_sink());
@@ -305,7 +298,7 @@ pub fn enable_circular<A: CsAccess + ?Sized>(
 }
 
 /// Enables an ETF as a link in Hardware FIFO mode, as the C driver's `__tmc_etf_enable_hw()`.
-pub fn enable_hw_fifo<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
+pub fn enable_hw_fifo<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
     unlock_ready(io)?;
     io.write_reg(MODE::from_raw(0).with_mode(TmcMode::HardwareFifo));
     io.write_reg(FFCR::from_raw(0).with_enft(true).with_enti(true));
@@ -319,7 +312,7 @@ pub fn enable_hw_fifo<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> 
 ///
 /// `CTL` is cleared even when the flush or the wait for ready timed out; the first such failure
 /// is returned.
-pub fn disable<A: CsAccess + ?Sized>(io: &mut A) -> Result<(), TmcError> {
+pub fn disable<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
     unlock(io);
     let report = flush_and_stop(io);
     io.write_reg(CTL::from_raw(0));
@@ -346,7 +339,7 @@ pub struct DrainSummary {
 /// `cap` words are in `data`, rotated left by `words % cap` once more than `cap` were read.
 ///
 /// Returns `(words read, ended)`.
-fn drain_ram<A: CsAccess + ?Sized>(io: &mut A, data: &mut [u8], bound: usize) -> (usize, bool) {
+fn drain_ram<A: CsAccess>(io: &mut A, data: &mut [u8], bound: usize) -> (usize, bool) {
     let cap = (data.len() / 4).max(1);
     let mut words: usize = 0;
     loop {
@@ -401,7 +394,7 @@ pub fn words_held(sts: STS, rrp: u32, rwp: u32, rsz: u32) -> usize {
 /// `2 * (TMC_POLL_TRIES + 1) + 18`).
 ///
 /// Returns an error, touching no register, only when `slot` cannot hold the header.
-pub fn panic_drain<A: CsAccess + ?Sized>(
+pub fn panic_drain<A: CsAccess>(
     io: &mut A,
     slot: &mut [u8],
 ) -> Result<DrainSummary, TmcRecordError> {

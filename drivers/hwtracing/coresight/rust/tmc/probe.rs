@@ -7,7 +7,7 @@ use kernel::{
     amba, c_str,
     coresight::{
         access::{
-            TypedAccess,
+            CsAccess,
             FRAME, //
         },
         component::Backend, //
@@ -73,7 +73,7 @@ impl amba::Driver for TmcAmba {
         let dev: &Device<Core<'_>> = adev.as_ref();
         let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
         // Probe owns the registers until a registration puts them behind its lock.
-        let devid: DEVID = iomem.with_io(|io| io.read(DEVID));
+        let devid: DEVID = iomem.with_io(|io| io.read(DEVID))?;
         Ok(if devid.configtype() == TmcConfigType::Etr {
             TmcData {
                 _buffer: None,

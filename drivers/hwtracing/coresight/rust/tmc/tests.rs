@@ -9,7 +9,7 @@
 
 use kernel::{
     coresight::access::{
-        CsAccess,
+        RawFrame,
         CS_UNLOCK_KEY,
         LAR,
         LSR, //
@@ -85,7 +85,7 @@ impl ScriptedTmc {
     }
 }
 
-impl CsAccess for ScriptedTmc {
+impl RawFrame for ScriptedTmc {
     fn read32(&mut self, offset: u32) -> u32 {
         if offset == at::<RRD>() {
             self.rrd_reads += 1;
