@@ -21,7 +21,10 @@
 
 use kernel::io::{
     register,
-    register::LocatedRegister,
+    register::{
+        LocatedRegister,
+        Register, //
+    },
     IoLoc,
     Region, //
 };
@@ -166,6 +169,12 @@ pub trait RawFrame {
 
     /// Lets about `us` microseconds of the frame's clock pass, between two polls.
     fn delay_us(&mut self, us: u32);
+}
+
+/// The frame offset of register `R`, for a [`RawFrame`] that tells its registers apart by offset.
+pub const fn offset_of<R: Register>() -> u32 {
+    // CAST: `register!` declares the frame's registers inside its 4 KiB.
+    R::OFFSET as u32
 }
 
 /// The frame offset of a register location: below [`FRAME`], as `register!` declares them.

@@ -9,6 +9,7 @@
 
 use kernel::{
     coresight::access::{
+        offset_of,
         RawFrame,
         CS_UNLOCK_KEY,
         LAR,
@@ -22,12 +23,6 @@ use crate::regs::{
     EDOSLAR,
     EDPRSR, //
 };
-
-/// Returns the offset of register `R` in the frame.
-fn at<R: Register>() -> u32 {
-    // CAST: a register offset lies in the 4 KiB frame.
-    R::OFFSET as u32
-}
 
 /// A CPU's external debug frame whose registers read back what the test set or the driver
 /// wrote, except for `EDPRSR`, which returns the scripted values one by one (the last one
@@ -115,13 +110,13 @@ impl RawFrame for ScriptedDebug {
         if let Some(c) = self.reads.get_mut(i) {
             *c += 1;
         }
-        if offset == at::<LSR>() {
+        if offset == offset_of::<LSR>() {
             return LSR::from_raw(0)
                 .with_sli(true)
                 .with_slk(self.sw_locked)
                 .into_raw();
         }
-        if offset == at::<EDPRSR>() {
+        if offset == offset_of::<EDPRSR>() {
             let v = self
                 .prsr
                 .get(self.next)
@@ -140,9 +135,9 @@ impl RawFrame for ScriptedDebug {
         if let Some(c) = self.writes.get_mut(i) {
             *c += 1;
         }
-        if offset == at::<LAR>() {
+        if offset == offset_of::<LAR>() {
             self.sw_locked = value != CS_UNLOCK_KEY;
-        } else if offset == at::<EDOSLAR>() {
+        } else if offset == offset_of::<EDOSLAR>() {
             self.os_locked = EDOSLAR::from_raw(value).oslk();
         } else if let Some(r) = self.regs.get_mut(i) {
             *r = value;

@@ -9,6 +9,7 @@
 use kernel::{
     coresight::{
         access::{
+            offset_of,
             RawFrame,
             CS_UNLOCK_KEY,
             LAR,
@@ -16,7 +17,6 @@ use kernel::{
         },
         component::Backend, //
     },
-    io::register::Register,
     prelude::*,
 };
 
@@ -30,12 +30,6 @@ use crate::{
         TRCSTATR, //
     },
 };
-
-/// Returns the offset of register `R` in the frame.
-fn at<R: Register>() -> u32 {
-    // CAST: a register offset lies in the 4 KiB frame.
-    R::OFFSET as u32
-}
 
 /// `TRCIDR0`..`TRCIDR13` of a Cortex-A53's ETM: 64-bit timestamps, return stack, cycle
 /// counting, conditional and branch broadcast; Arm ETMv4.0; 64-bit addresses, 32-bit context
@@ -135,7 +129,7 @@ impl ScriptedEtm {
 
     /// Returns whether `TRCPRGCTLR.EN` is set.
     fn enabled(&self) -> bool {
-        self.get_at(at::<TRCPRGCTLR>()) & 1 != 0
+        self.get_at(offset_of::<TRCPRGCTLR>()) & 1 != 0
     }
 
     /// Returns the identification registers the unit shows.
@@ -150,24 +144,24 @@ impl RawFrame for ScriptedEtm {
         if let Some(c) = self.reads.get_mut(offset as usize / 4) {
             *c += 1;
         }
-        if offset == at::<TRCSTATR>() {
+        if offset == offset_of::<TRCSTATR>() {
             let idle = !self.enabled();
             return TRCSTATR::from_raw(0)
                 .with_idle(idle)
                 .with_pmstable(true)
                 .into_raw();
         }
-        if offset == at::<TRCOSLSR>() {
+        if offset == offset_of::<TRCOSLSR>() {
             // OSLM: the OS lock is implemented.
             return (1 << 3) | TRCOSLSR::from_raw(0).with_oslk(self.os_locked).into_raw();
         }
-        if offset == at::<TRCPDSR>() {
+        if offset == offset_of::<TRCPDSR>() {
             return TRCPDSR::from_raw(0)
                 .with_power(true)
                 .with_oslk(self.os_locked)
                 .into_raw();
         }
-        if offset == at::<LSR>() {
+        if offset == offset_of::<LSR>() {
             return if self.mmio {
                 LSR::from_raw(0)
                     .with_sli(true)
@@ -181,7 +175,7 @@ impl RawFrame for ScriptedEtm {
     }
 
     fn write32(&mut self, offset: u32, value: u32) {
-        if offset == at::<LAR>() {
+        if offset == offset_of::<LAR>() {
             self.sw_locked = self.mmio && value != CS_UNLOCK_KEY;
             return;
         }
@@ -189,7 +183,7 @@ impl RawFrame for ScriptedEtm {
             self.locked_writes += 1;
             return;
         }
-        if offset == at::<TRCOSLAR>() {
+        if offset == offset_of::<TRCOSLAR>() {
             let lock = TRCOSLAR::from_raw(value).oslk();
             if lock || !self.os_lock_stuck {
                 self.os_locked = lock;
@@ -197,7 +191,7 @@ impl RawFrame for ScriptedEtm {
             return;
         }
         // The trace registers: programming, filters, comparators.
-        let trace_reg = offset != at::<TRCPRGCTLR>() && offset < 0x300;
+        let trace_reg = offset != offset_of::<TRCPRGCTLR>() && offset < 0x300;
         if trace_reg && self.os_locked {
             self.locked_writes += 1;
             return;
@@ -286,18 +280,18 @@ mod kunit {
         let (t, cfg) = tracing_unit(Interface::Mmio)?;
         assert!(t.enabled());
         for (off, value) in [
-            (at::<TRCCONFIGR>(), cfg.configr),
-            (at::<TRCEVENTCTL0R>(), cfg.eventctl0r),
-            (at::<TRCEVENTCTL1R>(), cfg.eventctl1r),
-            (at::<TRCSTALLCTLR>(), cfg.stallctlr),
-            (at::<TRCTSCTLR>(), cfg.tsctlr),
-            (at::<TRCSYNCPR>(), cfg.syncpr),
-            (at::<TRCCCCTLR>(), cfg.ccctlr),
-            (at::<TRCBBCTLR>(), cfg.bbctlr),
-            (at::<TRCTRACEIDR>(), cfg.traceidr),
-            (at::<TRCVICTLR>(), cfg.victlr),
-            (at::<TRCVIIECTLR>(), cfg.viiectlr),
-            (at::<TRCVISSCTLR>(), cfg.vissctlr),
+            (offset_of::<TRCCONFIGR>(), cfg.configr),
+            (offset_of::<TRCEVENTCTL0R>(), cfg.eventctl0r),
+            (offset_of::<TRCEVENTCTL1R>(), cfg.eventctl1r),
+            (offset_of::<TRCSTALLCTLR>(), cfg.stallctlr),
+            (offset_of::<TRCTSCTLR>(), cfg.tsctlr),
+            (offset_of::<TRCSYNCPR>(), cfg.syncpr),
+            (offset_of::<TRCCCCTLR>(), cfg.ccctlr),
+            (offset_of::<TRCBBCTLR>(), cfg.bbctlr),
+            (offset_of::<TRCTRACEIDR>(), cfg.traceidr),
+            (offset_of::<TRCVICTLR>(), cfg.victlr),
+            (offset_of::<TRCVIIECTLR>(), cfg.viiectlr),
+            (offset_of::<TRCVISSCTLR>(), cfg.vissctlr),
         ] {
             assert_eq!(t.get_at(off), value);
         }
@@ -341,12 +335,12 @@ mod kunit {
         let (mut t, _) = tracing_unit(Interface::Mmio)?;
         t.os_locked = true;
         t.os_lock_stuck = true;
-        let configr_reads = t.reads_at(at::<TRCCONFIGR>());
+        let configr_reads = t.reads_at(offset_of::<TRCCONFIGR>());
         let s = Etm4x::new(&mut *t, Interface::Mmio, T).panic_save(1);
         assert!(s.outcome == SaveOutcome::OsLocked);
         assert!(!s.regs_valid());
         assert_eq!(s.devarch, super::DEVARCH_ETMV4);
-        assert_eq!(t.reads_at(at::<TRCCONFIGR>()), configr_reads);
+        assert_eq!(t.reads_at(offset_of::<TRCCONFIGR>()), configr_reads);
         assert_eq!(t.locked_writes, 0);
         assert!(t.os_locked && t.sw_locked);
         Ok(())
@@ -381,7 +375,7 @@ mod kunit {
         let (cfg, left) = cfg.with_stop_points(&ids, &STOPS, false);
         assert_eq!(left, 0);
         etm.enable(&cfg).map_err(|_| EIO)?;
-        assert_eq!(t.get_at(at::<TRCVISSCTLR>()), 0b11 << 16);
+        assert_eq!(t.get_at(offset_of::<TRCVISSCTLR>()), 0b11 << 16);
         for (n, addr) in STOPS.iter().enumerate() {
             // CAST: `n < 2`; the halves of the address.
             let acvr = 0x400 + 8 * n as u32;

@@ -9,6 +9,7 @@
 
 use kernel::{
     coresight::access::{
+        offset_of,
         RawFrame,
         CS_UNLOCK_KEY,
         LAR,
@@ -23,12 +24,6 @@ use crate::regs::{
     RRD,
     STS, //
 };
-
-/// Returns the offset of register `R` in the frame.
-fn at<R: Register>() -> u32 {
-    // CAST: a register offset lies in the 4 KiB frame.
-    R::OFFSET as u32
-}
 
 /// A TMC whose registers read back what the test wrote or set, except for: `RRD`, which returns
 /// the scripted trace words one by one, then the empty marker; `LSR`, which shows the software
@@ -87,13 +82,13 @@ impl ScriptedTmc {
 
 impl RawFrame for ScriptedTmc {
     fn read32(&mut self, offset: u32) -> u32 {
-        if offset == at::<RRD>() {
+        if offset == offset_of::<RRD>() {
             self.rrd_reads += 1;
             let w = self.trace.get(self.next).copied();
             self.next += 1;
             return w.unwrap_or(u32::MAX);
         }
-        if offset == at::<LSR>() {
+        if offset == offset_of::<LSR>() {
             return LSR::from_raw(0)
                 .with_sli(true)
                 .with_slk(self.locked)
@@ -104,11 +99,11 @@ impl RawFrame for ScriptedTmc {
     }
 
     fn write32(&mut self, offset: u32, value: u32) {
-        if offset == at::<LAR>() {
+        if offset == offset_of::<LAR>() {
             self.locked = value != CS_UNLOCK_KEY;
             return;
         }
-        let value = if offset == at::<FFCR>() {
+        let value = if offset == offset_of::<FFCR>() {
             FFCR::from_raw(value).with_flushman(false).into_raw()
         } else {
             value

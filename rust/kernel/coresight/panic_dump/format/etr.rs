@@ -39,6 +39,8 @@ use super::{
         crc_with_zero_field, //
     },
     sink::{
+        from_header_error,
+        leading_of,
         trace_after,
         HeaderError,
         Leading, //
@@ -195,23 +197,7 @@ pub enum EtrRecordError {
     },
 }
 
-impl From<HeaderError> for EtrRecordError {
-    fn from(e: HeaderError) -> Self {
-        match e {
-            HeaderError::TooShort => Self::TooShort,
-            HeaderError::BadMagic => Self::BadMagic,
-            HeaderError::BadVersion(v) => Self::BadVersion(v),
-            HeaderError::BadHeaderLen(l) => Self::BadHeaderLen(l),
-            HeaderError::TraceLenOutOfBounds {
-                trace_len,
-                available,
-            } => Self::TraceLenOutOfBounds {
-                trace_len,
-                available,
-            },
-        }
-    }
-}
+from_header_error!(EtrRecordError);
 
 impl core::fmt::Display for EtrRecordError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -391,14 +377,7 @@ impl EtrRecordHeader {
 
     /// The fields an ETR record header shares with a TMC record header.
     fn leading(&self) -> Leading {
-        Leading {
-            version: self.version,
-            outcome_code: self.outcome_code,
-            flags: self.flags,
-            regs: [
-                self.rsz, self.sts, self.ctl, self.mode, self.ffcr, self.ffsr,
-            ],
-        }
+        leading_of!(self)
     }
 
     /// Returns where the trace is in the buffer, from the registers recorded.

@@ -42,6 +42,52 @@ pub(super) enum HeaderError {
     },
 }
 
+/// Implements `From<HeaderError>` for a record's error type, whose first variants have the names
+/// and fields of [`HeaderError`]'s.
+macro_rules! from_header_error {
+    ($error:ty) => {
+        impl From<HeaderError> for $error {
+            fn from(e: HeaderError) -> Self {
+                match e {
+                    HeaderError::TooShort => Self::TooShort,
+                    HeaderError::BadMagic => Self::BadMagic,
+                    HeaderError::BadVersion(v) => Self::BadVersion(v),
+                    HeaderError::BadHeaderLen(l) => Self::BadHeaderLen(l),
+                    HeaderError::TraceLenOutOfBounds {
+                        trace_len,
+                        available,
+                    } => Self::TraceLenOutOfBounds {
+                        trace_len,
+                        available,
+                    },
+                }
+            }
+        }
+    };
+}
+pub(super) use from_header_error;
+
+/// Returns the [`Leading`] fields of a record header, which names them alike (`version`,
+/// `outcome_code`, `flags`, `rsz`, `sts`, `ctl`, `mode`, `ffcr`, `ffsr`).
+macro_rules! leading_of {
+    ($header:expr) => {
+        Leading {
+            version: $header.version,
+            outcome_code: $header.outcome_code,
+            flags: $header.flags,
+            regs: [
+                $header.rsz,
+                $header.sts,
+                $header.ctl,
+                $header.mode,
+                $header.ffcr,
+                $header.ffsr,
+            ],
+        }
+    };
+}
+pub(super) use leading_of;
+
 /// The leading fields of a TMC or ETR record header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Leading {

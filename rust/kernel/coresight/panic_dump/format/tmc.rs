@@ -9,6 +9,8 @@
 use super::{
     bytes::LeWriter,
     sink::{
+        from_header_error,
+        leading_of,
         trace_after,
         HeaderError,
         Leading, //
@@ -217,23 +219,7 @@ pub enum TmcRecordError {
     },
 }
 
-impl From<HeaderError> for TmcRecordError {
-    fn from(e: HeaderError) -> Self {
-        match e {
-            HeaderError::TooShort => Self::TooShort,
-            HeaderError::BadMagic => Self::BadMagic,
-            HeaderError::BadVersion(v) => Self::BadVersion(v),
-            HeaderError::BadHeaderLen(l) => Self::BadHeaderLen(l),
-            HeaderError::TraceLenOutOfBounds {
-                trace_len,
-                available,
-            } => Self::TraceLenOutOfBounds {
-                trace_len,
-                available,
-            },
-        }
-    }
-}
+from_header_error!(TmcRecordError);
 
 impl core::fmt::Display for TmcRecordError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -321,14 +307,7 @@ impl TmcRecordHeader {
 
     /// The fields a TMC record header shares with an ETR record header.
     fn leading(&self) -> Leading {
-        Leading {
-            version: self.version,
-            outcome_code: self.outcome_code,
-            flags: self.flags,
-            regs: [
-                self.rsz, self.sts, self.ctl, self.mode, self.ffcr, self.ffsr,
-            ],
-        }
+        leading_of!(self)
     }
 }
 
