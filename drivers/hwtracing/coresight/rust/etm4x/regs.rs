@@ -123,8 +123,9 @@ register! {
     }
 
     /// Address Comparator Value Registers 0 to 15: the address each single comparator matches,
-    /// 64 bits, written whole with [`CsAccess::write64`](kernel::coresight::access::CsAccess::write64)
-    /// (a system-register unit has one 64-bit register there, not two halves).
+    /// 64 bits, written whole with
+    /// [`CsAccess::write64`](kernel::coresight::access::CsAccess::write64) (a system-register
+    /// unit has one 64-bit register there, not two halves).
     pub TRCACVR(u64)[16] @ 0x400 {
         /// The address.
         63:0 address;

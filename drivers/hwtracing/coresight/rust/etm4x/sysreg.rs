@@ -8,8 +8,9 @@
 //! absent register) and ignores writes, which is what the software lock and power registers of
 //! the memory-mapped interface look like here. Writes are followed by an `ISB`, so that a write
 //! to `TRCPRGCTLR` or `TRCOSLAR` has taken effect before the next status read. The 64-bit address
-//! comparators (`TRCACVRn`, `TRCACATRn`, the hardware stop's) are written whole through
-//! [`CsAccess::write64`]; polls are `read_poll_timeout_atomic()`'s, as over MMIO. The table below is checked on the host (crates/cspd-hw/tests/etm4x.rs):
+//! comparator values (`TRCACVRn`, the hardware stop's) are written whole through
+//! [`CsAccess::write64`], one `MSR`; polls are `read_poll_timeout_atomic()`'s, as over MMIO. The
+//! table below is checked on the host (crates/cspd-hw/tests/etm4x.rs):
 //! each operand is the encoding [`hw::sysreg_of_offset`] gives its offset, and LLVM's assembler
 //! encodes the register's name, in the comment, alike (reading what the table reads, writing
 //! what it only writes). The accessors have never run: they need a CPU with the trace system
