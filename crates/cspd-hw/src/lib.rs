@@ -12,7 +12,7 @@
 pub mod a64;
 
 pub use kernel::coresight::access;
-pub use kernel::io::register::Register;
+pub use kernel::io::register::{Array, Register};
 
 /// The TMC (ETB/ETF/ETR) driver's registers and sequences.
 #[path = "../../../drivers/hwtracing/coresight/rust/tmc"]

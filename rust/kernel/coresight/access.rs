@@ -159,14 +159,6 @@ pub trait RawFrame {
     /// Writes `value` to the 32-bit register at `offset`.
     fn write32(&mut self, offset: u32, value: u32);
 
-    /// Writes `value` to the 64-bit register at `offset`; the default writes the low word, then
-    /// the high word.
-    fn write64(&mut self, offset: u32, value: u64) {
-        // CAST: the low and high words of `value`.
-        self.write32(offset, value as u32);
-        self.write32(offset.wrapping_add(4), (value >> 32) as u32);
-    }
-
     /// Lets about `us` microseconds of the frame's clock pass, between two polls.
     fn delay_us(&mut self, us: u32);
 }
@@ -225,8 +217,12 @@ impl<R: RawFrame> CsAccess for R {
     where
         L: IoLoc<Frame, T, IoType = u64>,
     {
+        // A frame takes a 64-bit register as two words: the low one, then the high one.
         let off = frame_offset(loc.offset());
-        RawFrame::write64(self, off, to_io::<T, L>(value));
+        let value = to_io::<T, L>(value);
+        // CAST: the low and high words of `value`.
+        self.write32(off, value as u32);
+        self.write32(off.wrapping_add(4), (value >> 32) as u32);
     }
 
     fn poll<T: Copy>(
