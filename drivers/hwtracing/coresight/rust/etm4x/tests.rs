@@ -213,7 +213,7 @@ impl Backend for ScriptedBackend {
     type Io = ScriptedEtm;
 
     fn with_io<R>(&mut self, f: impl FnOnce(&mut Self::Io) -> R) -> Result<R> {
-        Ok(f(&mut *self.0))
+        Ok(f(&mut self.0))
     }
 }
 
@@ -232,6 +232,7 @@ mod kunit {
         TRCCONFIGR,
         TRCEVENTCTL0R,
         TRCEVENTCTL1R,
+        TRCPRGCTLR,
         TRCSTALLCTLR,
         TRCSYNCPR,
         TRCTRACEIDR,
@@ -250,7 +251,10 @@ mod kunit {
     };
     use kernel::prelude::*;
 
-    use super::at;
+    use kernel::coresight::access::{
+        offset_of,
+        CsAccess, //
+    };
 
     const T: Timeout = Timeout {
         tries: 50,
@@ -421,22 +425,22 @@ mod kunit {
         // callback records "busy" and touches nothing; a run-time caller gets EBUSY.
         {
             let mut held = etm.regs.try_claim().ok_or(EINVAL)?;
-            let reads_before = held.with_io(|io| io.read32(0x004))?;
-            assert_eq!(reads_before & 1, 1);
+            let prgctlr: TRCPRGCTLR = held.with_io(|io| io.read(TRCPRGCTLR))?;
+            assert!(prgctlr.en());
             assert!(etm.regs.try_claim().is_none());
             assert!(etm.with(|u| u.read_ids()).err() == Some(EBUSY));
             assert!(save.dump(&mut buf, &mut written).err() == Some(EIO));
             let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
             assert!(s.outcome == SaveOutcome::Busy);
             assert!(!s.regs_valid());
-            assert_eq!(held.with_io(|io| io.read32(0x004))? & 1, 1);
+            assert!(held.with_io(|io| io.read(TRCPRGCTLR))?.en());
         }
         // Released: the panic callback stops and saves the unit.
         assert!(save.dump(&mut buf, &mut written).is_ok());
         let s = SavedState::decode(&buf).map_err(|_| EINVAL)?;
         assert!(s.outcome == SaveOutcome::Ok && s.regs_valid());
         let mut claim = etm.regs.try_claim().ok_or(EINVAL)?;
-        assert_eq!(claim.with_io(|io| io.read32(0x004))? & 1, 0);
+        assert!(!claim.with_io(|io| io.read(TRCPRGCTLR))?.en());
         Ok(())
     }
 }
