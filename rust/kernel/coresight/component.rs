@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the CoreSight drivers with a panic dump share: register access through a mapped frame
-//! ([`CsAccess`] on [`IoMem`], the [`Backend`] trait behind which a driver keeps a memory-mapped frame or, for an
-//! ETMv4, the CPU's system registers), [`Component`], the pair of registrations a trace component
-//! has, and [`Regs`], the lock that every register sequence on a component claims.
+//! ([`CsAccess`] on [`IoMem`]; the [`Backend`] trait behind which a driver keeps a memory-mapped
+//! frame or, for an ETMv4, the CPU's system registers), [`Component`], the pair of registrations
+//! a trace component has, and [`Regs`], the lock that every register sequence on a component
+//! claims.
 
 use crate::{
     coresight::{
