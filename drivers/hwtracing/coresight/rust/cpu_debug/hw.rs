@@ -34,8 +34,7 @@ use kernel::coresight::{
     access::{
         lock,
         unlock,
-        CsAccess,
-        //
+        CsAccess, //
     },
     panic_dump::format::cpu_debug::{
         calibrate_pc,
