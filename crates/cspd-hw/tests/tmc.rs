@@ -607,3 +607,98 @@ fn outcome_codes_are_stable_and_named() {
     }
     assert_eq!(TmcOutcome::from_code(8), None);
 }
+
+/// Runs [`perf_drain`] for an AUX buffer with `room` bytes free and returns what it handed over.
+fn perf_into(m: &mut TmcModel<'_>, room: usize) -> (PerfDrain, Vec<u8>) {
+    let mut out = Vec::new();
+    let d = perf_drain(m, room, |w| out.extend_from_slice(&w.to_le_bytes()));
+    assert_eq!(d.bytes, out.len(), "the bytes said are the bytes handed over");
+    (d, out)
+}
+
+#[test]
+fn perf_drain_hands_over_a_partly_filled_ram_in_order() {
+    let mut ram = vec![0u32; 1024];
+    let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let words = pattern(300, 11);
+    m.push_raw_words(&words);
+    m.reset_counts();
+    let (d, out) = perf_into(&mut m, 64 * 1024);
+    assert!(!d.lost);
+    assert_eq!(d.stop.result(), Ok(()));
+    assert_eq!(out, words_to_bytes(&words));
+    assert_eq!(m.counts().reads(TMC_RRD), 300, "one RRD read per word, no more");
+    assert_eq!(m.counts().writes(TMC_RRP), 0, "RRP is left where it is");
+    assert!(m.is_locked(), "locked when done");
+    assert_eq!(
+        m.read32(TMC_CTL),
+        TMC_CTL_CAPTEN,
+        "CTL is the sink disable's to clear"
+    );
+    assert!(m.counts().total_except_rrd() <= OTHER_ACCESSES_BOUND);
+}
+
+#[test]
+fn perf_drain_of_a_wrapped_ram_starts_with_the_barrier() {
+    let rsz = 1024;
+    let mut ram = vec![0u32; rsz];
+    let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let words = pattern(rsz * 2 + 100, 5);
+    m.push_raw_words(&words);
+    let (d, out) = perf_into(&mut m, 64 * 1024);
+    assert!(d.lost, "a wrapped RAM lost its oldest trace");
+    assert_eq!(out, with_barrier(words_to_bytes(&words[words.len() - rsz..])));
+}
+
+#[test]
+fn perf_drain_keeps_the_newest_trace_that_fits_the_aux_room() {
+    let rsz = 1024;
+    let mut ram = vec![0u32; rsz];
+    let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let words = pattern(700, 9);
+    m.push_raw_words(&words);
+    m.reset_counts();
+    // 1000 bytes of room: 992 are taken, whole 16-byte frames.
+    let (d, out) = perf_into(&mut m, 1000);
+    assert!(d.lost);
+    assert_eq!(d.bytes, 992);
+    assert_eq!(
+        out,
+        with_barrier(words_to_bytes(&words[words.len() - 248..]))
+    );
+    assert_eq!(m.counts().writes(TMC_RRP), 1, "RRP moved to the newest frames");
+    assert_eq!(m.counts().reads(TMC_RRD), 248);
+}
+
+#[test]
+fn perf_drain_with_no_room_reads_no_trace() {
+    let mut ram = vec![0u32; 1024];
+    let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    m.push_raw_words(&pattern(100, 2));
+    m.reset_counts();
+    let (d, out) = perf_into(&mut m, 15);
+    assert!(d.lost, "the trace that did not fit is lost, and said so");
+    assert!(out.is_empty());
+    assert_eq!(m.counts().reads(TMC_RRD), 0);
+}
+
+#[test]
+fn perf_drain_then_enable_again_captures_only_new_trace() {
+    let mut ram = vec![0u32; 1024];
+    let mut m = TmcModel::new(TmcModelConfig::Etf, &mut ram).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    m.push_raw_words(&pattern(100, 2));
+    let (d, _) = perf_into(&mut m, 4096);
+    assert_eq!(d.bytes, 400);
+    disable(&mut m).unwrap();
+    enable_circular(&mut m, 0).unwrap();
+    let second = pattern(50, 77);
+    m.push_raw_words(&second);
+    let (d, out) = perf_into(&mut m, 4096);
+    assert!(!d.lost);
+    assert_eq!(out, words_to_bytes(&second), "a new session starts empty");
+}

@@ -36,7 +36,9 @@
 //! to `RWP` when capture starts (so that, as the C driver's perf path computes it, the data to read
 //! is `RWP - RRP` bytes when the buffer has not wrapped), and to `RWP` again on entering Stopped
 //! state when `STS.Full` is set (the oldest word is the one `RWP` points at). The C driver's
-//! `tmc_etb_dump_hw()` never writes `RRP`: it reads `RRD` until `0xFFFFFFFF`. In Disabled state
+//! `tmc_etb_dump_hw()` never writes `RRP`: it reads `RRD` until `0xFFFFFFFF`; its perf path
+//! (`tmc_update_etf_buffer()`) writes `RRP` in Stopped state to skip the oldest trace, and the reads
+//! then go on from there to `RWP` (the TRM allows the write once `TMCReady` is set). In Disabled state
 //! `RRD` returns the RAM word at `RRP` and advances `RRP`, wrapping, without an end marker.
 //!
 //! Host-side only: the host tests run the drivers' hardware sequences (`crates/cspd-hw`) against
@@ -973,6 +975,16 @@ impl RawFrame for TmcModel<'_> {
             TRG if self.state == State::Disabled => self.trg = value,
             BUFWM => self.bufwm = value,
             RRP if self.state == State::Disabled => self.rd = self.ptr_from(value),
+            RRP if self.state == State::Stopped => {
+                // The reads go on from the new pointer up to `RWP` (all of the RAM when the
+                // pointer is `RWP` of a wrapped buffer), as upstream's perf path relies on.
+                let size = self.size().max(1);
+                self.rd = self.ptr_from(value);
+                self.unread = match (self.wr + size - self.rd) % size {
+                    0 if self.full => self.size(),
+                    n => n,
+                };
+            }
             RWP if self.state == State::Disabled => self.wr = self.ptr_from(value),
             RWD if self.state == State::Disabled => {
                 if let Some(b) = self.base() {

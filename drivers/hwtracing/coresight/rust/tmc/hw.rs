@@ -320,6 +320,68 @@ pub fn disable<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
     report.result()
 }
 
+/// What [`perf_drain`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PerfDrain {
+    /// Trace bytes handed to the output, a multiple of four.
+    pub bytes: usize,
+    /// Trace was lost: the RAM had wrapped, or held more than the output had room for (the
+    /// oldest part was skipped). The first 16 bytes handed over are then the barrier packet.
+    pub lost: bool,
+    /// How the flush and stop went.
+    pub stop: StopReport,
+}
+
+/// Stops capture and hands the trace RAM's contents to `out`, one word at a time, oldest first,
+/// for a perf AUX buffer with `room` bytes free: upstream's `tmc_update_etf_buffer()`.
+///
+/// Flushes and stops ([`flush_and_stop`]); the RAM holds `RSZ` words once it has wrapped
+/// (`STS.Full`), else the words from `RRP` to `RWP`. When that is more than `room`, `RRP` is
+/// moved so that the newest `room` bytes are read (rounded down to a frame and to the memory
+/// width, as `RRP` requires). When trace was lost either way, the first four words handed over
+/// are replaced by the barrier packet, so that a decoder resynchronises there. Exactly the words
+/// counted are read through `RRD`; `CTL` is left alone (the sink's disable clears it) and the frame
+/// is locked again.
+///
+/// The register accesses are one `RRD` read per word handed over and a bounded number of
+/// others (at most `2 * (TMC_POLL_TRIES + 1) + 12`).
+pub fn perf_drain<A: CsAccess>(io: &mut A, room: usize, mut out: impl FnMut(u32)) -> PerfDrain {
+    unlock(io);
+    let stop = flush_and_stop(io);
+    let rrp = io.read(RRP).into_raw();
+    let rwp = io.read(RWP).into_raw();
+    let sts: STS = io.read(STS);
+    let rsz = io.read(RSZ).into_raw();
+    let mut lost = sts.full();
+    let mut bytes = words_held(sts, rrp, rwp, rsz).saturating_mul(4);
+    if bytes > room {
+        let devid: DEVID = io.read(DEVID);
+        // A frame (16 bytes) or a memory word, whichever is larger.
+        let align = usize::try_from(devid.memwidth_words())
+            .unwrap_or(1)
+            .saturating_mul(4)
+            .max(16);
+        bytes = room - room % align;
+        // `bytes <= room` is less than the RAM's size here, so `start` is in the RAM.
+        let size = u64::from(rsz) * 4;
+        let back = u64::try_from(bytes).unwrap_or(size).min(size);
+        let start = (u64::from(rwp) % size.max(1) + size - back) % size.max(1);
+        io.write_reg(RRP::from_raw(u32::try_from(start).unwrap_or(0)));
+        lost = true;
+    }
+    let words = bytes / 4;
+    for i in 0..words {
+        let w = io.read(RRD).data().get();
+        out(if lost && i < CS_BARRIER_LEN / 4 {
+            CS_BARRIER_WORD
+        } else {
+            w
+        });
+    }
+    lock(io);
+    PerfDrain { bytes, lost, stop }
+}
+
 /// Summary of a [`panic_drain`], also found in the record header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DrainSummary {
