@@ -747,3 +747,134 @@ fn stop_takes_the_own_cpus_barriers_before_en_clears() {
         }
     }
 }
+
+/// `TRCVICTLR.EXLEVEL_NS` (bits 22:20), written from IHI 0064.
+fn exlevel_ns(victlr: u32) -> u32 {
+    (victlr >> 20) & 0b111
+}
+
+#[test]
+fn perf_exclude_kernel_and_user_set_the_non_secure_levels() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let base = TraceConfig::for_perf(&ids, 0x10, &PerfOptions::default(), false).unwrap();
+    assert_eq!(exlevel_ns(base.victlr), 0, "everything at EL0 to EL2 by default");
+    let user_only = PerfOptions {
+        exclude_kernel: true,
+        ..PerfOptions::default()
+    };
+    let cfg = TraceConfig::for_perf(&ids, 0x10, &user_only, false).unwrap();
+    assert_eq!(exlevel_ns(cfg.victlr), 0b010, "/u: EL1 excluded");
+    let cfg = TraceConfig::for_perf(&ids, 0x10, &user_only, true).unwrap();
+    assert_eq!(exlevel_ns(cfg.victlr), 0b110, "/u with the kernel at EL2: EL1 and EL2");
+    let kernel_only = PerfOptions {
+        exclude_user: true,
+        ..PerfOptions::default()
+    };
+    let cfg = TraceConfig::for_perf(&ids, 0x10, &kernel_only, false).unwrap();
+    assert_eq!(exlevel_ns(cfg.victlr), 0b001, "/k: EL0 excluded");
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS);
+    // Programmed as given.
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    assert_eq!(m.peek(TRCVICTLR) & TRCVICTLR_EXLEVEL_NS_MASK, 0b001 << 20);
+}
+
+#[test]
+fn perf_config_bits_follow_the_cs_etm_format_and_the_unit() {
+    let o = PerfOptions::default().with_config((1 << 12) | (1 << 14) | (1 << 29) | (1 << 4));
+    assert!(o.cycacc && o.contextid1 && o.retstack && o.timestamp);
+    assert!(!o.branch_broadcast && !o.contextid2);
+    assert!(PerfOptions::default().with_config(1 << 28).timestamp, "the older timestamp bit");
+    assert!(PerfOptions::default().with_config(1 << 8).branch_broadcast);
+    assert!(PerfOptions::default().with_config(1 << 15).contextid2);
+
+    // A unit without cycle counting, timestamps, context IDs or return stack (as the emulated
+    // one): the bits stay clear, as upstream leaves them RES0.
+    let mut m = Etm4xModel::cortex_a57();
+    let mut ids = ids_of(&mut m);
+    ids.idr[0] &= !((1 << 5) | (1 << 7) | (1 << 9) | (0x1F << 24));
+    ids.idr[2] &= !(0x1F << 5);
+    let cfg = TraceConfig::for_perf(&ids, 0x10, &o, false).unwrap();
+    assert_eq!(cfg.configr & (TRCCONFIGR_CID | TRCCONFIGR_TS), 0);
+    assert_eq!(cfg.configr & ((1 << 4) | (1 << 12)), 0, "no CCI, no RS");
+    // A unit that has them gets them.
+    let mut rich = ids;
+    rich.idr[0] |= (1 << 7) | (1 << 9) | (8 << 24);
+    rich.idr[2] |= 4 << 5;
+    let cfg = TraceConfig::for_perf(&rich, 0x10, &o, false).unwrap();
+    assert_eq!(
+        cfg.configr & (TRCCONFIGR_CID | TRCCONFIGR_TS | (1 << 4) | (1 << 12)),
+        TRCCONFIGR_CID | TRCCONFIGR_TS | (1 << 4) | (1 << 12)
+    );
+    assert_eq!(cfg.ccctlr, 0x100, "upstream's default cycle count threshold");
+
+    // Refused as upstream refuses them.
+    let bb = PerfOptions::default().with_config(1 << 8);
+    assert_eq!(
+        TraceConfig::for_perf(&ids, 0x10, &bb, false),
+        Err(Etm4xError::Unsupported("branch_broadcast"))
+    );
+    let ctx2 = PerfOptions::default().with_config(1 << 15);
+    assert_eq!(
+        TraceConfig::for_perf(&ids, 0x10, &ctx2, false),
+        Err(Etm4xError::Unsupported("contextid2"))
+    );
+    assert!(TraceConfig::for_perf(&ids, 0x10, &ctx2, true).is_ok());
+}
+
+#[test]
+fn perf_filters_take_comparators_and_stop_points_come_after() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let filters = [
+        PerfFilter::Range {
+            start: 0x40_1000,
+            stop: 0x40_1400,
+        },
+        PerfFilter::Start(0x40_2000),
+    ];
+    let opts = PerfOptions {
+        filters: &filters,
+        ..PerfOptions::default()
+    };
+    let cfg = TraceConfig::for_perf(&ids, 0x10, &opts, false).unwrap();
+    assert_eq!(&cfg.comparators[..3], &[0x40_1000, 0x40_1400, 0x40_2000]);
+    assert_eq!(cfg.nr_comparators, 3);
+    assert_eq!(cfg.viiectlr, 0b1, "pair 0 included");
+    assert_eq!(cfg.vissctlr, 1 << 2, "comparator 2 starts");
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, 0, "starts stopped until the start address");
+    let again = PerfOptions {
+        filters_started: true,
+        ..opts
+    };
+    let cfg2 = TraceConfig::for_perf(&ids, 0x10, &again, false).unwrap();
+    assert_eq!(cfg2.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS, "resumes started");
+
+    // stop_at keeps working under perf: its stop points take the next comparators.
+    let (cfg, left) = cfg.with_stop_points(&ids, &STOPS, false);
+    assert_eq!(left, 0);
+    assert_eq!(cfg.nr_comparators, 6);
+    assert_eq!(&cfg.comparators[3..6], &STOPS);
+    assert_eq!(cfg.vissctlr, (1 << 2) | (0b111 << (16 + 3)));
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    assert_eq!(m.peek(TRCVIIECTLR), 1);
+    assert_eq!(m.peek(TRCVISSCTLR), cfg.vissctlr);
+    for (n, addr) in cfg.comparators[..6].iter().enumerate() {
+        assert_eq!(m.peek(0x400 + 8 * n as u32), *addr as u32, "TRCACVR{n}");
+        assert_eq!(m.peek(0x480 + 8 * n as u32), 0x4B00, "TRCACATR{n}");
+    }
+
+    // Four pairs: a fifth range has no comparator.
+    let five = [PerfFilter::Range {
+        start: 0x1000,
+        stop: 0x2000,
+    }; 5];
+    let too_many = PerfOptions {
+        filters: &five,
+        ..PerfOptions::default()
+    };
+    assert_eq!(
+        TraceConfig::for_perf(&ids, 0x10, &too_many, false),
+        Err(Etm4xError::NoComparator)
+    );
+}

@@ -47,7 +47,8 @@ use kernel::{
 };
 
 use super::regs::{
-    MAX_ADDR_COMPARATORS, //
+    ETM_CYC_THRESHOLD_DEFAULT,
+    MAX_ADDR_COMPARATORS,
     TRCACATR,
     TRCACVR,
     TRCBBCTLR,
@@ -56,6 +57,9 @@ use super::regs::{
     TRCEVENTCTL0R,
     TRCEVENTCTL1R,
     TRCIDR0_7,
+    TRCIDR0_RETSTACK,
+    TRCIDR0_TRCBB,
+    TRCIDR0_TRCCCI,
     TRCIDR0_TSSIZE_MASK,
     TRCIDR2_CIDSIZE_MASK,
     TRCIDR3_EXLEVEL_S_MASK,
@@ -194,6 +198,10 @@ pub enum Etm4xError {
     IdleTimeout(u32),
     /// `TRCSTATR.PMSTABLE` did not set (the last `TRCSTATR` is kept).
     PmStableTimeout(u32),
+    /// A perf option the unit or the kernel cannot take (its `cs_etm` format name).
+    Unsupported(&'static str),
+    /// More address filters than the unit has comparators for.
+    NoComparator,
 }
 
 impl fmt::Display for Etm4xError {
@@ -210,6 +218,8 @@ impl fmt::Display for Etm4xError {
             Self::PmStableTimeout(statr) => {
                 write!(f, "TRCSTATR.PMSTABLE did not set (TRCSTATR {statr:#x})")
             }
+            Self::Unsupported(option) => write!(f, "{option} is not supported"),
+            Self::NoComparator => f.write_str("no address comparator left for the filters"),
         }
     }
 }
@@ -266,12 +276,15 @@ pub struct TraceConfig {
     pub viiectlr: u32,
     /// `TRCVISSCTLR`.
     pub vissctlr: u32,
-    /// Stop points: the addresses of single address comparators `0..nr_stops`, each selected in
-    /// `TRCVISSCTLR.STOP` ([`TraceConfig::with_stop_points`]).
-    pub stops: [u64; MAX_ADDR_COMPARATORS],
-    /// How many of `stops` are programmed.
+    /// The addresses of single address comparators `0..nr_comparators`: perf's address filters
+    /// ([`TraceConfig::for_perf`]), then the stop points, each selected in `TRCVISSCTLR.STOP`
+    /// ([`TraceConfig::with_stop_points`]).
+    pub comparators: [u64; MAX_ADDR_COMPARATORS],
+    /// How many of `comparators` are programmed.
+    pub nr_comparators: usize,
+    /// How many of the programmed comparators are stop points (the last ones).
     pub nr_stops: usize,
-    /// `TRCACATRn` of the stop points (low half; the high half is zero).
+    /// `TRCACATRn` of the programmed comparators (low half; the high half is zero).
     pub acatr: u32,
 }
 
@@ -305,7 +318,8 @@ impl TraceConfig {
             victlr: victlr.into_raw(),
             viiectlr: 0,
             vissctlr: 0,
-            stops: [0; MAX_ADDR_COMPARATORS],
+            comparators: [0; MAX_ADDR_COMPARATORS],
+            nr_comparators: 0,
             nr_stops: 0,
             acatr: 0,
         })
@@ -329,24 +343,41 @@ impl TraceConfig {
     /// selects each as a stop point in `TRCVISSCTLR.STOP`, no start point; `TRCVICTLR` keeps
     /// `SSSTATUS` set, so the logic starts started and everything is traced until a stop point.
     ///
-    /// The unit has [`Self::addr_comparators`] single comparators: when `addrs` holds more, the
-    /// first ones that fit are programmed and the number left out is returned.
+    /// The stop points take the single comparators after those already programmed (perf's
+    /// address filters): the unit has [`Self::addr_comparators`] single comparators; when
+    /// `addrs` holds more than are left, the first ones that fit are programmed and the number
+    /// left out is returned.
     pub fn with_stop_points(
         mut self,
         ids: &Etm4xIds,
         addrs: &[u64],
         kernel_el2: bool,
     ) -> (Self, usize) {
-        let n = addrs.len().min(Self::addr_comparators(ids));
+        let first = self.nr_comparators.min(Self::addr_comparators(ids));
+        let n = addrs.len().min(Self::addr_comparators(ids) - first);
         let mut stop: u32 = 0;
-        for (i, (slot, addr)) in self.stops.iter_mut().zip(addrs).take(n).enumerate() {
-            *slot = *addr;
-            stop |= 1 << i;
+        for (k, addr) in addrs.iter().take(n).enumerate() {
+            let i = first + k;
+            if let Some(slot) = self.comparators.get_mut(i) {
+                *slot = *addr;
+                stop |= 1 << i;
+            }
         }
+        self.nr_comparators = first + n;
         self.nr_stops = n;
-        // The bits of `n <= 16` comparators and a 4-bit field always fit their fields.
-        let stop = Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>());
-        self.vissctlr = TRCVISSCTLR::from_raw(0).with_stop(stop).into_raw();
+        let vissctlr = TRCVISSCTLR::from_raw(self.vissctlr);
+        // The bits of at most 16 comparators always fit the field.
+        let stop = Bounded::<u32, 16>::try_new(vissctlr.stop().get() | stop)
+            .unwrap_or(Bounded::<u32, 16>::new::<0>());
+        self.vissctlr = vissctlr.with_stop(stop).into_raw();
+        self.acatr = Self::comparator_access(ids, kernel_el2);
+        (self, addrs.len() - n)
+    }
+
+    /// Returns `TRCACATRn` (low half) for an instruction address comparator that matches at every
+    /// level the trace includes: the Secure levels the unit implements and, unless the kernel runs
+    /// at EL2, Non-secure EL2 excluded, as the C driver's `etm4_get_comparator_access_type()`.
+    fn comparator_access(ids: &Etm4xIds, kernel_el2: bool) -> u32 {
         let exlevel_s = Bounded::<u32, 4>::try_new((ids.idr(3) & TRCIDR3_EXLEVEL_S_MASK) >> 16)
             .unwrap_or(Bounded::<u32, 4>::new::<0>());
         let exlevel_ns = if kernel_el2 {
@@ -355,11 +386,184 @@ impl TraceConfig {
             // Non-secure EL2 (bit 2 of the field) is the hypervisor's: not traced, not matched.
             Bounded::<u32, 3>::new::<0b100>()
         };
-        self.acatr = TRCACATR::from_raw(0)
+        TRCACATR::from_raw(0)
             .with_exlevel_s(exlevel_s)
             .with_exlevel_ns(exlevel_ns)
+            .into_raw()
+    }
+
+    /// Returns the configuration of a perf session (`cs_etm`): the default one
+    /// ([`Self::default_for`], without the context IDs and timestamps it may add) with what the
+    /// event asks for, as upstream's `etm4_parse_event_config()` and `etm4_set_event_filters()`
+    /// read it.
+    ///
+    /// - `/k` and `/u` exclude Non-secure EL0 or EL1 (and EL2 where the kernel runs there) from
+    ///   ViewInst (`TRCVICTLR.EXLEVEL_NS`);
+    /// - cycle counting, timestamps, context IDs and the return stack are enabled when the unit
+    ///   implements them (`TRCIDR0`, `TRCIDR2`) and left out otherwise, as upstream does (their
+    ///   `TRCCONFIGR` bits are RES0 there); timestamps need no counter event here (upstream
+    ///   programs one for a timestamp level below the maximum);
+    /// - branch broadcast on a unit without it is refused ([`Etm4xError::Unsupported`]), as is
+    ///   the VMID as context ID (`contextid2`) unless the kernel runs at EL2, as upstream refuses
+    ///   them;
+    /// - address filters: a range takes a comparator pair and includes it
+    ///   (`TRCVIIECTLR.INCLUDE`), a start or stop address a single comparator
+    ///   (`TRCVISSCTLR.START`/`STOP`); with a start address the start/stop logic begins stopped
+    ///   unless `opts.filters_started` says a start address was hit before the task was
+    ///   scheduled out; a range or no start address begins started. More filters than
+    ///   comparators are refused ([`Etm4xError::NoComparator`]). Unlike upstream, which keeps
+    ///   only the kind given last, ranges and start/stop addresses combine.
+    pub fn for_perf(
+        ids: &Etm4xIds,
+        trace_id: u8,
+        opts: &PerfOptions<'_>,
+        kernel_el2: bool,
+    ) -> Result<Self, Etm4xError> {
+        let mut cfg = Self::default_for(ids, trace_id, false)?;
+        let idr0 = ids.idr(0);
+        let mut configr = TRCCONFIGR::from_raw(cfg.configr).with_cid(false);
+        if opts.cycacc && idr0 & TRCIDR0_TRCCCI != 0 {
+            configr = configr.with_cci(true);
+            cfg.ccctlr = ETM_CYC_THRESHOLD_DEFAULT.max((ids.idr(3) & 0xFFF).max(1));
+        }
+        if opts.timestamp && idr0 & TRCIDR0_TSSIZE_MASK != 0 {
+            configr = configr.with_ts(true);
+        }
+        if opts.contextid1 && ids.idr(2) & TRCIDR2_CIDSIZE_MASK != 0 {
+            configr = configr.with_cid(true);
+        }
+        if opts.contextid2 {
+            if !kernel_el2 {
+                return Err(Etm4xError::Unsupported("contextid2"));
+            }
+            configr = configr.with_vmid(true).with_vmidopt(true);
+        }
+        if opts.retstack && idr0 & TRCIDR0_RETSTACK != 0 {
+            configr = configr.with_rs(true);
+        }
+        if opts.branch_broadcast {
+            if idr0 & TRCIDR0_TRCBB == 0 {
+                return Err(Etm4xError::Unsupported("branch_broadcast"));
+            }
+            configr = configr.with_bb(true);
+        }
+        cfg.configr = configr.into_raw();
+
+        let mut victlr = TRCVICTLR::from_raw(cfg.victlr);
+        let mut exclude = victlr.exlevel_ns().get();
+        if opts.exclude_user {
+            exclude |= 0b001;
+        }
+        if opts.exclude_kernel {
+            exclude |= if kernel_el2 { 0b110 } else { 0b010 };
+        }
+        victlr = victlr.with_exlevel_ns(
+            Bounded::<u32, 3>::try_new(exclude).unwrap_or(Bounded::<u32, 3>::new::<0>()),
+        );
+
+        let total = Self::addr_comparators(ids);
+        let mut used = [false; MAX_ADDR_COMPARATORS];
+        let mut include: u32 = 0;
+        let mut start: u32 = 0;
+        let mut stop: u32 = 0;
+        for f in opts.filters {
+            match *f {
+                PerfFilter::Range { start: lo, stop: hi } => {
+                    let pair = (0..total / 2)
+                        .find(|p| !used[2 * p] && !used[2 * p + 1])
+                        .ok_or(Etm4xError::NoComparator)?;
+                    used[2 * pair] = true;
+                    used[2 * pair + 1] = true;
+                    cfg.comparators[2 * pair] = lo;
+                    cfg.comparators[2 * pair + 1] = hi;
+                    include |= 1 << pair;
+                }
+                PerfFilter::Start(addr) | PerfFilter::Stop(addr) => {
+                    let c = (0..total)
+                        .find(|&c| !used[c])
+                        .ok_or(Etm4xError::NoComparator)?;
+                    used[c] = true;
+                    cfg.comparators[c] = addr;
+                    if matches!(f, PerfFilter::Start(_)) {
+                        start |= 1 << c;
+                    } else {
+                        stop |= 1 << c;
+                    }
+                }
+            }
+        }
+        cfg.nr_comparators = used.iter().rposition(|&u| u).map_or(0, |last| last + 1);
+        // Comparators below the last used one that no filter took match address zero, which
+        // the kernel never executes; none is selected anywhere.
+        cfg.viiectlr = include;
+        let started = start == 0 || opts.filters_started;
+        victlr = victlr.with_ssstatus(started);
+        cfg.victlr = victlr.into_raw();
+        // At most 16 comparators: the bits fit the fields.
+        cfg.vissctlr = TRCVISSCTLR::from_raw(0)
+            .with_start(Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()))
+            .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
             .into_raw();
-        (self, addrs.len() - n)
+        cfg.acatr = Self::comparator_access(ids, kernel_el2);
+        Ok(cfg)
+    }
+}
+
+/// An address filter of a perf session (`perf record --filter`), as the unit takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfFilter {
+    /// Trace only `start..=stop` (an address range comparator pair).
+    Range {
+        /// Lower address.
+        start: u64,
+        /// Upper address.
+        stop: u64,
+    },
+    /// Start tracing at this instruction.
+    Start(u64),
+    /// Stop tracing after this instruction.
+    Stop(u64),
+}
+
+/// What a perf event asks of the trace unit: its `attr.config` bits (the `cs_etm` format),
+/// `/k` and `/u`, and its address filters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerfOptions<'a> {
+    /// `attr.exclude_kernel` (`/u`).
+    pub exclude_kernel: bool,
+    /// `attr.exclude_user` (`/k`).
+    pub exclude_user: bool,
+    /// `cycacc`.
+    pub cycacc: bool,
+    /// `timestamp` (any level) or the older `timestamp` bit 28.
+    pub timestamp: bool,
+    /// `contextid1` (`contextid`): `CONTEXTIDR_EL1`.
+    pub contextid1: bool,
+    /// `contextid2`: `CONTEXTIDR_EL2` as the VMID.
+    pub contextid2: bool,
+    /// `retstack`.
+    pub retstack: bool,
+    /// `branch_broadcast`.
+    pub branch_broadcast: bool,
+    /// The address filters.
+    pub filters: &'a [PerfFilter],
+    /// The start/stop logic was started when the task was last scheduled out.
+    pub filters_started: bool,
+}
+
+impl PerfOptions<'_> {
+    /// Reads the format fields of `attr.config` (`/sys/bus/event_source/devices/cs_etm/format/`
+    /// of Linux 7.3): `timestamp` bits 7:4 and the older bit 28, `branch_broadcast` 8, `cycacc`
+    /// 12, `contextid1` 14, `contextid2` 15, `retstack` 29.
+    pub fn with_config(mut self, config: u64) -> Self {
+        let bit = |n: u32| config & (1u64 << n) != 0;
+        self.timestamp = config & (0xF << 4) != 0 || bit(28);
+        self.branch_broadcast = bit(8);
+        self.cycacc = bit(12);
+        self.contextid1 = bit(14);
+        self.contextid2 = bit(15);
+        self.retstack = bit(29);
+        self
     }
 }
 
@@ -623,7 +827,7 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         io.write_reg(TRCVICTLR::from_raw(cfg.victlr));
         io.write_reg(TRCVIIECTLR::from_raw(cfg.viiectlr));
         io.write_reg(TRCVISSCTLR::from_raw(cfg.vissctlr));
-        for (n, addr) in cfg.stops.iter().enumerate().take(cfg.nr_stops) {
+        for (n, addr) in cfg.comparators.iter().enumerate().take(cfg.nr_comparators) {
             if let (Some(value), Some(access)) = (TRCACVR::try_at(n), TRCACATR::try_at(n)) {
                 io.write64(value, TRCACVR::from_raw(*addr));
                 io.write(access, TRCACATR::from_raw(cfg.acatr));
@@ -648,6 +852,13 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
             cpu.allow_trace();
         }
         Ok(())
+    }
+
+    /// Returns whether the ViewInst start/stop logic is in the started state
+    /// (`TRCVICTLR.SSSTATUS`), read once the unit is disabled: where a perf session's start/stop
+    /// filters left it when the task was scheduled out.
+    pub fn start_stop_started(&mut self) -> bool {
+        self.io.read(TRCVICTLR).ssstatus()
     }
 
     /// Disables the trace unit, waits until it is idle with a stable programmers' model, and

@@ -191,6 +191,14 @@ pub const TRCIDR4_NUMACPAIRS_MASK: u32 = 0xF;
 
 /// `TRCIDR0.TSSIZE` (bits 28:24): 0 when global timestamps are not implemented.
 pub const TRCIDR0_TSSIZE_MASK: u32 = 0x1F << 24;
+/// `TRCIDR0.TRCBB`: branch broadcast implemented.
+pub const TRCIDR0_TRCBB: u32 = 1 << 5;
+/// `TRCIDR0.TRCCCI`: cycle counting implemented.
+pub const TRCIDR0_TRCCCI: u32 = 1 << 7;
+/// `TRCIDR0.RETSTACK`: return stack implemented.
+pub const TRCIDR0_RETSTACK: u32 = 1 << 9;
+/// The cycle count threshold upstream programs for `cycacc` (`ETM_CYC_THRESHOLD_DEFAULT`).
+pub const ETM_CYC_THRESHOLD_DEFAULT: u32 = 0x100;
 /// `TRCIDR2.CIDSIZE` (bits 9:5): 0 when context ID tracing is not implemented.
 pub const TRCIDR2_CIDSIZE_MASK: u32 = 0x1F << 5;
 /// `TRCIDR3.EXLEVEL_S` (bits 19:16): Secure exception levels that the unit can trace.
