@@ -4,7 +4,9 @@
 //! reaches the funnel. Each vCPU's tracker has its own lock, taken by that vCPU's callbacks and,
 //! with the component lock already held, by accesses that stop or flush its trace unit (the
 //! panicking CPU stops every ETM). A vCPU never takes the component lock while holding its
-//! tracker's, so the two orders cannot deadlock.
+//! tracker's, so the two orders cannot deadlock. The instrumentation decision has a lock of its
+//! own, taken with the component lock held (a session starting) or with none (a vCPU reaching
+//! the idle threshold); only the counters' lock is taken under it.
 
 use std::fs;
 use std::io::Write as _;
@@ -22,6 +24,7 @@ use crate::encoder::el_of;
 use crate::etm::Etm;
 use crate::etr::Etr;
 use crate::funnel::Funnel;
+use crate::instrumentation::{self, Instrumentation, LIGHT_AFTER_IDLE_BLOCKS};
 use crate::tmc::{Tmc, TmcKind};
 use crate::tracker::{self, TbInfo, Tracker, TrackerStats, VectorBases};
 use crate::truth::Truth;
@@ -104,6 +107,9 @@ struct Vcpu {
     trace_id: AtomicU8,
     elr_watch: AtomicU32,
     tracker: Mutex<Tracker>,
+    /// Blocks this vCPU executed while no trace session was active, since the last session
+    /// started.
+    idle_blocks: AtomicU64,
 }
 
 /// Register accesses by component kind.
@@ -191,6 +197,11 @@ pub struct Emu {
     marked: AtomicBool,
     /// Trace bytes the sink took, all CPUs (what a covering ground truth measures age in).
     sink_bytes: AtomicU64,
+    /// The instrumentation decision, taken under this lock so that a vCPU reaching the idle
+    /// threshold and a session starting on another cannot leave it light with a session active.
+    switch: Mutex<instrumentation::Switch>,
+    /// The switch's instrumentation is light (read on every block without the lock).
+    light: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -233,6 +244,7 @@ impl Emu {
                 trace_id: AtomicU8::new(0),
                 elr_watch: AtomicU32::new(WATCH_NONE),
                 tracker: Mutex::new(Tracker::new()),
+                idle_blocks: AtomicU64::new(0),
             })
             .collect();
         let emu = Self {
@@ -249,6 +261,8 @@ impl Emu {
             tmc_stopped: AtomicBool::new(false),
             marked: AtomicBool::new(false),
             sink_bytes: AtomicU64::new(0),
+            switch: Mutex::new(instrumentation::Switch::new()),
+            light: AtomicBool::new(false),
             cfg,
         };
         {
@@ -283,6 +297,40 @@ impl Emu {
     /// Returns how many vCPUs are tracing now.
     pub fn active_sessions(&self) -> u32 {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// Returns the instrumentation QEMU's translated blocks should have now (see
+    /// [`crate::instrumentation`]): light once no trace session has been active for
+    /// [`LIGHT_AFTER_IDLE_BLOCKS`] blocks of a vCPU after one was, full again when a trace unit
+    /// is enabled. Cheap enough to ask after every block.
+    pub fn instrumentation(&self) -> Instrumentation {
+        if self.light.load(Ordering::Relaxed) {
+            Instrumentation::Light
+        } else {
+            Instrumentation::Full
+        }
+    }
+
+    /// Returns how many times [`Emu::instrumentation`] changed since start (each change is a
+    /// flush of QEMU's translated code).
+    pub fn instrumentation_switches(&self) -> u64 {
+        lock(&self.switch).switches()
+    }
+
+    /// Takes the instrumentation decision again, for the machine's state now.
+    fn follow_sessions(&self) {
+        let mut switch = lock(&self.switch);
+        let idle = self
+            .vcpus
+            .iter()
+            .map(|v| v.idle_blocks.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        let started = lock(&self.stats).sessions;
+        if let Some(mode) = switch.follow(self.active.load(Ordering::Relaxed), started, idle) {
+            self.light
+                .store(mode == Instrumentation::Light, Ordering::Relaxed);
+        }
     }
 
     fn targets(&self) -> impl Iterator<Item = Target> {
@@ -338,6 +386,13 @@ impl Emu {
         let prev: Option<&'static TbInfo> = unsafe { prev.as_ref() };
         if let Some(p) = prev {
             tracker::learn(p, tb.start, &self.vectors);
+        }
+        if self.active.load(Ordering::Relaxed) == 0
+            && v.idle_blocks.fetch_add(1, Ordering::Relaxed) + 1 == LIGHT_AFTER_IDLE_BLOCKS
+        {
+            // This vCPU has run long enough with no trace session: light, unless it is the
+            // boot before the first session.
+            self.follow_sessions();
         }
         if !v.tracing.load(Ordering::Relaxed) {
             return;
@@ -663,6 +718,11 @@ impl Emu {
         v.tracing.store(true, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
         lock(&self.stats).sessions += 1;
+        // The idle stretch starts again when this session (and any other) has ended.
+        for v in self.vcpus.iter() {
+            v.idle_blocks.store(0, Ordering::Relaxed);
+        }
+        self.follow_sessions();
     }
 
     fn stop_trace(&self, d: &mut Devices, cpu: usize, reason: &'static str) {

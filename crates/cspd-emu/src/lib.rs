@@ -28,6 +28,7 @@ pub mod truth;
 // Configuration and the whole machine.
 pub mod config;
 mod emu;
+pub mod instrumentation;
 
 pub use bus::GuestMem;
 pub use emu::{AccessCounts, Emu, EmuStats, COUNTED_CPUS};

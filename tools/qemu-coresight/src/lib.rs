@@ -16,7 +16,9 @@
 //! register values there; memory callbacks (which run after the access) apply the side effects.
 //! Every translated block gets an execution callback (each vCPU's trace), every load and store a
 //! memory callback (the window, and the kernel saving `ELR_EL1`), and `mrs xN, elr_el1` an
-//! instruction callback.
+//! instruction callback. Once no trace session has been active for a long stretch of execution
+//! after one was (the panic dump is done), blocks get the memory callbacks only, until an ETM is
+//! enabled again ([`cspd_emu::instrumentation`]).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
@@ -27,6 +29,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cspd_emu::a64::{self, StoredRegs};
 use cspd_emu::config::Config;
+use cspd_emu::instrumentation::Instrumentation;
 use cspd_emu::tracker::TbInfo;
 use cspd_emu::{Emu, GuestMem};
 use memmap2::MmapRaw;
@@ -63,28 +66,37 @@ static PLUGIN: OnceLock<Plugin> = OnceLock::new();
 /// The plugin's id, for `qemu_plugin_reset`.
 static ID: OnceLock<qemu_plugin_id_t> = OnceLock::new();
 
-/// Light instrumentation: once every trace session has ended (the dump is done), blocks are
-/// translated with memory callbacks only (the registers still work), so that a capture kernel
-/// runs at full speed; an ETM enabled again brings the execution callbacks back.
+/// Light instrumentation: blocks are translated with memory callbacks only (the registers still
+/// work), so that a capture kernel runs at full speed. The emulator decides
+/// ([`cspd_emu::Emu::instrumentation`]): light once no trace session has been active for a long
+/// stretch of execution after one was (the dump is done), not at each disable of a trace unit
+/// (perf disables and enables them at every context switch); an ETM enabled again brings the
+/// execution callbacks back.
 static LIGHT: AtomicBool = AtomicBool::new(false);
 
-/// Switches the instrumentation when the trace sessions say so; QEMU flushes its translations.
+/// Switches the instrumentation when the emulator's decision changed; QEMU flushes its
+/// translations. Called after every register access and every block: when nothing changed it
+/// only reads two flags.
 fn follow_sessions(p: &Plugin) {
-    let light = p.emu.active_sessions() == 0 && p.emu.sessions_started() > 0;
-    if LIGHT.swap(light, Ordering::Relaxed) == light {
-        return;
-    }
-    p.log(&format!(
-        "qemu-coresight: {} instrumentation",
-        if light {
-            "light (no trace session left)"
-        } else {
-            "full (tracing)"
+    loop {
+        let light = p.emu.instrumentation() == Instrumentation::Light;
+        // A plain load first: the swap would write the flag's cache line on every block.
+        if LIGHT.load(Ordering::Relaxed) == light || LIGHT.swap(light, Ordering::Relaxed) == light {
+            return;
         }
-    ));
-    if let Some(&id) = ID.get() {
-        // SAFETY: resetting this plugin's own callbacks; `after_reset` registers them again.
-        unsafe { qemu_plugin_reset(id, Some(after_reset)) };
+        p.log(&format!(
+            "qemu-coresight: {} instrumentation",
+            if light {
+                "light (no trace session left)"
+            } else {
+                "full (tracing)"
+            }
+        ));
+        if let Some(&id) = ID.get() {
+            // SAFETY: resetting this plugin's own callbacks; `after_reset` registers them again.
+            unsafe { qemu_plugin_reset(id, Some(after_reset)) };
+        }
+        // The decision may have changed again on another vCPU meanwhile: look once more.
     }
 }
 
@@ -199,6 +211,7 @@ unsafe extern "C" fn tb_exec(vcpu: c_uint, userdata: *mut c_void) {
     // SAFETY: the userdata of a block callback is a leaked `&'static TbInfo` (see `tb_trans`).
     let tb: &'static TbInfo = unsafe { &*userdata.cast::<TbInfo>() };
     p.emu.tb_exec(vcpu as usize, tb);
+    follow_sessions(p);
 }
 
 unsafe extern "C" fn mrs_elr(vcpu: c_uint, userdata: *mut c_void) {
