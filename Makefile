@@ -7,7 +7,7 @@ CSPD_CACHE ?= /var/tmp/coresight-panic-dump
 # The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
 export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
-.PHONY: demo check setup kernel kernel-builtin kunit initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
+.PHONY: demo check setup kernel kernel-builtin kunit guest-perf initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -31,8 +31,12 @@ kernel-builtin: setup
 kunit: setup
 	bash scripts/kunit.sh
 
+## guest-perf       a static arm64 perf from the kernel tree's tools/perf, for the guest's /bin/perf
+guest-perf: setup
+	bash scripts/guest-perf.sh
+
 ## initramfs        guest initramfs images for both variants
-initramfs: kernel kernel-builtin
+initramfs: kernel kernel-builtin guest-perf
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin
 
@@ -83,6 +87,7 @@ bench-csdump:
 ## demo             fresh machine to a traced panic recovered by kdump, ending with csdump's report
 demo: setup plugin
 	$(T) kernel-mod bash scripts/kernel.sh all mod
+	$(T) guest-perf bash scripts/guest-perf.sh
 	$(T) initramfs-mod bash scripts/initramfs.sh mod
 	$(T) e2e-demo bash scripts/e2e.sh sample-qemu-dump sample-kdump dump-qemu-dump dump-kdump cpu-debug-module trace-kdump
 	@echo; echo "== csdump's summary of the dump kdump recovered"
@@ -112,6 +117,7 @@ check: setup
 	$(T) kunit bash scripts/kunit.sh
 	$(T) kernel-builtin bash scripts/kernel.sh all builtin
 	$(T) kernel-upstream bash scripts/kernel.sh all upstream
+	$(T) guest-perf bash scripts/guest-perf.sh
 	$(T) initramfs bash -c 'for v in mod builtin upstream; do bash scripts/initramfs.sh $$v || exit; done'
 	$(T) plugin $(MAKE) plugin
 	$(T) e2e bash scripts/e2e.sh

@@ -5,9 +5,10 @@
 #
 # Writes $CSPD_CACHE/guest-VARIANT/capture.cpio.gz (busybox, init and makedumpfile: the kdump
 # capture kernel's)
-# and main.cpio.gz (also kexec-tools with its libraries, the kernel Image and capture initramfs
-# for `kexec -p`, and the variant's modules in /modules). Everything comes from the arm64 Debian
-# packages fetched by setup.sh, this repo's scripts/guest/init, and the kernel build.
+# and main.cpio.gz (also kexec-tools with its libraries, the static arm64 perf of
+# scripts/guest-perf.sh at /bin/perf, the kernel Image and capture initramfs for `kexec -p`, and
+# the variant's modules in /modules). Everything comes from the arm64 Debian packages fetched by
+# setup.sh, this repo's scripts/guest/init, guest-perf.sh's build and the kernel build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 variant=${1:?usage: initramfs.sh VARIANT}
@@ -16,10 +17,12 @@ out="$CSPD_CACHE/build-$variant"
 dest="$CSPD_CACHE/guest-$variant"
 root_debs="$CSPD_CACHE/guest-debs-root"
 image="$out/arch/arm64/boot/Image"
+perf_bin="$CSPD_CACHE/perf-arm64/perf"
 
 [ -x "$root_debs/bin/busybox" ] || die "no arm64 busybox in $root_debs: run scripts/setup.sh"
 [ -x "$root_debs/sbin/kexec" ] || die "no arm64 kexec in $root_debs: run scripts/setup.sh"
 [ -x "$root_debs/usr/bin/makedumpfile" ] || die "no arm64 makedumpfile in $root_debs: run scripts/setup.sh"
+[ -x "$perf_bin" ] || die "no arm64 perf $perf_bin: run scripts/guest-perf.sh"
 [ -f "$image" ] || die "no kernel image $image: run scripts/kernel.sh all $variant"
 READELF=$(command -v llvm-readelf-19 || command -v readelf) || die "no readelf"
 
@@ -85,6 +88,8 @@ pack "$stage" "$dest/capture.cpio.gz"
 # The main initramfs.
 base_root "$stage"
 copy_with_libs "$stage" "$root_debs/sbin/kexec"
+# Statically linked: records cs_etm's AUX trace in the guest (the host decodes it).
+cp "$perf_bin" "$stage/bin/perf"
 # bookworm's libc lives in /lib/aarch64-linux-gnu; some packages use /usr/lib.
 cp "$image" "$stage/boot/Image"
 cp "$dest/capture.cpio.gz" "$stage/boot/capture.cpio.gz"

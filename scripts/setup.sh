@@ -241,4 +241,33 @@ else
 	say "extracted ${#deps[@]} arm64 packages (makedumpfile $(dpkg-deb -f "$DEBS"/arm64-makedumpfile/makedumpfile_*.deb Version)) into $GUEST_ROOT"
 fi
 
+# arm64 sysroot for the guest's perf (scripts/guest-perf.sh: clang-19 --target=aarch64-linux-gnu,
+# linked statically by lld): bookworm's static glibc and headers, kernel headers, static libelf
+# and zlib, and GCC's crt objects and libgcc. Downloaded and extracted, never installed; the list
+# is kept beside it, so that a changed list fetches again.
+PERF_SYSROOT=$CSPD_CACHE/perf-sysroot
+PERF_SYSROOT_PKGS=(libc6-dev linux-libc-dev libelf-dev zlib1g-dev libgcc-12-dev)
+if [ -f "$PERF_SYSROOT/usr/lib/aarch64-linux-gnu/libc.a" ] &&
+	[ "$(cat "$PERF_SYSROOT/.packages" 2>/dev/null)" = "${PERF_SYSROOT_PKGS[*]}" ]; then
+	say "have arm64 sysroot for perf in $PERF_SYSROOT"
+else
+	say "fetching arm64 sysroot for perf: ${PERF_SYSROOT_PKGS[*]}"
+	conf=$(private_apt bookworm-arm64 arm64 "bookworm bookworm-updates")
+	APT_CONFIG=$conf apt-get update -qq
+	rm -rf "$DEBS/arm64-perf-sysroot" "$PERF_SYSROOT.tmp"
+	mkdir -p "$DEBS/arm64-perf-sysroot" "$PERF_SYSROOT.tmp"
+	(cd "$DEBS/arm64-perf-sysroot" && APT_CONFIG=$conf apt-get download -qq "${PERF_SYSROOT_PKGS[@]}")
+	for deb in "$DEBS"/arm64-perf-sysroot/*.deb; do dpkg-deb -x "$deb" "$PERF_SYSROOT.tmp"; done
+	for f in usr/lib/aarch64-linux-gnu/libc.a usr/lib/aarch64-linux-gnu/libelf.a \
+		usr/lib/aarch64-linux-gnu/libz.a usr/include/linux/perf_event.h; do
+		[ -f "$PERF_SYSROOT.tmp/$f" ] || die "$f missing from the arm64 perf sysroot packages"
+	done
+	ls "$PERF_SYSROOT.tmp"/usr/lib/gcc/aarch64-linux-gnu/*/crtbeginT.o >/dev/null 2>&1 ||
+		die "libgcc-12-dev:arm64 has no crtbeginT.o"
+	printf '%s\n' "${PERF_SYSROOT_PKGS[*]}" >"$PERF_SYSROOT.tmp/.packages"
+	rm -rf "$PERF_SYSROOT"
+	mv "$PERF_SYSROOT.tmp" "$PERF_SYSROOT"
+	say "extracted ${#PERF_SYSROOT_PKGS[@]} arm64 packages into $PERF_SYSROOT"
+fi
+
 say "setup complete"
