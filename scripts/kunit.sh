@@ -15,6 +15,7 @@ SUITES=(
 	rust_doctests_kernel
 	coresight_panic_dump_format
 	coresight_panic_dump_core
+	coresight_perf_aux
 	coresight_tmc_hw
 	coresight_tmc_etr
 	coresight_etm4x_hw

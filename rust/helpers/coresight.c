@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <linux/coresight.h>
+#include <linux/err.h>
+#include <linux/perf_event.h>
+#include <linux/pid.h>
+#include "../../drivers/hwtracing/coresight/coresight-etm-perf.h"
 #ifdef CONFIG_ARM64
 #include <asm/barrier.h>
 #include <asm/sysreg.h>
@@ -64,4 +68,118 @@ __rust_helper void rust_helper_cspd_isb(void)
 #ifdef CONFIG_ARM64
 	isb();
 #endif
+}
+
+/*
+ * perf: what kernel::coresight::perf reads of an event and an AUX transaction. The filter types
+ * are handed over as 1 (range), 2 (start), 3 (stop), 0 (anything else).
+ */
+
+__rust_helper u64 rust_helper_cspd_perf_event_config(struct perf_event *event, u32 n)
+{
+	switch (n) {
+	case 0:
+		return event->attr.config;
+	case 1:
+		return event->attr.config1;
+	case 2:
+		return event->attr.config2;
+	case 3:
+		return event->attr.config3;
+	default:
+		return 0;
+	}
+}
+
+__rust_helper u32 rust_helper_cspd_perf_event_exclude(struct perf_event *event)
+{
+	return (event->attr.exclude_kernel ? 1 : 0) | (event->attr.exclude_user ? 2 : 0);
+}
+
+__rust_helper int rust_helper_cspd_perf_event_owner_pid(struct perf_event *event)
+{
+	struct task_struct *owner = READ_ONCE(event->owner);
+
+	/* An owner that exited is a tombstone, (void *)-1. */
+	if (IS_ERR_OR_NULL(owner))
+		return -1;
+	return task_pid_nr(owner);
+}
+
+__rust_helper u32 rust_helper_cspd_etm_event_filters(struct perf_event *event, u64 *starts,
+						     u64 *stops, u8 *types, u32 max,
+						     bool *ssstatus)
+{
+	struct etm_filters *filters = event->hw.addr_filters;
+	u32 i, n;
+
+	*ssstatus = false;
+	if (!filters)
+		return 0;
+	perf_event_addr_filters_sync(event);
+	n = min_t(u32, filters->nr_filters, max);
+	for (i = 0; i < n; i++) {
+		starts[i] = filters->etm_filter[i].start_addr;
+		stops[i] = filters->etm_filter[i].stop_addr;
+		switch (filters->etm_filter[i].type) {
+		case ETM_ADDR_TYPE_RANGE:
+			types[i] = 1;
+			break;
+		case ETM_ADDR_TYPE_START:
+			types[i] = 2;
+			break;
+		case ETM_ADDR_TYPE_STOP:
+			types[i] = 3;
+			break;
+		default:
+			types[i] = 0;
+			break;
+		}
+	}
+	*ssstatus = filters->ssstatus;
+	return n;
+}
+
+__rust_helper void rust_helper_cspd_etm_event_set_ssstatus(struct perf_event *event, bool on)
+{
+	struct etm_filters *filters = event->hw.addr_filters;
+
+	if (filters)
+		filters->ssstatus = on;
+}
+
+__rust_helper void *rust_helper_cspd_etm_perf_sink_config(struct perf_output_handle *handle)
+{
+	return etm_perf_sink_config(handle);
+}
+
+__rust_helper unsigned long rust_helper_cspd_aux_head(struct perf_output_handle *handle)
+{
+	return handle->head;
+}
+
+__rust_helper unsigned long rust_helper_cspd_aux_size(struct perf_output_handle *handle)
+{
+	return handle->size;
+}
+
+__rust_helper void rust_helper_cspd_aux_advance_head(struct perf_output_handle *handle,
+						     unsigned long bytes)
+{
+	handle->head += bytes;
+}
+
+__rust_helper struct perf_event *rust_helper_cspd_aux_event(struct perf_output_handle *handle)
+{
+	return READ_ONCE(handle->event);
+}
+
+__rust_helper struct perf_output_handle *rust_helper_cspd_path_handle(struct coresight_path *path)
+{
+	return path->handle;
+}
+
+__rust_helper int rust_helper_cspd_etm_perf_symlink(struct coresight_device *csdev, bool link)
+{
+	return etm_perf_symlink(csdev, link);
 }

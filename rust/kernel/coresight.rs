@@ -9,9 +9,14 @@
 //! attribute, and builds trace paths through the connections that the firmware (the device tree
 //! graph) describes, including C funnels and replicators.
 //!
-//! A component can add its own sysfs attributes to that directory ([`Operations::ATTRIBUTES`],
-//! [`Operations::show`], [`Operations::store`]), as the C drivers add `buffer_size` or
-//! `stop_on_flush`.
+//! A component can add its own sysfs attributes to that directory, or to named subdirectories of
+//! it ([`Operations::ATTRIBUTE_GROUPS`], [`Operations::show`], [`Operations::store`]), as the C
+//! drivers add `buffer_size` or `stop_on_flush`, or an ETM's `trcidr/` and `mgmt/` registers.
+//!
+//! A sink that implements the buffer operations ([`Operations::alloc_buffer`],
+//! [`Operations::sink_enable_perf`], [`Operations::update_buffer`]) and a per-CPU source that
+//! implements [`Operations::source_enable_perf`] work with perf's `cs_etm` PMU ([`perf`]); such a
+//! source is linked from the PMU as `cs_etm/cpuN` while it is registered.
 //!
 //! The core calls sysfs operations with its `coresight_mutex` held; perf calls link operations
 //! without it, in atomic context. Dropping a [`Registration`] disables a source that is still
@@ -54,6 +59,7 @@ use core::{
 pub mod access;
 pub mod component;
 pub mod panic_dump;
+pub mod perf;
 pub mod self_hosted;
 
 /// Returns the CPU a CoreSight component belongs to, from its firmware description (the `cpu`
@@ -315,6 +321,15 @@ impl Path {
         // SAFETY: By the requirements of `from_raw` the path is valid.
         unsafe { (*self.0.get()).trace_id }
     }
+
+    /// Returns the AUX transaction the path was enabled for, in perf mode.
+    pub fn aux_handle(&self) -> Option<&perf::AuxHandle> {
+        // SAFETY: By the requirements of `from_raw` the path is valid.
+        let handle = unsafe { bindings::cspd_path_handle(self.0.get()) };
+        // SAFETY: The core sets the handle of a perf path to the transaction it began on this
+        // CPU before it enables the path, and keeps it open while the path's operations run.
+        (!handle.is_null()).then(|| unsafe { perf::AuxHandle::from_raw(handle) })
+    }
 }
 
 /// A connection between two ports (`struct coresight_connection`), as link operations see it.
@@ -345,8 +360,21 @@ impl Connection {
     }
 }
 
-/// Most sysfs attributes a component adds ([`Operations::ATTRIBUTES`]).
-pub const MAX_ATTRIBUTES: usize = 4;
+/// Most sysfs attributes a component adds, in all its groups ([`Operations::ATTRIBUTE_GROUPS`]).
+pub const MAX_ATTRIBUTES: usize = 32;
+
+/// Most attribute groups a component adds.
+pub const MAX_ATTRIBUTE_GROUPS: usize = 4;
+
+/// A group of a component's sysfs attributes: files in its directory, or in a subdirectory of it
+/// (`mgmt/`, `trcidr/`).
+#[derive(Clone, Copy, Debug)]
+pub struct AttributeGroup {
+    /// The subdirectory, or `None` for the component's directory.
+    pub name: Option<&'static CStr>,
+    /// The attributes.
+    pub attributes: &'static [Attribute],
+}
 
 /// A sysfs attribute of a component: a file in its directory on the CoreSight bus
 /// (`/sys/bus/coresight/devices/<name>/`), next to the core's `enable_sink` or `enable_source`.
@@ -399,23 +427,66 @@ impl core::fmt::Write for AttributeBuf<'_> {
 /// Implement the ones the component's [`Kind`] needs: `sink_enable`/`sink_disable` for sinks,
 /// `link_enable`/`link_disable` for links, `source_enable`/`source_disable` for sources, and
 /// `trace_id` for sources that take an ID from the core; and `show` (and `store`, for writable
-/// ones) when the component has [`Operations::ATTRIBUTES`].
+/// ones) when the component has [`Operations::ATTRIBUTE_GROUPS`]. perf mode needs the buffer
+/// operations of a sink and `source_enable_perf` of a source.
 #[vtable]
 pub trait Operations: Send + Sync {
-    /// The component's own sysfs attributes, at most [`MAX_ATTRIBUTES`]. Each is read through
-    /// [`Operations::show`] and, when writable, written through [`Operations::store`], with its
-    /// index in this list.
-    const ATTRIBUTES: &'static [Attribute] = &[];
+    /// What a sink keeps per perf session in its [`perf::AuxBuffer`] (`()` for other components
+    /// and sinks without perf mode).
+    type PerfBuffer: Send + Sync;
 
-    /// Writes the value of attribute `index` of [`Operations::ATTRIBUTES`] into `out`, as text
-    /// ending in a newline.
+    /// The component's own sysfs attributes, at most [`MAX_ATTRIBUTE_GROUPS`] groups of
+    /// [`MAX_ATTRIBUTES`] attributes in all. Each is read through [`Operations::show`] and, when
+    /// writable, written through [`Operations::store`], with its index in the list of all the
+    /// groups' attributes one after the other.
+    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[];
+
+    /// Writes the value of attribute `index` of [`Operations::ATTRIBUTE_GROUPS`] into `out`, as
+    /// text ending in a newline.
     fn show(&self, _csdev: &CsDevice, _index: usize, _out: &mut AttributeBuf<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Sets attribute `index` of [`Operations::ATTRIBUTES`] from `input`, what was written to
-    /// the file (a trailing newline included). An error is returned to the writer.
+    /// Sets attribute `index` of [`Operations::ATTRIBUTE_GROUPS`] from `input`, what was written
+    /// to the file (a trailing newline included). An error is returned to the writer.
     fn store(&self, _csdev: &CsDevice, _index: usize, _input: &[u8]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the sink's data for a new perf session of `event`, when perf maps its AUX area
+    /// (process context; may allocate). The abstraction keeps it with the AUX pages in a
+    /// [`perf::AuxBuffer`] until the session ends.
+    fn alloc_buffer(
+        &self,
+        _csdev: &CsDevice,
+        _event: &perf::PerfEvent,
+    ) -> Result<Self::PerfBuffer> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Enables the sink for the perf transaction `handle` on `path`, whose session's buffer is
+    /// `buf` (on the event's CPU, interrupts off). A sink that another session or sysfs owns
+    /// returns [`EBUSY`].
+    fn sink_enable_perf(
+        &self,
+        _csdev: &CsDevice,
+        _path: &Path,
+        _handle: &perf::AuxHandle,
+        _buf: &perf::AuxBuffer<Self::PerfBuffer>,
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Copies the sink's trace into `buf`'s AUX pages for the transaction `handle`, when tracing
+    /// stops on this CPU, and returns how many bytes it wrote (the core ends the transaction
+    /// with that size). Flags the transaction ([`perf::AuxHandle::flag`]) when trace was lost; in
+    /// snapshot mode advances its head instead of limiting itself to its room.
+    fn update_buffer(
+        &self,
+        _csdev: &CsDevice,
+        _handle: &perf::AuxHandle,
+        _buf: &perf::AuxBuffer<Self::PerfBuffer>,
+    ) -> usize {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -424,7 +495,7 @@ pub trait Operations: Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Enables the sink for `mode` on `path`.
+    /// Enables the sink for sysfs mode on `path` (perf mode: [`Operations::sink_enable_perf`]).
     fn sink_enable(&self, _csdev: &CsDevice, _mode: Mode, _path: &Path) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -445,7 +516,8 @@ pub trait Operations: Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Starts tracing for `mode`, with the trace ID of `path`.
+    /// Starts tracing in sysfs mode, with the trace ID of `path` (perf mode:
+    /// [`Operations::source_enable_perf`]).
     ///
     /// For a per-CPU source ([`SourceKind::Proc`]) the registration records `path` in the
     /// component when this succeeds and clears it after [`Operations::source_disable`], as the
@@ -454,8 +526,20 @@ pub trait Operations: Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Stops tracing.
-    fn source_disable(&self, _csdev: &CsDevice) {
+    /// Starts tracing for the perf event `event`, with the trace ID of `path`: called on the
+    /// source's own CPU with interrupts off, where no cross-CPU call may be made.
+    fn source_enable_perf(
+        &self,
+        _csdev: &CsDevice,
+        _event: &perf::PerfEvent,
+        _path: &Path,
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Stops tracing; `event` is the perf event it was enabled for, in perf mode (then on the
+    /// source's own CPU, interrupts off).
+    fn source_disable(&self, _csdev: &CsDevice, _event: Option<&perf::PerfEvent>) {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 }
@@ -483,6 +567,8 @@ pub struct Registration<T: Operations> {
     #[pin]
     ops: Opaque<bindings::coresight_ops>,
     csdev: NonNull<bindings::coresight_device>,
+    /// The component is linked from the `cs_etm` PMU as `cpuN`.
+    perf_linked: bool,
     data: T,
     #[pin]
     _pin: PhantomPinned,
@@ -558,6 +644,25 @@ impl<T: Operations> Registration<T> {
                 let csdev = from_err_ptr(unsafe { bindings::coresight_register(&mut raw) })?;
                 NonNull::new(csdev).ok_or(EINVAL)?
             },
+            perf_linked: {
+                let link = matches!(desc.kind, Kind::Source(SourceKind::Proc))
+                    && T::HAS_SOURCE_ENABLE_PERF;
+                if link {
+                    // SAFETY: `csdev` was initialised above and is a registered per-CPU source.
+                    let csdev = unsafe { (*this.as_ptr()).csdev };
+                    // SAFETY: `csdev` is registered; the link is removed before it is
+                    // unregistered.
+                    let r = to_result(unsafe {
+                        bindings::cspd_etm_perf_symlink(csdev.as_ptr(), true)
+                    });
+                    if let Err(e) = r {
+                        // SAFETY: Registered above; nothing else refers to it yet.
+                        unsafe { bindings::coresight_unregister(csdev.as_ptr()) };
+                        return Err(e);
+                    }
+                }
+                link
+            },
             _pin: PhantomPinned,
         })
     }
@@ -587,6 +692,10 @@ impl<T: Operations> PinnedDrop for Registration<T> {
             // SAFETY: `cs` is a registered source; the call takes the core's mutex itself.
             unsafe { bindings::coresight_disable_sysfs(cs.as_raw()) };
         }
+        if self.perf_linked {
+            // SAFETY: The link was made at registration; `csdev` is still registered.
+            unsafe { bindings::cspd_etm_perf_symlink(self.csdev.as_ptr(), false) };
+        }
         // SAFETY: By the type invariant `csdev` is registered.
         unsafe { bindings::coresight_unregister(self.csdev.as_ptr()) };
     }
@@ -599,9 +708,21 @@ impl<T: Operations> OpsTable<T> {
     const SINK: bindings::coresight_ops_sink = bindings::coresight_ops_sink {
         enable: Some(Self::sink_enable),
         disable: Some(Self::sink_disable),
-        alloc_buffer: None,
-        free_buffer: None,
-        update_buffer: None,
+        alloc_buffer: if T::HAS_ALLOC_BUFFER {
+            Some(Self::alloc_buffer)
+        } else {
+            None
+        },
+        free_buffer: if T::HAS_ALLOC_BUFFER {
+            Some(Self::free_buffer)
+        } else {
+            None
+        },
+        update_buffer: if T::HAS_UPDATE_BUFFER {
+            Some(Self::update_buffer)
+        } else {
+            None
+        },
     };
 
     const LINK: bindings::coresight_ops_link = bindings::coresight_ops_link {
@@ -643,30 +764,52 @@ impl<T: Operations> OpsTable<T> {
         panic_ops: core::ptr::null(),
     };
 
-    /// The attributes of [`Operations::ATTRIBUTES`], as sysfs takes them.
-    const ATTRS: [bindings::device_attribute; MAX_ATTRIBUTES] = {
+    /// How many attributes all the groups of [`Operations::ATTRIBUTE_GROUPS`] have.
+    const NR_ATTRS: usize = {
         assert!(
-            T::ATTRIBUTES.len() <= MAX_ATTRIBUTES,
+            T::ATTRIBUTE_GROUPS.len() <= MAX_ATTRIBUTE_GROUPS,
+            "a component has at most MAX_ATTRIBUTE_GROUPS attribute groups"
+        );
+        let mut n = 0;
+        let mut g = 0;
+        while g < T::ATTRIBUTE_GROUPS.len() {
+            n += T::ATTRIBUTE_GROUPS[g].attributes.len();
+            g += 1;
+        }
+        assert!(
+            n <= MAX_ATTRIBUTES,
             "a component has at most MAX_ATTRIBUTES attributes"
         );
         assert!(
-            T::ATTRIBUTES.is_empty() || T::HAS_SHOW,
+            n == 0 || T::HAS_SHOW,
             "a component with attributes implements `show`"
         );
+        n
+    };
+
+    /// The attributes of all the groups, one group after the other, as sysfs takes them.
+    const ATTRS: [bindings::device_attribute; MAX_ATTRIBUTES] = {
         // SAFETY: An all-zero `device_attribute` is valid: no name, no callbacks.
         let mut a: [bindings::device_attribute; MAX_ATTRIBUTES] = unsafe { core::mem::zeroed() };
         let mut i = 0;
-        while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
-            let attr = &T::ATTRIBUTES[i];
-            a[i].attr.name = attr.name.to_bytes_with_nul().as_ptr().cast();
-            a[i].attr.mode = if attr.writable { 0o644 } else { 0o444 };
-            a[i].__bindgen_anon_1.show = Some(Self::show);
-            a[i].__bindgen_anon_2.store = if attr.writable && T::HAS_STORE {
-                Some(Self::store)
-            } else {
-                None
-            };
-            i += 1;
+        let mut g = 0;
+        while g < T::ATTRIBUTE_GROUPS.len() && g < MAX_ATTRIBUTE_GROUPS {
+            let attrs = T::ATTRIBUTE_GROUPS[g].attributes;
+            let mut j = 0;
+            while j < attrs.len() && i < MAX_ATTRIBUTES {
+                let attr = &attrs[j];
+                a[i].attr.name = attr.name.to_bytes_with_nul().as_ptr().cast();
+                a[i].attr.mode = if attr.writable { 0o644 } else { 0o444 };
+                a[i].__bindgen_anon_1.show = Some(Self::show);
+                a[i].__bindgen_anon_2.store = if attr.writable && T::HAS_STORE {
+                    Some(Self::store)
+                } else {
+                    None
+                };
+                i += 1;
+                j += 1;
+            }
+            g += 1;
         }
         a
     };
@@ -674,42 +817,74 @@ impl<T: Operations> OpsTable<T> {
     /// [`Self::ATTRS`] in static memory, which the pointers below point into.
     const ATTRS_STATIC: &'static [bindings::device_attribute; MAX_ATTRIBUTES] = &Self::ATTRS;
 
-    /// The NULL-terminated list of the attributes, for the group.
-    const ATTR_LIST: [*const bindings::attribute; MAX_ATTRIBUTES + 1] = {
-        let mut p = [core::ptr::null(); MAX_ATTRIBUTES + 1];
+    /// The attribute lists of the groups, each ending in a NULL, one after the other.
+    const ATTR_LIST: [*const bindings::attribute; MAX_ATTRIBUTES + MAX_ATTRIBUTE_GROUPS] = {
+        let mut p = [core::ptr::null(); MAX_ATTRIBUTES + MAX_ATTRIBUTE_GROUPS];
         let mut i = 0;
-        while i < T::ATTRIBUTES.len() && i < MAX_ATTRIBUTES {
-            p[i] = &raw const Self::ATTRS_STATIC[i].attr;
-            i += 1;
+        let mut at = 0;
+        let mut g = 0;
+        while g < T::ATTRIBUTE_GROUPS.len() && g < MAX_ATTRIBUTE_GROUPS {
+            let mut j = 0;
+            while j < T::ATTRIBUTE_GROUPS[g].attributes.len() && i < MAX_ATTRIBUTES {
+                p[at] = &raw const Self::ATTRS_STATIC[i].attr;
+                i += 1;
+                j += 1;
+                at += 1;
+            }
+            // The list's NULL.
+            at += 1;
+            g += 1;
         }
         p
     };
 
     /// [`Self::ATTR_LIST`] in static memory.
-    const ATTR_LIST_STATIC: &'static [*const bindings::attribute; MAX_ATTRIBUTES + 1] =
-        &Self::ATTR_LIST;
+    const ATTR_LIST_STATIC: &'static [*const bindings::attribute;
+                 MAX_ATTRIBUTES + MAX_ATTRIBUTE_GROUPS] = &Self::ATTR_LIST;
 
-    /// The attribute group of the component's directory.
-    const GROUP: bindings::attribute_group = {
+    /// The attribute groups of the component's directory.
+    const GROUP_ARRAY: [bindings::attribute_group; MAX_ATTRIBUTE_GROUPS] = {
         // SAFETY: An all-zero `attribute_group` is valid: no name, no attributes.
-        let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
-        g.__bindgen_anon_2.attrs_const = Self::ATTR_LIST_STATIC.as_ptr();
-        g
+        let mut a: [bindings::attribute_group; MAX_ATTRIBUTE_GROUPS] =
+            unsafe { core::mem::zeroed() };
+        let mut at = 0;
+        let mut g = 0;
+        while g < T::ATTRIBUTE_GROUPS.len() && g < MAX_ATTRIBUTE_GROUPS {
+            let group = &T::ATTRIBUTE_GROUPS[g];
+            if let Some(name) = group.name {
+                a[g].name = name.to_bytes_with_nul().as_ptr().cast();
+            }
+            if at < MAX_ATTRIBUTES + MAX_ATTRIBUTE_GROUPS {
+                a[g].__bindgen_anon_2.attrs_const = &raw const Self::ATTR_LIST_STATIC[at];
+            }
+            at += group.attributes.len() + 1;
+            g += 1;
+        }
+        a
     };
 
-    /// [`Self::GROUP`] in static memory.
-    const GROUP_STATIC: &'static bindings::attribute_group = &Self::GROUP;
+    /// [`Self::GROUP_ARRAY`] in static memory.
+    const GROUP_ARRAY_STATIC: &'static [bindings::attribute_group; MAX_ATTRIBUTE_GROUPS] =
+        &Self::GROUP_ARRAY;
 
     /// The NULL-terminated list of groups `coresight_register()` takes.
-    const GROUPS: [*const bindings::attribute_group; 2] =
-        [core::ptr::from_ref(Self::GROUP_STATIC), core::ptr::null()];
+    const GROUPS: [*const bindings::attribute_group; MAX_ATTRIBUTE_GROUPS + 1] = {
+        let mut p = [core::ptr::null(); MAX_ATTRIBUTE_GROUPS + 1];
+        let mut g = 0;
+        while g < T::ATTRIBUTE_GROUPS.len() && g < MAX_ATTRIBUTE_GROUPS {
+            p[g] = &raw const Self::GROUP_ARRAY_STATIC[g];
+            g += 1;
+        }
+        p
+    };
 
     /// [`Self::GROUPS`] in static memory.
-    const GROUPS_STATIC: &'static [*const bindings::attribute_group; 2] = &Self::GROUPS;
+    const GROUPS_STATIC: &'static [*const bindings::attribute_group; MAX_ATTRIBUTE_GROUPS + 1] =
+        &Self::GROUPS;
 
     /// Returns the attribute groups for `struct coresight_desc`: none without attributes.
     fn groups() -> *mut *const bindings::attribute_group {
-        if T::ATTRIBUTES.is_empty() {
+        if Self::NR_ATTRS == 0 {
             core::ptr::null_mut()
         } else {
             // The C core only reads the list (it becomes the device's `groups`).
@@ -717,15 +892,13 @@ impl<T: Operations> OpsTable<T> {
         }
     }
 
-    /// Returns the index in [`Operations::ATTRIBUTES`] of the attribute `attr`.
-    ///
-    /// # Safety
-    ///
-    /// `attr` is one of [`Self::ATTRS_STATIC`], as sysfs passes it to its callbacks.
-    unsafe fn attr_index(attr: *mut bindings::device_attribute) -> Option<usize> {
-        // SAFETY: `attr` is a valid attribute whose name is one of `T::ATTRIBUTES`' names.
-        let name = unsafe { CStr::from_char_ptr((*attr).attr.name) };
-        T::ATTRIBUTES.iter().position(|a| a.name == name)
+    /// Returns the index of the attribute `attr` in the list of all the groups' attributes.
+    fn attr_index(attr: *mut bindings::device_attribute) -> Option<usize> {
+        let base = Self::ATTRS_STATIC.as_ptr().addr();
+        let off = attr.addr().checked_sub(base)?;
+        let size = core::mem::size_of::<bindings::device_attribute>();
+        let index = off / size;
+        (off % size == 0 && index < Self::NR_ATTRS).then_some(index)
     }
 
     /// Returns the operations' data and component of the device of a sysfs callback.
@@ -752,8 +925,7 @@ impl<T: Operations> OpsTable<T> {
         attr: *mut bindings::device_attribute,
         buf: *mut c_char,
     ) -> isize {
-        // SAFETY: sysfs passes one of our attributes.
-        let Some(index) = (unsafe { Self::attr_index(attr) }) else {
+        let Some(index) = Self::attr_index(attr) else {
             // CAST: an errno fits in `isize`.
             return EINVAL.to_errno() as isize;
         };
@@ -782,8 +954,7 @@ impl<T: Operations> OpsTable<T> {
         buf: *const c_char,
         count: usize,
     ) -> isize {
-        // SAFETY: sysfs passes one of our attributes.
-        let Some(index) = (unsafe { Self::attr_index(attr) }) else {
+        let Some(index) = Self::attr_index(attr) else {
             // CAST: an errno fits in `isize`.
             return EINVAL.to_errno() as isize;
         };
@@ -854,7 +1025,26 @@ impl<T: Operations> OpsTable<T> {
             let (data, cs) = unsafe { Self::data(csdev) };
             // SAFETY: The core passes a valid path.
             let path = unsafe { Path::from_raw(path) };
-            data.sink_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, path)?;
+            match Mode::from_raw(mode).ok_or(EINVAL)? {
+                Mode::Perf => {
+                    if !T::HAS_SINK_ENABLE_PERF {
+                        return Err(EINVAL);
+                    }
+                    let handle = path.aux_handle().ok_or(EINVAL)?;
+                    // SAFETY: The handle is open (see `Path::aux_handle`).
+                    let buf = unsafe { bindings::cspd_etm_perf_sink_config(handle.as_raw()) };
+                    if buf.is_null() {
+                        return Err(EINVAL);
+                    }
+                    // SAFETY: The session's sink buffer was allocated by `alloc_buffer` of a sink
+                    // of this path's kind: the core only puts sinks with the same operations in
+                    // one session (`sinks_compatible()`), and these operations are `T`'s. It
+                    // lives until the session ends, after this transaction.
+                    let buf = unsafe { &*buf.cast::<perf::AuxBuffer<T::PerfBuffer>>() };
+                    data.sink_enable_perf(cs, path, handle, buf)?;
+                }
+                mode => data.sink_enable(cs, mode, path)?,
+            }
             Ok(0)
         })
     }
@@ -872,6 +1062,74 @@ impl<T: Operations> OpsTable<T> {
             data.sink_disable(cs)?;
             Ok(0)
         })
+    }
+
+    /// The sink `alloc_buffer` op: the session's [`perf::AuxBuffer`], or NULL.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with
+    /// `pages` holding `nr_pages` pointers to the AUX area's pages, valid until `free_buffer`.
+    unsafe extern "C" fn alloc_buffer(
+        csdev: *mut bindings::coresight_device,
+        event: *mut bindings::perf_event,
+        pages: *mut *mut c_void,
+        nr_pages: c_int,
+        overwrite: bool,
+    ) -> *mut c_void {
+        // SAFETY: The core calls this for a component registered by `Registration<T>`.
+        let (data, cs) = unsafe { Self::data(csdev) };
+        // SAFETY: The core passes the live event whose AUX area is being mapped.
+        let event = unsafe { perf::PerfEvent::from_raw(event) };
+        let buffer = || -> Result<KBox<perf::AuxBuffer<T::PerfBuffer>>> {
+            let own = data.alloc_buffer(cs, event)?;
+            let nr_pages = usize::try_from(nr_pages).map_err(|_| EINVAL)?;
+            // SAFETY: The core's `pages` hold `nr_pages` pages valid until `free_buffer`, which
+            // drops the buffer.
+            let buf = unsafe { perf::AuxBuffer::new(pages, nr_pages, overwrite, own) }?;
+            Ok(KBox::new(buf, GFP_KERNEL)?)
+        };
+        match buffer() {
+            Ok(b) => KBox::into_raw(b).cast(),
+            Err(_) => core::ptr::null_mut(),
+        }
+    }
+
+    /// The sink `free_buffer` op.
+    ///
+    /// # Safety
+    ///
+    /// `config` is what `alloc_buffer` of this `T` returned, not freed yet.
+    unsafe extern "C" fn free_buffer(config: *mut c_void) {
+        if !config.is_null() {
+            // SAFETY: `alloc_buffer` made it with `KBox::into_raw`; the core frees it once.
+            drop(unsafe { KBox::from_raw(config.cast::<perf::AuxBuffer<T::PerfBuffer>>()) });
+        }
+    }
+
+    /// The sink `update_buffer` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with the
+    /// open transaction `handle` and the `sink_config` `alloc_buffer` of this `T` returned.
+    unsafe extern "C" fn update_buffer(
+        csdev: *mut bindings::coresight_device,
+        handle: *mut bindings::perf_output_handle,
+        sink_config: *mut c_void,
+    ) -> c_ulong {
+        if sink_config.is_null() || handle.is_null() {
+            return 0;
+        }
+        // SAFETY: The core calls this for a component registered by `Registration<T>`.
+        let (data, cs) = unsafe { Self::data(csdev) };
+        // SAFETY: The core passes its open transaction.
+        let handle = unsafe { perf::AuxHandle::from_raw(handle) };
+        // SAFETY: `sink_config` is this `T`'s buffer (see `sink_enable`), live until the session
+        // ends.
+        let buf = unsafe { &*sink_config.cast::<perf::AuxBuffer<T::PerfBuffer>>() };
+        // `c_ulong` is `usize` in the kernel.
+        data.update_buffer(cs, handle, buf)
     }
 
     /// The link `enable` op.
@@ -935,7 +1193,7 @@ impl<T: Operations> OpsTable<T> {
     /// valid pointers.
     unsafe extern "C" fn source_enable(
         csdev: *mut bindings::coresight_device,
-        _event: *mut bindings::perf_event,
+        event: *mut bindings::perf_event,
         mode: bindings::cs_mode,
         path: *mut bindings::coresight_path,
     ) -> c_int {
@@ -944,7 +1202,17 @@ impl<T: Operations> OpsTable<T> {
             let (data, cs) = unsafe { Self::data(csdev) };
             // SAFETY: The core passes a valid path.
             let p = unsafe { Path::from_raw(path) };
-            data.source_enable(cs, Mode::from_raw(mode).ok_or(EINVAL)?, p)?;
+            match Mode::from_raw(mode).ok_or(EINVAL)? {
+                Mode::Perf => {
+                    if !T::HAS_SOURCE_ENABLE_PERF || event.is_null() {
+                        return Err(EINVAL);
+                    }
+                    // SAFETY: In perf mode the core passes the live event being started.
+                    let event = unsafe { perf::PerfEvent::from_raw(event) };
+                    data.source_enable_perf(cs, event, p)?;
+                }
+                mode => data.source_enable(cs, mode, p)?,
+            }
             // The core leaves it to the drivers of per-CPU sources to record the path they
             // enabled (`coresight_disable_sysfs()` reads it back).
             // SAFETY: `csdev` is valid; the core serialises enable and disable of a source.
@@ -967,11 +1235,13 @@ impl<T: Operations> OpsTable<T> {
     /// valid pointers.
     unsafe extern "C" fn source_disable(
         csdev: *mut bindings::coresight_device,
-        _event: *mut bindings::perf_event,
+        event: *mut bindings::perf_event,
     ) {
         // SAFETY: The core calls this for a component registered by `Registration<T>`.
         let (data, cs) = unsafe { Self::data(csdev) };
-        data.source_disable(cs);
+        // SAFETY: The core passes NULL or, in perf mode, the live event being stopped.
+        let event = (!event.is_null()).then(|| unsafe { perf::PerfEvent::from_raw(event) });
+        data.source_disable(cs, event);
         // SAFETY: `csdev` is valid; the core serialises enable and disable of a source.
         unsafe {
             if (*csdev).subtype.source_subtype

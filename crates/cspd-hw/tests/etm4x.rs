@@ -758,7 +758,11 @@ fn perf_exclude_kernel_and_user_set_the_non_secure_levels() {
     let mut m = Etm4xModel::cortex_a57();
     let ids = ids_of(&mut m);
     let base = TraceConfig::for_perf(&ids, 0x10, &PerfOptions::default(), false).unwrap();
-    assert_eq!(exlevel_ns(base.victlr), 0, "everything at EL0 to EL2 by default");
+    assert_eq!(
+        exlevel_ns(base.victlr),
+        0,
+        "everything at EL0 to EL2 by default"
+    );
     let user_only = PerfOptions {
         exclude_kernel: true,
         ..PerfOptions::default()
@@ -766,7 +770,11 @@ fn perf_exclude_kernel_and_user_set_the_non_secure_levels() {
     let cfg = TraceConfig::for_perf(&ids, 0x10, &user_only, false).unwrap();
     assert_eq!(exlevel_ns(cfg.victlr), 0b010, "/u: EL1 excluded");
     let cfg = TraceConfig::for_perf(&ids, 0x10, &user_only, true).unwrap();
-    assert_eq!(exlevel_ns(cfg.victlr), 0b110, "/u with the kernel at EL2: EL1 and EL2");
+    assert_eq!(
+        exlevel_ns(cfg.victlr),
+        0b110,
+        "/u with the kernel at EL2: EL1 and EL2"
+    );
     let kernel_only = PerfOptions {
         exclude_user: true,
         ..PerfOptions::default()
@@ -784,7 +792,10 @@ fn perf_config_bits_follow_the_cs_etm_format_and_the_unit() {
     let o = PerfOptions::default().with_config((1 << 12) | (1 << 14) | (1 << 29) | (1 << 4));
     assert!(o.cycacc && o.contextid1 && o.retstack && o.timestamp);
     assert!(!o.branch_broadcast && !o.contextid2);
-    assert!(PerfOptions::default().with_config(1 << 28).timestamp, "the older timestamp bit");
+    assert!(
+        PerfOptions::default().with_config(1 << 28).timestamp,
+        "the older timestamp bit"
+    );
     assert!(PerfOptions::default().with_config(1 << 8).branch_broadcast);
     assert!(PerfOptions::default().with_config(1 << 15).contextid2);
 
@@ -806,7 +817,10 @@ fn perf_config_bits_follow_the_cs_etm_format_and_the_unit() {
         cfg.configr & (TRCCONFIGR_CID | TRCCONFIGR_TS | (1 << 4) | (1 << 12)),
         TRCCONFIGR_CID | TRCCONFIGR_TS | (1 << 4) | (1 << 12)
     );
-    assert_eq!(cfg.ccctlr, 0x100, "upstream's default cycle count threshold");
+    assert_eq!(
+        cfg.ccctlr, 0x100,
+        "upstream's default cycle count threshold"
+    );
 
     // Refused as upstream refuses them.
     let bb = PerfOptions::default().with_config(1 << 8);
@@ -842,13 +856,21 @@ fn perf_filters_take_comparators_and_stop_points_come_after() {
     assert_eq!(cfg.nr_comparators, 3);
     assert_eq!(cfg.viiectlr, 0b1, "pair 0 included");
     assert_eq!(cfg.vissctlr, 1 << 2, "comparator 2 starts");
-    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, 0, "starts stopped until the start address");
+    assert_eq!(
+        cfg.victlr & TRCVICTLR_SSSTATUS,
+        0,
+        "starts stopped until the start address"
+    );
     let again = PerfOptions {
         filters_started: true,
         ..opts
     };
     let cfg2 = TraceConfig::for_perf(&ids, 0x10, &again, false).unwrap();
-    assert_eq!(cfg2.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS, "resumes started");
+    assert_eq!(
+        cfg2.victlr & TRCVICTLR_SSSTATUS,
+        TRCVICTLR_SSSTATUS,
+        "resumes started"
+    );
 
     // stop_at keeps working under perf: its stop points take the next comparators.
     let (cfg, left) = cfg.with_stop_points(&ids, &STOPS, false);

@@ -612,7 +612,11 @@ fn outcome_codes_are_stable_and_named() {
 fn perf_into(m: &mut TmcModel<'_>, room: usize) -> (PerfDrain, Vec<u8>) {
     let mut out = Vec::new();
     let d = perf_drain(m, room, |w| out.extend_from_slice(&w.to_le_bytes()));
-    assert_eq!(d.bytes, out.len(), "the bytes said are the bytes handed over");
+    assert_eq!(
+        d.bytes,
+        out.len(),
+        "the bytes said are the bytes handed over"
+    );
     (d, out)
 }
 
@@ -628,7 +632,11 @@ fn perf_drain_hands_over_a_partly_filled_ram_in_order() {
     assert!(!d.lost);
     assert_eq!(d.stop.result(), Ok(()));
     assert_eq!(out, words_to_bytes(&words));
-    assert_eq!(m.counts().reads(TMC_RRD), 300, "one RRD read per word, no more");
+    assert_eq!(
+        m.counts().reads(TMC_RRD),
+        300,
+        "one RRD read per word, no more"
+    );
     assert_eq!(m.counts().writes(TMC_RRP), 0, "RRP is left where it is");
     assert!(m.is_locked(), "locked when done");
     assert_eq!(
@@ -649,7 +657,10 @@ fn perf_drain_of_a_wrapped_ram_starts_with_the_barrier() {
     m.push_raw_words(&words);
     let (d, out) = perf_into(&mut m, 64 * 1024);
     assert!(d.lost, "a wrapped RAM lost its oldest trace");
-    assert_eq!(out, with_barrier(words_to_bytes(&words[words.len() - rsz..])));
+    assert_eq!(
+        out,
+        with_barrier(words_to_bytes(&words[words.len() - rsz..]))
+    );
 }
 
 #[test]
@@ -669,7 +680,11 @@ fn perf_drain_keeps_the_newest_trace_that_fits_the_aux_room() {
         out,
         with_barrier(words_to_bytes(&words[words.len() - 248..]))
     );
-    assert_eq!(m.counts().writes(TMC_RRP), 1, "RRP moved to the newest frames");
+    assert_eq!(
+        m.counts().writes(TMC_RRP),
+        1,
+        "RRP moved to the newest frames"
+    );
     assert_eq!(m.counts().reads(TMC_RRD), 248);
 }
 

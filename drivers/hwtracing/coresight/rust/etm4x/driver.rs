@@ -4,8 +4,10 @@
 //! operations, and the panic callback that stops the unit and saves its registers
 //! ([`Etm4x::panic_save`]).
 
+use core::fmt::Write;
+
 use kernel::{
-    amba,
+    amba, c_str,
     coresight::{
         self,
         access::FRAME,
@@ -27,7 +29,15 @@ use kernel::{
             DumpPayload,
             DumpType, //
         },
+        perf::{
+            AddrFilter,
+            PerfEvent,
+            MAX_ADDR_FILTERS, //
+        },
         self_hosted,
+        Attribute,
+        AttributeBuf,
+        AttributeGroup,
         CsDevice,
         Kind,
         Mode,
@@ -62,6 +72,8 @@ use crate::{
         FoundLocks,
         Interface,
         OwnCpu,
+        PerfFilter,
+        PerfOptions,
         Timeout,
         TraceConfig, //
     },
@@ -191,11 +203,75 @@ impl<B: Backend> Etm<B> {
             .map_err(|_| SaveOutcome::Unreachable)
     }
 
-    /// The trace configuration of an enable: the default one with the trace ID, and the crash
-    /// path's entries the panic-dump core names as hardware stop points.
+    /// Runs `f` on the trace unit from its own CPU, where the caller runs with interrupts off
+    /// (perf's callbacks): no cross-CPU call. [`EINVAL`] on another CPU, [`EBUSY`] when another
+    /// sequence has the registers.
+    fn with_local<R>(&self, f: impl for<'x> FnOnce(&mut Etm4x<'x, B::Io>) -> R) -> Result<R> {
+        if CpuId::current().as_u32() != self.cpu {
+            return Err(EINVAL);
+        }
+        let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
+        claim.with_io(|io| {
+            let unit = Etm4x::new(io, self.iface, Timeout::DEFAULT);
+            f(&mut unit.on_own_cpu(&ThisCpu))
+        })
+    }
+
+    /// The trace configuration of a sysfs enable: the default one with the trace ID, and the
+    /// crash path's entries the panic-dump core names as hardware stop points.
     fn config(&self, csdev: &CsDevice, trace_id: u8) -> Result<TraceConfig, Etm4xError> {
         let ts = module_parameters::timestamps.value();
         let cfg = TraceConfig::default_for(&self.ids, trace_id, ts)?;
+        Ok(self.with_stop_points(csdev, cfg))
+    }
+
+    /// The trace configuration of a perf event ([`TraceConfig::for_perf`]), with the stop
+    /// points.
+    fn perf_config(
+        &self,
+        csdev: &CsDevice,
+        event: &PerfEvent,
+        trace_id: u8,
+    ) -> Result<TraceConfig> {
+        // `configid` (config2 bits 63:32): configurations of the CoreSight configuration
+        // manager, which this driver does not take.
+        if event.config(2) >> 32 != 0 {
+            dev_dbg!(csdev.as_device(), "perf: configid is not supported\n");
+            return Err(EINVAL);
+        }
+        let filters = event.addr_filters();
+        if filters.unsupported {
+            dev_dbg!(
+                csdev.as_device(),
+                "perf: an address filter of an unknown kind\n"
+            );
+            return Err(EINVAL);
+        }
+        let mut list = [PerfFilter::Start(0); MAX_ADDR_FILTERS];
+        let mut n = 0;
+        for (slot, f) in list.iter_mut().zip(filters.iter()) {
+            *slot = match f {
+                AddrFilter::Range { start, stop } => PerfFilter::Range { start, stop },
+                AddrFilter::Start(a) => PerfFilter::Start(a),
+                AddrFilter::Stop(a) => PerfFilter::Stop(a),
+            };
+            n += 1;
+        }
+        let opts = PerfOptions {
+            exclude_kernel: event.exclude_kernel(),
+            exclude_user: event.exclude_user(),
+            filters: list.get(..n).unwrap_or(&[]),
+            filters_started: filters.started,
+            ..PerfOptions::default()
+        }
+        .with_config(event.config(0));
+        let cfg = TraceConfig::for_perf(&self.ids, trace_id, &opts, kernel_at_el2())
+            .inspect_err(|e| dev_dbg!(csdev.as_device(), "perf: {e}\n"))?;
+        Ok(self.with_stop_points(csdev, cfg))
+    }
+
+    /// Adds the crash path's entries the panic-dump core names as hardware stop points to `cfg`.
+    fn with_stop_points(&self, csdev: &CsDevice, cfg: TraceConfig) -> TraceConfig {
         let mut stops = [0u64; MAX_ADDR_COMPARATORS];
         let n = panic_dump::stop_addresses(&mut stops);
         let (cfg, left) = cfg.with_stop_points(&self.ids, &stops[..n], kernel_at_el2());
@@ -208,7 +284,22 @@ impl<B: Backend> Etm<B> {
                 TraceConfig::addr_comparators(&self.ids)
             );
         }
-        Ok(cfg)
+        cfg
+    }
+
+    /// Records the locks `found` by an enable, to put back at disable.
+    fn note_found(&self, found: FoundLocks) {
+        let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
+        self.found.store(bits, Relaxed);
+    }
+
+    /// The locks the last enable found.
+    fn found(&self) -> FoundLocks {
+        let bits = self.found.load(Relaxed);
+        FoundLocks {
+            os_locked: bits & 1 != 0,
+            sw_locked: bits & 2 != 0,
+        }
     }
 }
 
@@ -224,6 +315,8 @@ impl From<Etm4xError> for Error {
             Etm4xError::InvalidTraceId(_) | Etm4xError::NotEtmV4(_) => EINVAL,
             Etm4xError::PoweredDown | Etm4xError::OsLocked | Etm4xError::SoftwareLocked => EPERM,
             Etm4xError::IdleTimeout(_) | Etm4xError::PmStableTimeout(_) => ETIMEDOUT,
+            Etm4xError::Unsupported(_) => EINVAL,
+            Etm4xError::NoComparator => ENOSPC,
         }
     }
 }
@@ -231,8 +324,81 @@ impl From<Etm4xError> for Error {
 /// The trace unit as a CoreSight source.
 pub(crate) struct SourceOps<B: Backend>(Arc<Etm<B>>);
 
+/// Index of `ts_source` in [`SourceOps`]' attributes.
+const ATTR_TS_SOURCE: usize = 0;
+/// Index of `mgmt/trcauthstatus`; `mgmt/trcdevarch` and `mgmt/trcdevtype` follow.
+const ATTR_MGMT: usize = 1;
+/// Index of `trcidr/trcidr0`; the ID registers of [`TRCIDR_LISTED`] follow, in its order.
+const ATTR_TRCIDR: usize = 4;
+/// The ID registers listed in `trcidr/`, as upstream lists them (6 and 7 are reserved).
+const TRCIDR_LISTED: [usize; 12] = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
+
+/// A read-only attribute.
+const fn ro(name: &'static CStr) -> Attribute {
+    Attribute {
+        name,
+        writable: false,
+    }
+}
+
 #[vtable]
 impl<B: Backend> coresight::Operations for SourceOps<B> {
+    /// A source has no sink buffer.
+    type PerfBuffer = ();
+
+    /// What perf reads for its metadata (`cs_etm/cpuN/trcidr/trcidr0`, `mgmt/trcauthstatus`,
+    /// `ts_source`), with upstream's names, from the values read at probe.
+    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[
+        AttributeGroup {
+            name: None,
+            attributes: &[ro(c_str!("ts_source"))],
+        },
+        AttributeGroup {
+            name: Some(c_str!("mgmt")),
+            attributes: &[
+                ro(c_str!("trcauthstatus")),
+                ro(c_str!("trcdevarch")),
+                ro(c_str!("trcdevtype")),
+            ],
+        },
+        AttributeGroup {
+            name: Some(c_str!("trcidr")),
+            attributes: &[
+                ro(c_str!("trcidr0")),
+                ro(c_str!("trcidr1")),
+                ro(c_str!("trcidr2")),
+                ro(c_str!("trcidr3")),
+                ro(c_str!("trcidr4")),
+                ro(c_str!("trcidr5")),
+                ro(c_str!("trcidr8")),
+                ro(c_str!("trcidr9")),
+                ro(c_str!("trcidr10")),
+                ro(c_str!("trcidr11")),
+                ro(c_str!("trcidr12")),
+                ro(c_str!("trcidr13")),
+            ],
+        },
+    ];
+
+    fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
+        let ids = &self.0.ids;
+        let value = match index {
+            // Upstream shows the timestamp source of TRFCR_EL1's TS field, -1 when the driver
+            // leaves it alone; this one does (the emulated unit has no timestamps).
+            ATTR_TS_SOURCE => return writeln!(out, "-1").map_err(|_| EINVAL),
+            ATTR_MGMT => ids.authstatus,
+            i if i == ATTR_MGMT + 1 => ids.devarch,
+            i if i == ATTR_MGMT + 2 => ids.devtype,
+            i => {
+                let n = i
+                    .checked_sub(ATTR_TRCIDR)
+                    .and_then(|k| TRCIDR_LISTED.get(k));
+                ids.idr(*n.ok_or(EINVAL)?)
+            }
+        };
+        writeln!(out, "{value:#x}").map_err(|_| EINVAL)
+    }
+
     fn trace_id(&self, csdev: &CsDevice, mode: Mode, sink: Option<&CsDevice>) -> Result<u8> {
         csdev.etm_trace_id(mode, sink)
     }
@@ -255,8 +421,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                     .map_err(Error::from)
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        let bits = u32::from(found.os_locked) | u32::from(found.sw_locked) << 1;
-        etm.found.store(bits, Relaxed);
+        etm.note_found(found);
         dev_dbg!(
             csdev.as_device(),
             "ETM tracing enabled, trace ID {:#x}\n",
@@ -265,18 +430,46 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         Ok(())
     }
 
-    fn source_disable(&self, csdev: &CsDevice) {
+    fn source_enable_perf(&self, csdev: &CsDevice, event: &PerfEvent, path: &Path) -> Result {
         let etm = &*self.0;
-        let bits = etm.found.load(Relaxed);
-        let found = FoundLocks {
-            os_locked: bits & 1 != 0,
-            sw_locked: bits & 2 != 0,
-        };
-        match etm.with(|u| {
+        if CpuId::current().as_u32() != etm.cpu {
+            return Err(EINVAL);
+        }
+        if !csdev.take_mode(Mode::Perf) {
+            return Err(EBUSY);
+        }
+        let found = etm
+            .perf_config(csdev, event, path.trace_id())
+            .and_then(|cfg| {
+                etm.with_local(|u| u.enable(&cfg))?.map_err(|e| {
+                    dev_err!(csdev.as_device(), "ETM not enabled for perf: {e}\n");
+                    Error::from(e)
+                })
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        etm.note_found(found);
+        Ok(())
+    }
+
+    fn source_disable(&self, csdev: &CsDevice, event: Option<&PerfEvent>) {
+        let etm = &*self.0;
+        let found = etm.found();
+        let stop = |u: &mut Etm4x<'_, B::Io>| {
             let r = u.disable();
+            // Where the start/stop filters left the logic, for the next schedule-in.
+            let started = u.start_stop_started();
             u.restore_locks(found);
-            r
-        }) {
+            (r, started)
+        };
+        let done = match event {
+            // perf: on this CPU, interrupts off.
+            Some(event) => etm.with_local(stop).map(|(r, started)| {
+                event.set_filters_started(started);
+                r
+            }),
+            None => etm.with(|u| stop(u).0),
+        };
+        match done {
             Ok(Ok(())) => {}
             Ok(Err(e)) => dev_err!(csdev.as_device(), "ETM not disabled: {e}\n"),
             Err(e) => dev_err!(

@@ -24,6 +24,12 @@ use kernel::{
             DumpPayload,
             DumpType, //
         },
+        perf::{
+            AuxBuffer,
+            AuxFlag,
+            AuxHandle,
+            PerfEvent, //
+        },
         CsDevice,
         Kind,
         LinkKind,
@@ -40,11 +46,9 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
+        new_spinlock_irq,
         Arc,
+        SpinLockIrq, //
     },
 };
 
@@ -60,14 +64,26 @@ use crate::{
     },
 };
 
+/// Who is using a TMC: the sources writing into it and, in perf mode, the perf session.
+#[derive(Clone, Copy, Debug, Default)]
+struct Users {
+    /// Sources writing into this sink (or paths through this link).
+    count: u32,
+    /// The process ID of the perf session that owns the sink, in perf mode: one session at a
+    /// time, as upstream's `drvdata->pid`.
+    perf_owner: Option<i32>,
+}
+
 /// One TMC, shared by its CoreSight operations and its panic callback.
 #[pin_data]
 pub(crate) struct Tmc<B: Backend> {
     /// The registers, claimed around every register sequence.
     #[pin]
     regs: Regs<B>,
-    /// Sources writing into this sink in sysfs mode.
-    users: Atomic<u32>,
+    /// Who uses the sink. Taken before the registers (never at panic): perf enables, updates and
+    /// disables the sink from several CPUs at once, with interrupts off.
+    #[pin]
+    users: SpinLockIrq<Users>,
     /// The name on the CoreSight bus and of the dump record.
     pub(crate) name: CString,
 }
@@ -77,37 +93,48 @@ impl<B: Backend> Tmc<B> {
     pub(crate) fn new(backend: B, name: CString) -> impl PinInit<Self> {
         pin_init!(Self {
             regs <- Regs::new(backend),
-            users: Atomic::new(0),
+            users <- new_spinlock_irq!(Users::default(), "coresight_tmc_users"),
             name,
         })
     }
 
     /// Adds a user to an enabled sink.
     pub(crate) fn add_user(&self) {
-        self.users.fetch_add(1, Relaxed);
+        let mut u = self.users.lock();
+        u.count = u.count.saturating_add(1);
     }
 
     /// Sets the number of users (1 when a sink was just enabled).
     pub(crate) fn set_users(&self, n: u32) {
-        self.users.store(n, Relaxed);
+        self.users.lock().count = n;
     }
 
-    /// Drops one user and returns how many are left (never below zero).
+    /// Drops one user and returns how many are left (never below zero); the last one leaves
+    /// no perf owner.
     pub(crate) fn drop_user(&self) -> u32 {
-        let mut n = self.users.load(Relaxed);
-        while n > 0 {
-            match self.users.cmpxchg(n, n - 1, Relaxed) {
-                Ok(_) => return n - 1,
-                Err(now) => n = now,
-            }
+        let mut u = self.users.lock();
+        u.count = u.count.saturating_sub(1);
+        if u.count == 0 {
+            u.perf_owner = None;
         }
-        0
+        u.count
     }
 
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
     pub(crate) fn io<R>(&self, f: impl FnOnce(&mut B::Io) -> R) -> Result<R> {
         let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
         claim.with_io(f)
+    }
+
+    /// Starts capture in Circular Buffer mode for `mode`, which `csdev` was taken for; gives the
+    /// mode back on failure.
+    fn start_capture(&self, csdev: &CsDevice) -> Result {
+        self.io(|io| hw::enable_circular(io, 0))
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC not enabled: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| csdev.set_mode(Mode::Disabled))
     }
 }
 
@@ -116,40 +143,113 @@ pub(crate) struct SinkOps<B: Backend>(Arc<Tmc<B>>);
 
 #[vtable]
 impl<B: Backend> coresight::Operations for SinkOps<B> {
+    /// The ETB/ETF keeps nothing per session: it writes where each transaction's head is.
+    type PerfBuffer = ();
+
     fn sink_enable(&self, csdev: &CsDevice, mode: Mode, _path: &Path) -> Result {
         let tmc = &*self.0;
         if mode != Mode::Sysfs {
             return Err(EINVAL);
         }
+        let mut users = tmc.users.lock();
         if csdev.mode() == Mode::Sysfs {
-            tmc.users.fetch_add(1, Relaxed);
+            users.count = users.count.saturating_add(1);
             return Ok(());
         }
         if !csdev.take_mode(Mode::Sysfs) {
             return Err(EBUSY);
         }
-        tmc.io(|io| hw::enable_circular(io, 0))
-            .and_then(|r| {
-                r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC not enabled: {e}\n"))
-                    .map_err(Error::from)
-            })
-            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        tmc.users.store(1, Relaxed);
+        tmc.start_capture(csdev)?;
+        users.count = 1;
+        drop(users);
         dev_dbg!(csdev.as_device(), "TMC-ETB/ETF enabled\n");
         coresight::panic_dump::note_sink_enabled();
         Ok(())
     }
 
-    fn sink_disable(&self, csdev: &CsDevice) -> Result {
+    fn alloc_buffer(&self, _csdev: &CsDevice, _event: &PerfEvent) -> Result {
+        Ok(())
+    }
+
+    fn sink_enable_perf(
+        &self,
+        csdev: &CsDevice,
+        _path: &Path,
+        handle: &AuxHandle,
+        _buf: &AuxBuffer<()>,
+    ) -> Result {
         let tmc = &*self.0;
-        if tmc.drop_user() > 0 {
+        let pid = handle.event().and_then(|e| e.owner_pid()).ok_or(EINVAL)?;
+        let mut users = tmc.users.lock();
+        match csdev.mode() {
+            // sysfs has it: perf waits until it is done, as upstream's driver.
+            Mode::Sysfs => return Err(EBUSY),
+            Mode::Perf => {
+                if users.perf_owner != Some(pid) {
+                    // Another session has it.
+                    return Err(EBUSY);
+                }
+                // The session's capture runs already (another CPU of a CPU-wide session).
+                users.count = users.count.saturating_add(1);
+                return Ok(());
+            }
+            Mode::Disabled => {}
+        }
+        if !csdev.take_mode(Mode::Perf) {
             return Err(EBUSY);
         }
+        tmc.start_capture(csdev)?;
+        *users = Users {
+            count: 1,
+            perf_owner: Some(pid),
+        };
+        drop(users);
+        coresight::panic_dump::note_sink_enabled();
+        Ok(())
+    }
+
+    fn update_buffer(&self, csdev: &CsDevice, handle: &AuxHandle, buf: &AuxBuffer<()>) -> usize {
+        let tmc = &*self.0;
+        if csdev.mode() != Mode::Perf {
+            return 0;
+        }
+        let users = tmc.users.lock();
+        // Another CPU of the session still writes into the sink: the last one drains it.
+        if users.count != 1 {
+            return 0;
+        }
+        let mut out = buf.writer(handle.head());
+        let Ok(drained) = tmc.io(|io| hw::perf_drain(io, handle.size(), |w| out.put_u32(w))) else {
+            return 0;
+        };
+        drop(users);
+        if let Err(e) = drained.stop.result() {
+            dev_warn!(csdev.as_device(), "TMC stop for perf: {e}\n");
+        }
+        if drained.lost {
+            handle.flag(AuxFlag::Truncated);
+        }
+        if buf.snapshot() {
+            // perf finds the newest data by where the head ends (`cs_etm_find_snapshot()`).
+            handle.advance_head(drained.bytes);
+        }
+        drained.bytes
+    }
+
+    fn sink_disable(&self, csdev: &CsDevice) -> Result {
+        let tmc = &*self.0;
+        let mut users = tmc.users.lock();
+        users.count = users.count.saturating_sub(1);
+        if users.count > 0 {
+            return Err(EBUSY);
+        }
+        users.perf_owner = None;
         if csdev.mode() == Mode::Disabled {
             return Ok(());
         }
         let r = tmc.io(hw::disable);
         csdev.set_mode(Mode::Disabled);
+        drop(users);
         match r {
             Ok(Ok(())) => {}
             Ok(Err(e)) => dev_warn!(csdev.as_device(), "TMC stop: {e}\n"),
@@ -170,8 +270,9 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         _out: &coresight::Connection,
     ) -> Result {
         let tmc = &*self.0;
+        let mut users = tmc.users.lock();
         if csdev.mode() == Mode::Sysfs {
-            tmc.users.fetch_add(1, Relaxed);
+            users.count = users.count.saturating_add(1);
             return Ok(());
         }
         if !csdev.take_mode(Mode::Sysfs) {
@@ -183,7 +284,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
                     .map_err(Error::from)
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        tmc.users.store(1, Relaxed);
+        users.count = 1;
         Ok(())
     }
 
@@ -194,7 +295,9 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         _out: &coresight::Connection,
     ) {
         let tmc = &*self.0;
-        if tmc.drop_user() == 0 && csdev.mode() != Mode::Disabled {
+        let mut users = tmc.users.lock();
+        users.count = users.count.saturating_sub(1);
+        if users.count == 0 && csdev.mode() != Mode::Disabled {
             let _ = tmc.io(hw::disable);
             csdev.set_mode(Mode::Disabled);
         }

@@ -33,6 +33,7 @@ use kernel::{
         },
         Attribute,
         AttributeBuf,
+        AttributeGroup,
         CsDevice,
         Kind,
         Mode,
@@ -207,16 +208,22 @@ fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
 
 #[vtable]
 impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
-    const ATTRIBUTES: &'static [Attribute] = &[
-        Attribute {
-            name: c_str!("buffer_size"),
-            writable: true,
-        },
-        Attribute {
-            name: c_str!("stop_on_flush"),
-            writable: true,
-        },
-    ];
+    /// The ETR has no perf mode yet.
+    type PerfBuffer = ();
+
+    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[AttributeGroup {
+        name: None,
+        attributes: &[
+            Attribute {
+                name: c_str!("buffer_size"),
+                writable: true,
+            },
+            Attribute {
+                name: c_str!("stop_on_flush"),
+                writable: true,
+            },
+        ],
+    }];
 
     fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
         let this = &*self.0;
