@@ -47,37 +47,11 @@ use kernel::{
 };
 
 use super::regs::{
-    ETM_CYC_THRESHOLD_DEFAULT,
-    MAX_ADDR_COMPARATORS,
-    TRCACATR,
-    TRCACVR,
-    TRCBBCTLR,
-    TRCCCCTLR,
-    TRCCONFIGR,
-    TRCEVENTCTL0R,
-    TRCEVENTCTL1R,
-    TRCIDR0_7,
-    TRCIDR0_RETSTACK,
-    TRCIDR0_TRCBB,
-    TRCIDR0_TRCCCI,
-    TRCIDR0_TSSIZE_MASK,
-    TRCIDR2_CIDSIZE_MASK,
-    TRCIDR3_EXLEVEL_S_MASK,
-    TRCIDR4_NUMACPAIRS_MASK,
-    TRCIDR8_13,
-    TRCOSLAR,
-    TRCOSLSR,
-    TRCPDCR,
-    TRCPDSR,
-    TRCPRGCTLR,
-    TRCSTALLCTLR,
-    TRCSTATR,
-    TRCSYNCPR,
-    TRCTRACEIDR,
-    TRCTSCTLR,
-    TRCVICTLR,
-    TRCVIIECTLR,
-    TRCVISSCTLR,
+    ETM_CYC_THRESHOLD_DEFAULT, MAX_ADDR_COMPARATORS, TRCACATR, TRCACVR, TRCBBCTLR, TRCCCCTLR,
+    TRCCONFIGR, TRCEVENTCTL0R, TRCEVENTCTL1R, TRCIDR0_7, TRCIDR0_RETSTACK, TRCIDR0_TRCBB,
+    TRCIDR0_TRCCCI, TRCIDR0_TSSIZE_MASK, TRCIDR2_CIDSIZE_MASK, TRCIDR3_EXLEVEL_S_MASK,
+    TRCIDR4_NUMACPAIRS_MASK, TRCIDR8_13, TRCOSLAR, TRCOSLSR, TRCPDCR, TRCPDSR, TRCPRGCTLR,
+    TRCSTALLCTLR, TRCSTATR, TRCSYNCPR, TRCTRACEIDR, TRCTSCTLR, TRCVICTLR, TRCVIIECTLR, TRCVISSCTLR,
 };
 
 /// Mask of the `TRCDEVARCH` fields that identify an ETMv4 (architect, present, archid).
@@ -367,8 +341,9 @@ impl TraceConfig {
         self.nr_stops = n;
         let vissctlr = TRCVISSCTLR::from_raw(self.vissctlr);
         // The bits of at most 16 comparators always fit the field.
-        let stop = Bounded::<u32, 16>::try_new(vissctlr.stop().get() | stop)
-            .unwrap_or(Bounded::<u32, 16>::new::<0>());
+        let stop =
+            Bounded::<u32, 16>::try_new(vissctlr.stop().get() | stop)
+                .unwrap_or(Bounded::<u32, 16>::new::<0>());
         self.vissctlr = vissctlr.with_stop(stop).into_raw();
         self.acatr = Self::comparator_access(ids, kernel_el2);
         (self, addrs.len() - n)
@@ -457,9 +432,10 @@ impl TraceConfig {
         if opts.exclude_kernel {
             exclude |= if kernel_el2 { 0b110 } else { 0b010 };
         }
-        victlr = victlr.with_exlevel_ns(
-            Bounded::<u32, 3>::try_new(exclude).unwrap_or(Bounded::<u32, 3>::new::<0>()),
-        );
+        victlr =
+            victlr.with_exlevel_ns(
+                Bounded::<u32, 3>::try_new(exclude).unwrap_or(Bounded::<u32, 3>::new::<0>()),
+            );
 
         let total = Self::addr_comparators(ids);
         let mut used = [false; MAX_ADDR_COMPARATORS];
@@ -468,7 +444,10 @@ impl TraceConfig {
         let mut stop: u32 = 0;
         for f in opts.filters {
             match *f {
-                PerfFilter::Range { start: lo, stop: hi } => {
+                PerfFilter::Range {
+                    start: lo,
+                    stop: hi,
+                } => {
                     let pair = (0..total / 2)
                         .find(|p| !used[2 * p] && !used[2 * p + 1])
                         .ok_or(Etm4xError::NoComparator)?;
@@ -501,7 +480,9 @@ impl TraceConfig {
         cfg.victlr = victlr.into_raw();
         // At most 16 comparators: the bits fit the fields.
         cfg.vissctlr = TRCVISSCTLR::from_raw(0)
-            .with_start(Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()))
+            .with_start(
+                Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()),
+            )
             .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
             .into_raw();
         cfg.acatr = Self::comparator_access(ids, kernel_el2);
