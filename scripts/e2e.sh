@@ -1121,6 +1121,18 @@ scenario_upstream-etr() {
 		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
 }
 
+# perf mode on the production drivers: the guest's perf (scripts/guest-perf.sh) records CPU-wide
+# through tmc_etf0 while a workload runs on every CPU, and writes perf.data to a raw disk.
+scenario_perf-cpu-wide() {
+	local d=$RUNS/perf-cpu-wide disk=$RUNS/perf-cpu-wide.disk
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
 # its own message (expect_message).
 
