@@ -208,7 +208,7 @@ fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
 
 #[vtable]
 impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
-    /// The ETR has no perf mode yet.
+    /// The ETR is not a perf sink yet: it keeps nothing per session.
     type PerfBuffer = ();
 
     const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[AttributeGroup {
