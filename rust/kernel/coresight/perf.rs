@@ -372,8 +372,11 @@ mod tests {
     use super::*;
     use crate::page::PAGE_SIZE;
 
-    /// Two "pages" of the AUX area, as perf's table of page addresses.
-    fn two_pages() -> Result<(KBox<[u8; PAGE_SIZE]>, KBox<[u8; PAGE_SIZE]>)> {
+    /// A "page" of the AUX area.
+    type AuxPage = KBox<[u8; PAGE_SIZE]>;
+
+    /// Two pages of the AUX area, for perf's table of page addresses.
+    fn two_pages() -> Result<(AuxPage, AuxPage)> {
         Ok((
             KBox::new([0u8; PAGE_SIZE], GFP_KERNEL)?,
             KBox::new([0u8; PAGE_SIZE], GFP_KERNEL)?,
@@ -384,21 +387,23 @@ mod tests {
     fn the_writer_crosses_pages_and_wraps_at_the_end() -> Result {
         let (mut p0, mut p1) = two_pages()?;
         let mut table: [*mut c_void; 2] = [p0.as_mut_ptr().cast(), p1.as_mut_ptr().cast()];
-        // SAFETY: The table holds two pointers to `PAGE_SIZE` bytes that outlive the buffer.
-        let buf = unsafe { AuxBuffer::new(table.as_mut_ptr(), 2, false, ())? };
-        assert_eq!(buf.len(), 2 * PAGE_SIZE);
-        // Two words before the end, then around to the start.
-        let mut w = buf.writer(2 * PAGE_SIZE - 8);
-        for word in [0x1111_1111u32, 0x2222_2222, 0x3333_3333, 0x4444_4444] {
-            w.put_u32(word);
+        {
+            // SAFETY: The table holds two pointers to `PAGE_SIZE` bytes that outlive the buffer.
+            let buf = unsafe { AuxBuffer::new(table.as_mut_ptr(), 2, false, ())? };
+            assert_eq!(buf.len(), 2 * PAGE_SIZE);
+            // Two words before the end, then around to the start.
+            let mut w = buf.writer(2 * PAGE_SIZE - 8);
+            for word in [0x1111_1111u32, 0x2222_2222, 0x3333_3333, 0x4444_4444] {
+                w.put_u32(word);
+            }
         }
-        drop(buf);
         assert_eq!(
             &p1[PAGE_SIZE - 8..],
             &[0x11, 0x11, 0x11, 0x11, 0x22, 0x22, 0x22, 0x22]
         );
         assert_eq!(&p0[..8], &[0x33, 0x33, 0x33, 0x33, 0x44, 0x44, 0x44, 0x44]);
-        assert!(p0[8..].iter().all(|&b| b == 0), "nothing else written");
+        // Nothing else written.
+        assert!(p0[8..].iter().all(|&b| b == 0));
         Ok(())
     }
 
@@ -406,19 +411,17 @@ mod tests {
     fn a_head_past_the_area_wraps_and_a_word_crosses_into_the_next_page() -> Result {
         let (mut p0, mut p1) = two_pages()?;
         let mut table: [*mut c_void; 2] = [p0.as_mut_ptr().cast(), p1.as_mut_ptr().cast()];
-        // SAFETY: As above.
-        let buf = unsafe { AuxBuffer::new(table.as_mut_ptr(), 2, true, ())? };
-        assert!(buf.snapshot());
-        // perf's head only grows: 5 areas and a page, less a word, in.
-        let mut w = buf.writer(11 * PAGE_SIZE - 4);
-        w.put_u32(0xAABB_CCDD);
-        w.put_u32(0x0102_0304);
-        drop(buf);
-        assert_eq!(
-            &p0[PAGE_SIZE - 4..],
-            &[0xDD, 0xCC, 0xBB, 0xAA],
-            "little-endian"
-        );
+        {
+            // SAFETY: As above.
+            let buf = unsafe { AuxBuffer::new(table.as_mut_ptr(), 2, true, ())? };
+            assert!(buf.snapshot());
+            // perf's head only grows: 5 areas and a page, less a word, in.
+            let mut w = buf.writer(11 * PAGE_SIZE - 4);
+            w.put_u32(0xAABB_CCDD);
+            w.put_u32(0x0102_0304);
+        }
+        // Little-endian.
+        assert_eq!(&p0[PAGE_SIZE - 4..], &[0xDD, 0xCC, 0xBB, 0xAA]);
         assert_eq!(&p1[..4], &[0x04, 0x03, 0x02, 0x01]);
         Ok(())
     }
@@ -428,12 +431,15 @@ mod tests {
         let mut table: [*mut c_void; 3] = [core::ptr::null_mut(); 3];
         // SAFETY: Refused before any page is used.
         let three = unsafe { AuxBuffer::new(table.as_mut_ptr(), 3, false, ()) };
-        assert!(three.is_err(), "not a power of two");
+        // Not a power of two.
+        assert!(three.is_err());
         // SAFETY: As above.
         let none = unsafe { AuxBuffer::new(table.as_mut_ptr(), 0, false, ()) };
-        assert!(none.is_err(), "no page");
+        // No page.
+        assert!(none.is_err());
         // SAFETY: As above.
         let null = unsafe { AuxBuffer::new(core::ptr::null_mut(), 1, false, ()) };
-        assert!(null.is_err(), "no table");
+        // No table.
+        assert!(null.is_err());
     }
 }
