@@ -7,7 +7,7 @@ CSPD_CACHE ?= /var/tmp/coresight-panic-dump
 # The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
 export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
-.PHONY: demo check setup kernel kernel-builtin kunit guest-perf initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
+.PHONY: demo check setup kernel kernel-builtin kunit guest-perf host-perf initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -34,6 +34,10 @@ kunit: setup
 ## guest-perf       a static arm64 perf from the kernel tree's tools/perf, for the guest's /bin/perf
 guest-perf: setup
 	bash scripts/guest-perf.sh
+
+## host-perf        the host's perf from the kernel tree's tools/perf with CoreSight decoding (OpenCSD 1.5.5), for the perf-mode judges
+host-perf: setup
+	bash scripts/host-perf.sh
 
 ## initramfs        guest initramfs images for both variants
 initramfs: kernel kernel-builtin guest-perf
@@ -120,6 +124,7 @@ check: setup
 	$(T) guest-perf bash scripts/guest-perf.sh
 	$(T) initramfs bash -c 'for v in mod builtin upstream; do bash scripts/initramfs.sh $$v || exit; done'
 	$(T) plugin $(MAKE) plugin
+	$(T) host-perf bash scripts/host-perf.sh
 	$(T) e2e bash scripts/e2e.sh
 	$(T) bench $(MAKE) bench
 	$(T) bench-gdb $(MAKE) bench-gdb

@@ -31,6 +31,8 @@ HOST_PKGS=(
 	qemu-system-arm device-tree-compiler
 	# csdump decodes with OpenCSD's library; perf and trc_pkt_lister judge what it writes
 	linux-perf libopencsd-bin libopencsd-dev
+	# the host's perf of the kernel tree (scripts/host-perf.sh) links libelf and zlib
+	zlib1g-dev
 	# cargo-fuzz's libfuzzer-sys builds libFuzzer (C++)
 	g++
 	# csdump's vmcore reader (ELF and makedumpfile's kdump-compressed dumps)
