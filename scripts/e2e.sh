@@ -81,6 +81,9 @@
 #   trace-etr-never-ready  fault tmc-never-ready on the ETR: only its record is partial, in time
 #   upstream-etr         upstream's C ETR crash-data path (tracedata/metadata, warm reboot,
 #                        /dev/crash_tmc_etr0) on the same emulated ETR, decoded to the ground truth
+#   perf-cpu-wide        perf mode: the guest's perf records cs_etm CPU-wide through tmc_etf0 on the
+#                        production drivers; the host's perf decodes perf.data, each CPU's whole window
+#                        judged against the execution record and the ground truth (check_perf.py)
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1123,6 +1126,18 @@ scenario_upstream-etr() {
 
 # perf mode on the production drivers: the guest's perf (scripts/guest-perf.sh) records CPU-wide
 # through tmc_etf0 while a workload runs on every CPU, and writes perf.data to a raw disk.
+# check_perf.py decodes it with the host's perf (scripts/host-perf.sh) and judges each CPU's whole
+# decoded window against the execution record and the plugin's truth; the AUX trace against what
+# the ETF held, perf's trace IDs against what the ETMs were programmed with.
+HOST_PERF=$CSPD_CACHE/perf-host/perf
+check_perf() {
+	local dir=$1 disk=$2
+	shift 2
+	[ -x "$HOST_PERF" ] || { echo "no host perf $HOST_PERF: run scripts/host-perf.sh" >&2; return 1; }
+	python3 "$REPO/scripts/check_perf.py" --dir "$dir" --disk "$disk" --perf "$HOST_PERF" \
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --modules-dir "$CSPD_CACHE/build-mod" --cpus "$SMP" "$@"
+}
+
 scenario_perf-cpu-wide() {
 	local d=$RUNS/perf-cpu-wide disk=$RUNS/perf-cpu-wide.disk
 	mkdir -p "$RUNS"
@@ -1131,6 +1146,8 @@ scenario_perf-cpu-wide() {
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide" \
 		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
 	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
 }
 
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
@@ -1605,7 +1622,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers harness-judges
+	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {

@@ -1,0 +1,670 @@
+#!/usr/bin/env python3
+"""Judges perf mode: what the guest's perf recorded through the production drivers, decoded by a
+host perf of the same Linux tree (scripts/host-perf.sh: 7.3's perf, OpenCSD 1.5.5).
+
+The guest (scripts/guest/init, cspd.perf=cpu-wide) ran `perf record -e
+cs_etm/@tmc_etf0,timestamp=0/ -a` while a workload ran on every CPU and wrote perf.data to a raw
+disk behind a line `CSPDPERF <bytes>`. This script extracts it and requires:
+
+- perf.data's AUX trace is whole: every PERF_RECORD_AUX the kernel wrote (its offset and size, per
+  CPU) has its bytes in PERF_RECORD_AUXTRACE records, and those bytes are what the ETF held when
+  the sink stopped (tmc.bin, written by the plugin; a wrapped buffer's first 16 bytes are the
+  barrier packet the driver writes there), when the plugin stopped the TMC once;
+- the trace IDs perf reports (PERF_RECORD_AUX_OUTPUT_HW_ID, as `perf report -D` shows them: one
+  per CPU, version 0.1, one sink) are the IDs the plugin saw each CPU's ETM programmed with at
+  every enable (plugin.log "etm N: enabled, trace id ..");
+- `perf script --itrace=be` decodes each CPU's AUX trace without a decoder error, a warning about
+  code it could not read, or a discontinuity (one start of trace per CPU, no end of trace before
+  the end of the data);
+- each CPU's decoded branches and exceptions, the whole window, are what the CPU executed
+  according to the independent execution record (exec.rec, tools/exec-record; its reader and
+  llvm-mc disassembly from check_exec.py): matched boundary by boundary from the window's newest
+  branch back to where the trace starts, each taken branch at the end of a block that ends with a
+  branch instruction (a direct one's encoded target is perf's), each exception into the block the
+  record runs next, and every boundary of the record that leaves the straight line reported;
+- each CPU's decoded window equals the newest events of the plugin's ground truth (truth.json,
+  written when that CPU's ETM stopped; the ETMs are enabled once per CPU in this scenario, so it
+  holds the session perf decoded), as perf represents them: ISB waypoints are no samples, an
+  exception is a sample from the last instruction executed before it (after a taken branch: the
+  branch) to the vector, and the truth's newest branch is not decoded (perf makes a branch sample
+  from a range to the next one, and none follows it).
+
+User space is left out: perf decodes cpu-wide trace without timestamps after the fact, with no
+thread to map user addresses to (the trace has no context IDs), so it loses the flow at each
+return to user space and picks it up at the next exception into the kernel; it reports that as
+one sample from the return (ERET) to the vector. The judges take such a sample as a return to
+user space followed by an exception from there: in the record, every block between is user code;
+in the truth, its user-space branches are skipped. They are counted.
+
+How perf is given the kernel: perf takes EL1 trace without context IDs for a guest's
+(cs_etm__get_machine), so the guest options are given (they turn on its guest processing), and
+the code it decodes is read through the recorded kernel and module maps from a kcore, as `perf
+record --kcore` would have saved it (--kallsyms DIR/kallsyms with DIR/kcore and DIR/modules): the
+kernel text and every module's text as they ran, read from the vmcore (alternatives, jump labels
+and module relocations are applied at boot or load, so vmlinux and the .ko files would not do),
+in one segment from the lowest module to the end of the kernel's text. One segment, because
+perf's CoreSight decoder takes an address below its kernel map for user space; arm64 loads
+modules below the kernel.
+
+Prints per CPU how many branches and exceptions were compared; exits 1 naming the first
+difference.
+"""
+
+import argparse
+import os
+import re
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_exec  # noqa: E402  (the execution record, llvm-mc)
+import check_modules  # noqa: E402  (the guest's module list, the .ko files)
+import check_trace  # noqa: E402  (the vmcore and its page tables)
+import check_upstream  # noqa: E402  (vmlinux's executable sections)
+
+KERNEL_VA = check_exec.KERNEL_VA
+PERFILE2 = b"PERFILE2"
+PERF_RECORD_AUX = 11
+PERF_RECORD_AUXTRACE = 71
+PERF_SAMPLE_CPU_IDENTIFIER = 0x80 | 0x10000
+BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
+# CS_AUX_HW_ID (include/linux/coresight-pmu.h): trace ID [7:0], sink ID [39:8], minor version
+# [59:56], major version [63:60]; the kernel writes version 0.1.
+HW_ID_VERSION = (0, 1)
+SAMPLE = re.compile(r"^\[\s*(\d+)\]\s+(.*?)\s+([0-9a-f]+) =>\s+([0-9a-f]+)$")
+
+
+class Bad(Exception):
+    pass
+
+
+def run(cmd, **kw):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, **kw)
+    except FileNotFoundError:
+        raise Bad(f"{cmd[0]} is missing")
+
+
+# --- perf.data --------------------------------------------------------------------------------
+
+def extract(disk, out):
+    """perf.data from the guest's raw disk ("CSPDPERF <bytes>\\n" then the file)."""
+    try:
+        with open(disk, "rb") as f:
+            line = f.readline(64)
+            m = re.match(rb"CSPDPERF (\d+)\n$", line)
+            if not m:
+                raise Bad(f"{disk} does not start with the guest's 'CSPDPERF <bytes>' line: {line[:40]!r}")
+            data = f.read(int(m.group(1)))
+    except OSError as e:
+        raise Bad(f"cannot read the perf disk: {e}")
+    if len(data) != int(m.group(1)):
+        raise Bad(f"{disk} holds {len(data)} bytes of perf.data, its header says {int(m.group(1))}")
+    if data[:8] != PERFILE2:
+        raise Bad(f"the guest's perf.data does not start with {PERFILE2!r}: {data[:8]!r}")
+    with open(out, "wb") as f:
+        f.write(data)
+    return data
+
+
+def aux_records(data):
+    """perf.data's AUX trace, read from its records (not through perf): the PERF_RECORD_AUX
+    records the kernel wrote, (cpu, offset, size, flags), and the PERF_RECORD_AUXTRACE records
+    perf record wrote with their payload, (cpu, idx, offset, bytes), in file order."""
+    attrs_off, _attrs_size, data_off, data_size = struct.unpack_from("<QQQQ", data, 24)
+    # The CPU of a record other than a sample is in its sample_id (sample_id_all), parsed from the
+    # record's end: IDENTIFIER last, the CPU (u32 cpu, u32 reserved) before it.
+    sample_type, = struct.unpack_from("<Q", data, attrs_off + 24)
+    if sample_type & PERF_SAMPLE_CPU_IDENTIFIER != PERF_SAMPLE_CPU_IDENTIFIER:
+        raise Bad(f"perf.data's first event samples {sample_type:#x}, without CPU and IDENTIFIER")
+    pos, end, aux, auxtrace = data_off, data_off + data_size, [], []
+    if end > len(data):
+        raise Bad(f"perf.data's data section ends at {end}, past the file's {len(data)} bytes")
+    while pos < end:
+        typ, _misc, size = struct.unpack_from("<IHH", data, pos)
+        if size < 8:
+            raise Bad(f"perf.data: a record of size {size} at offset {pos:#x}")
+        if typ == PERF_RECORD_AUX:
+            off, n, flags = struct.unpack_from("<QQQ", data, pos + 8)
+            cpu, = struct.unpack_from("<I", data, pos + size - 16)
+            aux.append((cpu, off, n, flags))
+        if typ == PERF_RECORD_AUXTRACE:
+            n, off, _ref, idx, _tid, cpu = struct.unpack_from("<QQQIII", data, pos + 8)
+            payload = data[pos + size:pos + size + n]
+            if len(payload) != n:
+                raise Bad(f"perf.data: the AUXTRACE record at {pos:#x} announces {n} bytes, "
+                          f"{len(payload)} follow")
+            auxtrace.append((cpu if cpu != 0xFFFFFFFF else -1, idx, off, payload))
+            pos += size + n
+        else:
+            pos += size
+    return aux, auxtrace
+
+
+def perf_dump(perf, path):
+    """What `perf report -D` says: the AUX_OUTPUT_HW_ID records (cpu, hw_id), and records of lost
+    data or trace errors."""
+    r = run([perf, "report", "-D", "-i", path])
+    if r.returncode != 0:
+        raise Bad(f"perf report -D failed ({r.returncode}): {r.stderr[-1000:]}")
+    hw, trouble = [], []
+    for line in r.stdout.splitlines():
+        m = re.match(r"(-?\d+) \S+ 0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)(.*)", line)
+        if not m:
+            continue
+        cpu, kind, rest = int(m.group(1)), m.group(2), m.group(3)
+        if kind == "AUX_OUTPUT_HW_ID":
+            hw.append((cpu, int(re.search(r"hw_id: (0x[0-9a-f]+)", rest).group(1), 16)))
+        elif kind in ("LOST", "LOST_SAMPLES", "AUXTRACE_ERROR"):
+            trouble.append(line.strip())
+    return hw, trouble
+
+
+def check_aux(aux, auxtrace, tmc, tmc_stops):
+    """The AUX trace is whole: the AUX records' sizes are in AUXTRACE records, byte for byte the
+    ETF's content when it stopped. Returns a note."""
+    if not aux:
+        raise Bad("perf.data has no PERF_RECORD_AUX: the sink gave perf no trace")
+    for cpu in sorted({c for c, *_ in aux}):
+        want = sum(n for c, _o, n, _f in aux if c == cpu)
+        have = sum(len(p) for c, _i, _o, p in auxtrace if c == cpu)
+        if have != want:
+            raise Bad(f"the AUX data is cut: the kernel wrote {want} bytes of AUX trace on CPU{cpu} "
+                      f"(PERF_RECORD_AUX), perf.data holds {have} of them (PERF_RECORD_AUXTRACE)")
+    bad = [f for *_, f in aux if f & ~0x1]
+    if bad:
+        raise Bad(f"PERF_RECORD_AUX flags {bad[0]:#x}: other than truncated (an ETF that wrapped)")
+    total = sum(len(p) for *_, p in auxtrace)
+    if len(tmc_stops) != 1 or len(auxtrace) != 1:
+        return (f"{len(aux)} AUX records, {total} bytes of trace (the TMC stopped {len(tmc_stops)} "
+                "times: not compared with tmc.bin)")
+    held, full = tmc_stops[0]
+    got = auxtrace[0][3]
+    if len(got) != held or len(tmc) != held:
+        raise Bad(f"the AUX data is {len(got)} bytes, the ETF held {held} when it stopped "
+                  f"(tmc.bin: {len(tmc)} bytes)")
+    if full:
+        if got[:16] != BARRIER:
+            raise Bad("the ETF wrapped, but the AUX data does not start with the barrier packet")
+        got, tmc = got[16:], tmc[16:]
+    if got != tmc:
+        at = next(i for i in range(len(got)) if got[i] != tmc[i])
+        raise Bad(f"the AUX data differs from what the ETF held (tmc.bin) at byte {at + 16 * full:#x}")
+    return (f"{len(aux)} AUX record, its {held} bytes what the ETF held when it stopped"
+            + (" (wrapped: the barrier packet first)" if full else ""))
+
+
+def check_trace_ids(hw, enabled, cpus):
+    """perf's trace IDs (AUX_OUTPUT_HW_ID, one per CPU) against every enable the plugin saw."""
+    ids, sinks = {}, set()
+    for cpu, v in hw:
+        major, minor, sink, tid = v >> 60, (v >> 56) & 0xF, (v >> 8) & 0xFFFFFFFF, v & 0xFF
+        if (major, minor) != HW_ID_VERSION:
+            raise Bad(f"CPU{cpu}: AUX_OUTPUT_HW_ID {v:#x} is version {major}.{minor}, not "
+                      f"{HW_ID_VERSION[0]}.{HW_ID_VERSION[1]}")
+        if ids.get(cpu, tid) != tid:
+            raise Bad(f"CPU{cpu}: perf reports trace IDs {ids[cpu]:#x} and {tid:#x}")
+        ids[cpu] = tid
+        sinks.add(sink)
+    if len(sinks) > 1:
+        raise Bad(f"AUX_OUTPUT_HW_ID names {len(sinks)} sinks: {sorted(hex(s) for s in sinks)}")
+    for cpu in range(cpus):
+        if cpu not in ids:
+            raise Bad(f"CPU{cpu}: perf.data has no AUX_OUTPUT_HW_ID (perf cannot map its trace ID)")
+        seen = enabled.get(cpu, [])
+        if not seen:
+            raise Bad(f"CPU{cpu}: the plugin never saw its ETM enabled")
+        other = sorted({t for t in seen if t != ids[cpu]})
+        if other:
+            raise Bad(f"CPU{cpu}: perf reports trace ID {ids[cpu]:#x}, the plugin saw the ETM "
+                      f"programmed with {', '.join(hex(t) for t in other)}")
+    if len(set(ids.values())) != len(ids):
+        raise Bad(f"two CPUs share a trace ID: {ids}")
+    return ids
+
+
+# --- the kernel as it ran, for perf -----------------------------------------------------------
+
+def guest_image(d, vmcore, vmlinux, modules_dir, out):
+    """Writes out/{kcore,kallsyms,modules}: the kernel's executable sections and each module's
+    text as they ran (the vmcore), in one PT_LOAD from the lowest module to the kernel's end.
+    Returns (kernel bytes that differ from vmlinux, modules, the first alias page and how many)."""
+    vc = check_trace.Vmcore(vmcore)
+    koff = int(vc.info.get("KERNELOFFSET", "0"), 16)
+    segs, patched, phys = [], 0, []
+    for name, addr, built in check_upstream.exec_sections(vmlinux):
+        ran = vc.read_phys(vc.image_pa(addr + koff), len(built))
+        if ran is None:
+            raise Bad(f"the vmcore does not hold vmlinux's {name} at {addr + koff:#x}")
+        patched += sum(a != b for a, b in zip(ran, built))
+        segs.append((addr + koff, bytes(ran)))
+        phys.append((vc.image_pa(addr + koff), len(built)))
+    # Kernel text also mapped above the image: the KPTI trampoline's fixmap alias, where the CPU
+    # runs the entry and exit of user space (a kernel with KASLR on a CPU without E0PD).
+    image_end = max(a + len(x) for a, x in segs)
+    aliases = []
+    for va, pa, n in sorted(vc.mappings(image_end, 1 << 64)):
+        if n == 4096 and any(p <= pa < p + s for p, s in phys):
+            aliases.append((va, bytes(vc.read_phys(pa, n))))
+    try:
+        mods = check_modules.guest_modules(os.path.join(d, "console.log"))
+    except check_modules.Bad as e:
+        raise Bad(str(e))
+    lines = []
+    for name, (base, _state) in sorted(mods.items()):
+        ko = check_modules.ko_path(modules_dir, name)
+        if not ko:
+            raise Bad(f"module {name}: no {name}.ko under {modules_dir}")
+        # The text the loader lays out: the .ko's executable sections (init code is freed).
+        size = sum(len(data) + 64 for sname, flags, data, _t, _l in check_modules.ko_sections(ko).values()
+                   if flags & 0x6 == 0x6 and not sname.startswith((".init", ".exit")))
+        size = (size + 4095) & ~4095
+        text, at = b"", base
+        for va, pa, n in sorted(vc.mappings(base, base + size)):
+            if va > at:
+                break
+            take = min(va + n, base + size) - at
+            if take > 0:
+                text += vc.read_phys(pa + at - va, take)
+                at += take
+        if not text:
+            raise Bad(f"module {name}: the vmcore's page tables map nothing at its text {base:#x}")
+        segs.append((base, text))
+        lines.append(f"{name} {len(text)} 0 - Live {base:#x}\n")
+    segs.sort()
+    for (a, x), (b, _) in zip(segs, segs[1:]):
+        if a + len(x) > b:
+            raise Bad(f"the text at {a:#x} overlaps the text at {b:#x}")
+    lo, hi = segs[0][0] & ~0xFFF, segs[-1][0] + len(segs[-1][1])
+    # The first segment holds _stext and starts at the lowest module: perf's kernel map. The
+    # aliases follow it, one segment each, in the file after it.
+    loads = [(lo, hi - lo, 4096)]
+    at = (4096 + hi - lo + 4095) & ~4095
+    for va, x in aliases:
+        loads.append((va, len(x), at))
+        at += len(x)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "kcore"), "wb") as f:
+        f.write(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+                + struct.pack("<HHIQQQIHHHHHH", 4, 183, 1, 0, 64, 0, 0, 64, 56, len(loads), 0, 0, 0))
+        for va, n, off in loads:
+            f.write(struct.pack("<IIQQQQQQ", 1, 5, off, va, 0, n, n, 4096))
+        for a, x in segs:
+            f.seek(4096 + a - lo)
+            f.write(x)
+        for (va, x), (_, _, off) in zip(aliases, loads[1:]):
+            f.seek(off)
+            f.write(x)
+        f.truncate(at)
+    with open(os.path.join(out, "modules"), "w") as f:
+        f.writelines(lines)
+    r = run(["llvm-nm-19", "-n", "--defined-only", vmlinux])
+    if r.returncode != 0:
+        raise Bad(f"llvm-nm-19 {vmlinux} failed: {r.stderr[-500:]}")
+    with open(os.path.join(out, "kallsyms"), "w") as f:
+        for p in (line.split() for line in r.stdout.splitlines()):
+            if len(p) == 3 and p[1] in "TtWw" and int(p[0], 16) >= KERNEL_VA:
+                f.write(f"{int(p[0], 16) + koff:016x} {'t' if p[1] in 'tw' else 'T'} {p[2]}\n")
+    return patched, sorted(mods), aliases[0][0] if aliases else None, len(aliases)
+
+
+# --- perf's decode ----------------------------------------------------------------------------
+
+def perf_script(perf, path, image, out):
+    """`perf script --itrace=be` (branches, errors) with the kcore; its output goes to `out`."""
+    k = os.path.join(image, "kallsyms")
+    r = run([perf, "script", "-i", path, "--kallsyms", k, "--guestkallsyms", k,
+             "--guestmodules", os.path.join(image, "modules"), "--itrace=be", "-F", "cpu,flags,ip,addr"])
+    if r.returncode != 0:
+        raise Bad(f"perf script failed ({r.returncode}): {r.stderr[-1000:]}")
+    with open(out, "w") as f:
+        f.write(r.stdout)
+    # Warnings perf prints for any cs_etm trace without timestamps or with a wrapped sink.
+    benign = ("Warning:", "Virtual timestamps are not enabled", "The time field of the samples",
+              "For Arm CPUs prior to Armv8.4", "you can specify the itrace option 'T'",
+              "if the Coresight timestamp", "AUX data lost")
+    worry = [ln.strip() for ln in r.stderr.splitlines() if ln.strip() and not ln.strip().startswith(benign)]
+    if worry:
+        raise Bad(f"perf script warned: {' | '.join(worry[:3])}")
+
+
+def decoded(path):
+    """perf script's output, per CPU: the trace start and the samples, oldest first: ('B', from,
+    to) a taken branch, ('X', from, vector) an exception."""
+    starts, events, errors = {}, {}, []
+    for n, line in enumerate(open(path), 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            errors.append(f"line {n}: {line.strip()}")
+            continue
+        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+        if "tr end" in flags:
+            raise Bad(f"CPU{cpu}: perf's decode ends the trace at {frm:#x} ({path}:{n}): a discontinuity")
+        if "tr strt" in flags:
+            if cpu in starts:
+                raise Bad(f"CPU{cpu}: perf's decode starts the trace again at {to:#x} ({path}:{n}): "
+                          "a discontinuity")
+            starts[cpu] = to
+            events.setdefault(cpu, [])
+            continue
+        if cpu not in starts:
+            raise Bad(f"CPU{cpu}: a sample before the trace started ({path}:{n})")
+        kind = "X" if re.search(r"\b(int|syscall|async)\b", flags) else "B"
+        events[cpu].append((kind, frm, to))
+    if errors:
+        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
+    return starts, events
+
+
+def describe(e):
+    return f"{'branch' if e[0] == 'B' else 'exception'} {e[1]:#x} -> {e[2]:#x}"
+
+
+# --- against the execution record -------------------------------------------------------------
+
+class Short(Exception):
+    pass
+
+
+class Matcher:
+    """perf's samples of one CPU against the record's block boundaries, newest first."""
+
+    def __init__(self, rec, dis, cpu, events, start):
+        self.rec, self.dis, self.cpu, self.ev, self.start = rec, dis, cpu, events, start
+        self.user = self.returns = 0
+        self.deepest = len(events)
+
+    def must_report(self, a, b):
+        start, words = a
+        if b[0] != start + 4 * len(words):
+            return True
+        return self.dis.cache.get(words[-1], (None, 0))[0] in ("direct", "indirect")
+
+    @staticmethod
+    def hit(e, a, b):
+        last = a[0] + 4 * len(a[1]) - 4
+        return e[2] == b[0] and (e[0] == "X" or e[1] == last)
+
+    def match_at(self, it, i, stop_after=None):
+        """Matches ev[..i] against the boundaries `it` yields; returns how many matched."""
+        ev, cpu = self.ev, self.cpu
+        matched, pending = 0, None
+        for a, b in it:
+            self.deepest = min(self.deepest, i)
+            if stop_after is not None and matched >= stop_after:
+                return matched
+            start, words = a
+            end = start + 4 * len(words)
+            last = end - 4
+            kind, off = self.dis.cache.get(words[-1], (None, 0))
+            if pending is not None:
+                what, f, at = pending
+                if what == "user":
+                    # Perf lost the flow at a return to user space (ERET at f): every block back to
+                    # it is user code.
+                    if start < KERNEL_VA:
+                        self.user += 1
+                        continue
+                    if b[0] >= KERNEL_VA or last != f:
+                        raise Bad(f"CPU{cpu}: perf's event {at} ({describe(ev[at])}) returns to user space "
+                                  f"at {f:#x}, but the record enters the user code before the vector from "
+                                  f"{last:#x} (block {start:#x}..{end:#x} -> {b[0]:#x})")
+                    pending = None
+                    continue
+                # "entry": the exception came at the first instruction of the block after a taken
+                # branch at f, which must be this boundary.
+                if last != f or kind is None:
+                    raise Bad(f"CPU{cpu}: perf's event {at} ({describe(ev[at])}) leaves {f:#x}, but the "
+                              f"record enters the faulting block {b[0]:#x} from {last:#x}")
+                pending = None
+                continue
+            if i < 0:
+                # Back to the start of the trace: it is in block B, or straight-line before it.
+                if b[0] <= self.start < b[0] + 4 * len(b[1]):
+                    return matched
+                if self.must_report(a, b):
+                    raise Bad(f"CPU{cpu}: perf's trace starts at {self.start:#x}, but the record enters "
+                              f"block {b[0]:#x} from {last:#x} before the first decoded branch")
+                continue
+            e = ev[i]
+            if e[0] == "B" and e[1] == last and e[2] == b[0]:
+                if kind is None:
+                    raise Bad(f"CPU{cpu}: perf's event {i} is a taken branch from {last:#x}, which "
+                              f"{check_exec.LLVM_MC} does not disassemble as a branch")
+                if kind in ("direct", "cond") and last + off != b[0]:
+                    raise Bad(f"CPU{cpu}: perf's event {i} is a branch from {last:#x} to {b[0]:#x}, but the "
+                              f"instruction there branches to {last + off:#x}")
+                i -= 1
+                matched += 1
+                continue
+            if e[0] == "X" and e[2] == b[0]:
+                if e[2] & 0x7F:
+                    raise Bad(f"CPU{cpu}: perf's exception at event {i} enters {e[2]:#x}, which is not an "
+                              "exception vector (vector entries are 0x80 apart)")
+                f = e[1]
+                if start < KERNEL_VA <= f:
+                    pending = ("user", f, i)
+                    self.returns += 1
+                elif f == last:
+                    pass  # between two blocks (an interrupt; or right after a taken branch)
+                elif check_exec.asynchronous(e[2]):
+                    raise Bad(f"CPU{cpu}: perf's interrupt at event {i} ({describe(e)}) is taken after "
+                              f"{f:#x}, but the record takes it after block {start:#x}..{end:#x}")
+                elif not start - 4 <= f < last:
+                    pending = ("entry", f, i)
+                i -= 1
+                matched += 1
+                continue
+            if self.must_report(a, b):
+                raise Bad(f"CPU{cpu}: perf's event {i} ({describe(e)}) is not what the CPU did: the record "
+                          f"has block {start:#x}..{end:#x} (last instruction {last:#x}, "
+                          f"{kind or 'not a branch'}) followed by {b[0]:#x}")
+        if i >= 0 or pending is not None:
+            raise Short(i)
+        return matched
+
+
+def check_record(rec, dis, cpu, events, start):
+    """Finds perf's decode of `cpu` in the record (the newest place where its newest events match)
+    and matches the whole window there. Returns (boundaries after its end, user-space blocks,
+    returns to user space)."""
+    ring, wrapped = rec.ring(cpu)
+    m = Matcher(rec, dis, cpu, events, start)
+    n = len(events)
+    run_len = min(check_exec.ANCHOR_RUN, n)
+    best, seen = None, 0
+    for (a, b), pos in check_exec.boundaries(rec, ring):
+        seen += 1
+        if not m.hit(events[-1], a, b):
+            continue
+
+        def from_here():
+            yield (a, b)
+            for bd, _ in check_exec.boundaries(rec, ring, pos):
+                yield bd
+        try:
+            if m.match_at(from_here(), n - 1, stop_after=run_len) < run_len:
+                continue
+        except (Bad, Short):
+            continue
+        m.user, m.returns, m.deepest = 0, 0, n
+        try:
+            m.match_at(from_here(), n - 1)
+            return seen - 1, m.user, m.returns
+        except Short as s:
+            why = f"its ring keeps the newest {rec.entries} blocks" if wrapped else "it starts there"
+            err = Bad(f"CPU{cpu}: the execution record does not reach back to perf's oldest {s.args[0] + 1} "
+                      f"events ({why}): a sizing error of the harness, not a verdict on the trace")
+            depth = max(s.args[0], 0)
+        except Bad as e:
+            err, depth = e, m.deepest
+        if best is None or depth < best[0]:
+            best = (depth, err)
+    if best is not None:
+        raise best[1]
+    raise Bad(f"CPU{cpu}: perf's newest event ({describe(events[-1])}) and the {run_len} before it are "
+              f"nowhere in the execution record as a run" + (" (its ring wrapped)" if wrapped else ""))
+
+
+# --- against the plugin's truth ---------------------------------------------------------------
+
+def truth_as_perf(tc):
+    """The truth's events as perf represents them (see the module's docstring), oldest first, and
+    the user-space events left out."""
+    out, user, gone = [], 0, None
+    for e in tc["events"]:
+        k = e["kind"]
+        if k not in ("taken", "exception"):
+            continue  # not-taken, waypoint (an ISB is no sample), gap
+        f, t = int(e["from"], 16), int(e["to"], 16)
+        if gone is not None:
+            # In user space since the return at `gone`: perf picks the flow up at the exception.
+            if k == "exception" and t >= KERNEL_VA:
+                out.append(("X", gone, t))
+                gone = None
+            else:
+                user += 1
+            continue
+        if f < KERNEL_VA:
+            user += 1  # the window starts in user space
+        elif k == "taken" and t < KERNEL_VA:
+            gone = f
+        elif k == "exception":
+            if out and out[-1][0] == "B" and out[-1][2] == f:
+                out[-1] = ("X", out[-1][1], t)  # a taken branch, then the exception at its target
+            else:
+                out.append(("X", f - 4, t))
+        else:
+            out.append(("B", f, t))
+    return out, user
+
+
+def check_truth(cpu, tc, events):
+    if tc.get("reason") != "stopped":
+        raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
+    tru, user = truth_as_perf(tc)
+    n = len(events)
+    if len(tru) < n + 1:
+        raise Bad(f"CPU{cpu}: the plugin's truth reaches back {len(tru)} events, perf decoded {n}: a sizing "
+                  "error of the harness (truth_bytes), not a verdict on the trace")
+    tail = tru[-1 - n:-1]
+    if tail != events:
+        i = next(i for i in range(n - 1, -1, -1) if events[i] != tail[i])
+        ctx = lambda seq: " ".join(f"{x[0]} {x[1]:#x}->{x[2]:#x}" for x in seq[max(0, i - 2):i + 3])
+        raise Bad(f"CPU{cpu}: perf's event {i} of {n} differs from the plugin's ground truth ({n - 1 - i} "
+                  f"newer ones equal): perf {describe(events[i])}, truth {describe(tail[i])}\n"
+                  f"  perf:  {ctx(events)}\n  truth: {ctx(tail)}")
+    return f"the truth's newest {n} events but its last ({describe(tru[-1])}), {user} user-space events left out"
+
+
+# --- the judge ----------------------------------------------------------------------------------
+
+def plugin_view(d):
+    try:
+        text = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    except OSError as e:
+        raise Bad(f"cannot read the plugin's log: {e}")
+    enabled = {}
+    for m in re.finditer(r"qemu-coresight: etm (\d+): enabled, trace id (0x[0-9a-f]+)", text):
+        enabled.setdefault(int(m.group(1)), []).append(int(m.group(2), 16))
+    stops = [(int(m.group(1)), m.group(2) == "true")
+             for m in re.finditer(r"qemu-coresight: tmc stopped: (\d+) bytes held, full (true|false)", text)]
+    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped\).*?(\d+) lost, (\d+) gaps", text)
+    if not m:
+        raise Bad("the plugin's log has no exit line with its dropped, lost and gap counts")
+    if any(int(x) for x in m.groups()):
+        raise Bad(f"the plugin dropped {m.group(1)} trace bytes, lost {m.group(2)} exception returns and "
+                  f"recorded {m.group(3)} gaps: the trace is not whole")
+    return enabled, stops
+
+
+def check(a):
+    d, out = a.dir, a.out or os.path.join(a.dir, "perf")
+    console = open(os.path.join(d, "console.log"), errors="replace").read()
+    if "CSPD: perf: record ok" not in console or "CSPD: perf: perf.data on the disk" not in console:
+        raise Bad("the guest's perf record did not succeed, or perf.data did not reach the disk")
+    if not os.access(a.perf, os.X_OK):
+        raise Bad(f"no host perf {a.perf}: run scripts/host-perf.sh")
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "perf.data")
+    data = extract(a.disk, path)
+    enabled, stops = plugin_view(d)
+    try:
+        tmc = open(os.path.join(d, "tmc.bin"), "rb").read()
+    except OSError as e:
+        raise Bad(f"cannot read what the ETF held (tmc.bin): {e}")
+    aux, auxtrace = aux_records(data)
+    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops)}")
+    hw, trouble = perf_dump(a.perf, path)
+    if trouble:
+        raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")
+    ids = check_trace_ids(hw, enabled, a.cpus)
+    print("trace IDs: " + ", ".join(f"CPU{c} {t:#x}" for c, t in sorted(ids.items()))
+          + ": perf's AUX_OUTPUT_HW_ID records are what the plugin saw each ETM programmed with")
+    script = a.script
+    if not script:
+        patched, mods, alias, n = guest_image(d, os.path.join(d, "vmcore.elf"), a.vmlinux, a.modules_dir,
+                                              os.path.join(out, "kcore_dir"))
+        print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
+              f"{', '.join(mods)}"
+              + (f", {n} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if n else ""))
+        script = os.path.join(out, "perf-script.txt")
+        perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
+    starts, events = decoded(script)
+    for cpu in range(a.cpus):
+        if not events.get(cpu):
+            raise Bad(f"CPU{cpu}: perf decoded no branch")
+    rec = check_exec.Record(os.path.join(d, "exec.rec"))
+    if rec.table_full:
+        raise Bad("the execution record's table filled up: raise exec-record's table=")
+    dis = check_exec.Disassembler()
+    dis.classify(rec.last_words())
+    try:
+        truth = check_trace.truth_of(d)
+    except check_trace.Bad as e:
+        raise Bad(str(e))
+    for cpu in range(a.cpus):
+        ev = events[cpu]
+        after, user, returns = check_record(rec, dis, cpu, ev, starts[cpu])
+        exc = sum(1 for e in ev if e[0] == "X")
+        print(f"CPU{cpu}: {len(ev)} decoded branches and exceptions compared ({len(ev) - exc} taken branches, "
+              f"{exc} exceptions, {returns} of them returns to user space and the exception back): every one "
+              f"what the execution record says the CPU did, from the trace start {starts[cpu]:#x}; {user} "
+              f"user-space blocks perf could not follow; the trace ends {after} block boundaries before "
+              "the record's end")
+        if cpu not in truth:
+            raise Bad(f"CPU{cpu}: the plugin's truth has no such CPU")
+        if len(enabled.get(cpu, [])) != 1:
+            raise Bad(f"CPU{cpu}: its ETM was enabled {len(enabled.get(cpu, []))} times: the truth holds "
+                      "only the last session")
+        print(f"CPU{cpu}: {check_truth(cpu, truth[cpu], ev)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", required=True, help="the run directory (console.log, plugin.log, truth.json, "
+                    "tmc.bin, exec.rec, vmcore.elf)")
+    ap.add_argument("--disk", required=True, help="the guest's raw disk with perf.data")
+    ap.add_argument("--perf", required=True, help="the host perf (scripts/host-perf.sh)")
+    ap.add_argument("--vmlinux", required=True)
+    ap.add_argument("--modules-dir", required=True, help="the kernel build tree: the .ko files")
+    ap.add_argument("--cpus", type=int, required=True)
+    ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
+    ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
+                    "possibly altered): judged instead of running perf script")
+    a = ap.parse_args()
+    try:
+        check(a)
+    except Bad as e:
+        print(f"check_perf: FAIL: {e}", file=sys.stderr)
+        return 1
+    print("check_perf: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
