@@ -84,6 +84,9 @@
 #   perf-cpu-wide        perf mode: the guest's perf records cs_etm CPU-wide through tmc_etf0 on the
 #                        production drivers; the host's perf decodes perf.data, each CPU's whole window
 #                        judged against the execution record and the ground truth (check_perf.py)
+#   harness-perf         check_perf.py must FAIL with its own message on a copy of perf-cpu-wide's
+#                        run with the AUX data cut, one decoded branch changed, one event of the
+#                        truth changed, a trace ID or a byte of the ETF changed
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1128,7 +1131,8 @@ scenario_upstream-etr() {
 # through tmc_etf0 while a workload runs on every CPU, and writes perf.data to a raw disk.
 # check_perf.py decodes it with the host's perf (scripts/host-perf.sh) and judges each CPU's whole
 # decoded window against the execution record and the plugin's truth; the AUX trace against what
-# the ETF held, perf's trace IDs against what the ETMs were programmed with.
+# the ETF held, perf's trace IDs against what the ETMs were programmed with. The execution record
+# stays for harness-perf, which removes it.
 HOST_PERF=$CSPD_CACHE/perf-host/perf
 check_perf() {
 	local dir=$1 disk=$2
@@ -1148,6 +1152,121 @@ scenario_perf-cpu-wide() {
 	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
 	check_perf "$d" "$disk" 2>&1 | tee "$d/check-perf.txt"
 	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
+# check_perf.py's judges must each fail with their own message on a copy of perf-cpu-wide's run
+# with one input altered: (a) the AUX data cut (perf.data without the newest 64 KiB of its AUXTRACE
+# payload, the record and the data section shrunk to match); (b) one branch changed (perf script's
+# saved output with one taken branch of a CPU, in the middle of its window, going one instruction
+# further; each CPU in turn): the execution record must name that very event; (c) one event of a
+# CPU's ground truth changed (each CPU in turn); (d) the trace ID the plugin saw an ETM programmed
+# with (each CPU in turn); (e) one byte of what the ETF held (tmc.bin). The unaltered copy passes.
+# The execution record perf-cpu-wide kept is removed at the end (unless CSPD_KEEP_EXEC is set).
+scenario_harness-perf() {
+	local src=$RUNS/perf-cpu-wide d=$RUNS/harness-perf rc=0 cpu c out line
+	[ -f "$src/exec.rec" ] && [ -f "$src/perf/perf-script.txt" ] || scenario_perf-cpu-wide || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	local script=$src/perf/perf-script.txt
+	judge_copy "$src" "$d/unaltered"
+	check_perf "$d/unaltered" "$RUNS/perf-cpu-wide.disk" --script "$script" >"$d/unaltered.txt" 2>&1 ||
+		{ tail -n 3 "$d/unaltered.txt"; echo "check_perf.py fails on the unaltered copy" >&2; return 1; }
+	# (a) The AUX data cut.
+	judge_copy "$src" "$d/cut"
+	python3 - "$src/perf/perf.data" "$d/cut/perf.disk" <<'PY' || return 1
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data_off, data_size = struct.unpack_from("<QQ", data, 40)
+pos, cut = data_off, 65536
+while pos < data_off + data_size:
+    typ, _, size = struct.unpack_from("<IHH", data, pos)
+    if typ == 71:  # PERF_RECORD_AUXTRACE: its payload follows the record
+        n, = struct.unpack_from("<Q", data, pos + 8)
+        struct.pack_into("<Q", data, pos + 8, n - cut)
+        del data[pos + size + n - cut:pos + size + n]
+        struct.pack_into("<Q", data, 48, data_size - cut)
+        # The feature sections after the data: their table's file offsets move too.
+        table = data_off + data_size - cut
+        for k in range(sum(bin(b).count("1") for b in data[72:104])):
+            off, = struct.unpack_from("<Q", data, table + 16 * k)
+            struct.pack_into("<Q", data, table + 16 * k, off - cut)
+        break
+    pos += size
+else:
+    sys.exit("perf.data has no AUXTRACE record")
+with open(sys.argv[2], "wb") as f:
+    f.write(b"CSPDPERF %d\n" % len(data) + bytes(data))
+PY
+	judge_negative "the AUX data cut by its newest 64 KiB" "the AUX data is cut: the kernel wrote" \
+		check_perf "$d/cut" "$d/cut/perf.disk" --script "$script" || rc=1
+	# (e) One byte of what the ETF held.
+	judge_copy "$src" "$d/tmc"
+	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of tmc.bin changed" "the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		check_perf "$d/tmc" "$RUNS/perf-cpu-wide.disk" --script "$script" || rc=1
+	for ((cpu = 0; cpu < SMP; cpu++)); do
+		# (d) The trace ID the plugin saw CPU$cpu's ETM programmed with.
+		c=$d/trace-id-cpu$cpu
+		judge_copy "$src" "$c"
+		line=$(grep -o "etm $cpu: enabled, trace id 0x[0-9a-f]*" "$c/plugin.log" | head -n 1)
+		[ -n "$line" ] || { echo "plugin.log has no enable of etm $cpu" >&2; return 1; }
+		local id=${line##* } other
+		other=$(printf '%#x' $((id + 1)))
+		sed -i "s/etm $cpu: enabled, trace id $id/etm $cpu: enabled, trace id $other/" "$c/plugin.log"
+		judge_negative "CPU$cpu's trace ID changed in plugin.log" \
+			"CPU$cpu: perf reports trace ID $id, the plugin saw the ETM programmed with $other" \
+			check_perf "$c" "$RUNS/perf-cpu-wide.disk" --script "$script" || rc=1
+		# (b) One branch changed: the execution record must name that event.
+		c=$d/branch-cpu$cpu
+		judge_copy "$src" "$c"
+		out=$(python3 - "$script" "$c/perf-script.txt" "$cpu" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+cpu = int(sys.argv[3])
+mine = [(k, l) for k, l in enumerate(lines) if l.startswith(f"[{cpu:03d}]") and "tr strt" not in l]
+# A direct call or jump in the middle of the window: its target one instruction further.
+i = next(i for i in range(len(mine) // 2, len(mine)) if re.match(r"\[\d+\]\s+(call|jmp)\s", mine[i][1]))
+k, l = mine[i]
+m = re.match(r"(.*\s)([0-9a-f]+) =>\s+([0-9a-f]+)$", l)
+lines[k] = f"{m.group(1)}{m.group(2)} => {int(m.group(3), 16) + 4:016x}"
+open(sys.argv[2], "w").write("\n".join(lines))
+print(f"perf's event {i} (branch {int(m.group(2), 16):#x} -> {int(m.group(3), 16) + 4:#x}) is not what the CPU did")
+PY
+		) || return 1
+		judge_negative "one branch of CPU$cpu's decode changed" "CPU$cpu: $out" \
+			check_perf "$c" "$RUNS/perf-cpu-wide.disk" --script "$c/perf-script.txt" || rc=1
+		# (c) One event of CPU$cpu's ground truth changed.
+		c=$d/truth-cpu$cpu
+		judge_copy "$src" "$c"
+		rm -f "$c/truth.json"
+		out=$(python3 - "$src/truth.json" "$c/truth.json" "$cpu" "$script" "$REPO/scripts" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[5])
+import check_perf
+t = json.load(open(sys.argv[1]))
+cpu = int(sys.argv[3])
+tc = next(c for c in t["cpus"] if c["cpu"] == cpu)
+n = sum(1 for l in open(sys.argv[4]) if l.startswith(f"[{cpu:03d}]") and "tr strt" not in l)
+before, _ = check_perf.truth_as_perf(tc)
+# A kernel branch of the truth in the middle of the decoded window: its target 4 bytes further.
+ev = tc["events"]
+kernel = [j for j, e in enumerate(ev) if e["kind"] == "taken" and int(e["from"], 16) >> 48 == 0xFFFF
+          and int(e["to"], 16) >> 48 == 0xFFFF]
+j = kernel[len(kernel) - n // 2]
+ev[j] = dict(ev[j], to=hex(int(ev[j]["to"], 16) + 4))
+after, _ = check_perf.truth_as_perf(tc)
+i = next(i for i in range(n) if before[-1 - n + i] != after[-1 - n + i])
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(t))
+print(f"CPU{cpu}: perf's event {i} of {n} differs from the plugin's ground truth")
+PY
+		) || return 1
+		judge_negative "one event of CPU$cpu's ground truth changed" "$out" \
+			check_perf "$c" "$RUNS/perf-cpu-wide.disk" --script "$script" || rc=1
+	done
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec"
+	rm -rf "$d"/*/exec.rec
+	return $rc
 }
 
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
@@ -1622,7 +1741,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide
+	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide harness-perf
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
