@@ -97,6 +97,11 @@ add_hook() {
 		[ -n "$n" ] || die "hook anchor '$anchor' not found in $file"
 		sed -i "${n}i\\$line" "$path"
 		;;
+	replace)
+		grep -qE -- "$anchor" "$path" || die "hook anchor '$anchor' not found in $file"
+		A=$anchor L=$line awk '$0 ~ ENVIRON["A"] { print ENVIRON["L"]; next } { print }' \
+			"$path" >"$path.tmp" && mv "$path.tmp" "$path"
+		;;
 	*) die "unknown hook position '$where' for $file" ;;
 	esac
 	grep -qxF -- "$line" "$path" || die "hook '$line' could not be added to $file"
