@@ -2,49 +2,61 @@
 """Judges perf mode: what the guest's perf recorded through the production drivers, decoded by a
 host perf of the same Linux tree (scripts/host-perf.sh: 7.3's perf, OpenCSD 1.5.5).
 
-The guest (scripts/guest/init, cspd.perf=cpu-wide) ran `perf record -e
-cs_etm/@tmc_etf0,timestamp=0/ -a` while a workload ran on every CPU and wrote perf.data to a raw
-disk behind a line `CSPDPERF <bytes>`. This script extracts it and requires:
+The guest (scripts/guest/init) ran `perf record -e cs_etm/@tmc_etf0,timestamp=0/ -a` while a
+workload ran on every CPU (cspd.perf=cpu-wide), or `perf record -e cs_etm/@tmc_etf0,timestamp=0/u
+--per-thread -- /bin/cspd-loop` pinned to one CPU (cspd.perf=per-thread, --per-thread here), and
+wrote perf.data to a raw disk behind a line `CSPDPERF <bytes>`. This script extracts it and
+requires:
 
-- perf.data's AUX trace is whole: every PERF_RECORD_AUX the kernel wrote (its offset and size, per
-  CPU) has its bytes in PERF_RECORD_AUXTRACE records, and those bytes are what the ETF held when
-  the sink stopped (tmc.bin, written by the plugin; a wrapped buffer's first 16 bytes are the
-  barrier packet the driver writes there), when the plugin stopped the TMC once;
+- perf.data's AUX trace is whole: every PERF_RECORD_AUX the kernel wrote has its bytes in
+  PERF_RECORD_AUXTRACE records (read from perf.data's records, not through perf), and the newest
+  AUX record's bytes are what the ETF held when it last stopped (tmc.bin, written by the plugin;
+  a wrapped buffer's first 16 bytes are the barrier packet the driver writes there);
 - the trace IDs perf reports (PERF_RECORD_AUX_OUTPUT_HW_ID, as `perf report -D` shows them: one
-  per CPU, version 0.1, one sink) are the IDs the plugin saw each CPU's ETM programmed with at
-  every enable (plugin.log "etm N: enabled, trace id ..");
+  per CPU whose ETM perf used, every CPU cpu-wide, version 0.1, one sink) are the IDs the plugin
+  saw that CPU's ETM programmed with at every enable (plugin.log "etm N: enabled, trace id ..");
 - `perf script --itrace=be` decodes each CPU's AUX trace without a decoder error, a warning about
-  code it could not read, or a discontinuity (one start of trace per CPU, no end of trace before
-  the end of the data);
+  code it could not read, or a discontinuity (one start of trace per CPU; per thread, where the
+  kernel is not traced, every end of trace is an exception into the kernel and the next start is
+  where the program runs on);
 - each CPU's decoded branches and exceptions, the whole window, are what the CPU executed
   according to the independent execution record (exec.rec, tools/exec-record; its reader and
   llvm-mc disassembly from check_exec.py): matched boundary by boundary from the window's newest
   branch back to where the trace starts, each taken branch at the end of a block that ends with a
   branch instruction (a direct one's encoded target is perf's), each exception into the block the
-  record runs next, and every boundary of the record that leaves the straight line reported;
-- each CPU's decoded window equals the newest events of the plugin's ground truth (truth.json,
-  written when that CPU's ETM stopped; the ETMs are enabled once per CPU in this scenario, so it
-  holds the session perf decoded), as perf represents them: ISB waypoints are no samples, an
-  exception is a sample from the last instruction executed before it (after a taken branch: the
-  branch) to the vector, and the truth's newest branch is not decoded (perf makes a branch sample
-  from a range to the next one, and none follows it).
+  record runs next (per thread: from the block holding the instruction after perf's last one, into
+  a vector, whatever ran between then and the return to where the trace starts again), and every
+  boundary of the record that leaves the straight line reported;
+- each CPU's decode against the plugin's ground truth (truth.json, written when that CPU's ETM
+  stopped: the last session of that CPU). Cpu-wide the ETMs are enabled once per CPU and the
+  whole decoded window must be the truth's newest events; per thread the ETM runs a session each
+  time the program runs on the CPU, and the whole last session must be perf's newest events. As
+  perf represents them: ISB waypoints are no samples, an exception is a sample from the last
+  instruction executed before it (after a taken branch: the branch) to the vector, and a newest
+  branch that no instruction range follows (the ETM stopped in it) is not decoded;
+- per thread, the decoded flow through cspd-loop's run, step_a and step_b is the program's
+  (scripts/guest/cspd-loop.c): every iteration's calls, returns and branches, and as many
+  iterations as --loops, which the program also says it ran.
 
-User space is left out: perf decodes cpu-wide trace without timestamps after the fact, with no
-thread to map user addresses to (the trace has no context IDs), so it loses the flow at each
-return to user space and picks it up at the next exception into the kernel; it reports that as
-one sample from the return (ERET) to the vector. The judges take such a sample as a return to
+User space is left out cpu-wide: perf decodes cpu-wide trace without timestamps after the fact,
+with no thread to map user addresses to (the trace has no context IDs), so it loses the flow at
+each return to user space and picks it up at the next exception into the kernel; it reports that
+as one sample from the return (ERET) to the vector. The judges take such a sample as a return to
 user space followed by an exception from there: in the record, every block between is user code;
-in the truth, its user-space branches are skipped. They are counted.
+in the truth, its user-space branches are skipped. They are counted. Per thread, the program's
+binary is given (--symfs) and its user space is decoded whole.
 
-How perf is given the kernel: perf takes EL1 trace without context IDs for a guest's
+How perf is given the kernel (cpu-wide): perf takes EL1 trace without context IDs for a guest's
 (cs_etm__get_machine), so the guest options are given (they turn on its guest processing), and
 the code it decodes is read through the recorded kernel and module maps from a kcore, as `perf
 record --kcore` would have saved it (--kallsyms DIR/kallsyms with DIR/kcore and DIR/modules): the
 kernel text and every module's text as they ran, read from the vmcore (alternatives, jump labels
 and module relocations are applied at boot or load, so vmlinux and the .ko files would not do),
-in one segment from the lowest module to the end of the kernel's text. One segment, because
-perf's CoreSight decoder takes an address below its kernel map for user space; arm64 loads
-modules below the kernel.
+in one segment from the lowest module to the end of the kernel's text, and the KPTI trampoline's
+alias in a segment of its own. One segment, because perf's CoreSight decoder takes an address
+below its kernel map for user space; arm64 loads modules below the kernel. The guest keeps a perf
+event open until the panic, so that the scheduler's perf jump labels are as they were while perf
+recorded.
 
 Prints per CPU how many branches and exceptions were compared; exits 1 naming the first
 difference.
@@ -150,7 +162,8 @@ def perf_dump(perf, path):
         raise Bad(f"perf report -D failed ({r.returncode}): {r.stderr[-1000:]}")
     hw, trouble = [], []
     for line in r.stdout.splitlines():
-        m = re.match(r"(-?\d+) \S+ 0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)(.*)", line)
+        # "CPU [TIME] OFFSET [SIZE]: PERF_RECORD_..." (no time without PERF_SAMPLE_TIME)
+        m = re.match(r"(-?\d+) (?:\S+ )?0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)(.*)", line)
         if not m:
             continue
         cpu, kind, rest = int(m.group(1)), m.group(2), m.group(3)
@@ -162,41 +175,56 @@ def perf_dump(perf, path):
 
 
 def check_aux(aux, auxtrace, tmc, tmc_stops):
-    """The AUX trace is whole: the AUX records' sizes are in AUXTRACE records, byte for byte the
-    ETF's content when it stopped. Returns a note."""
+    """The AUX trace is whole: the bytes of every AUX record are in AUXTRACE records, and the
+    newest AUX record's bytes are what the ETF held when it last stopped. The AUX buffers are per
+    CPU (cpu-wide: AUXTRACE records name their CPU) or per thread (one buffer, its AUXTRACE
+    records name no CPU, the AUX records the CPU each session ran on). Returns a note."""
     if not aux:
         raise Bad("perf.data has no PERF_RECORD_AUX: the sink gave perf no trace")
-    for cpu in sorted({c for c, *_ in aux}):
-        want = sum(n for c, _o, n, _f in aux if c == cpu)
-        have = sum(len(p) for c, _i, _o, p in auxtrace if c == cpu)
+    per_thread = all(c == -1 for c, *_ in auxtrace) and auxtrace
+    if per_thread and len({i for _c, i, *_ in auxtrace}) != 1:
+        raise Bad("per-thread AUXTRACE records of more than one buffer")
+    key = (lambda c: -1) if per_thread else (lambda c: c)
+    streams = {}
+    for c, _i, off, p in sorted(auxtrace, key=lambda r: r[2]):
+        s = streams.setdefault(key(c), bytearray())
+        if off != len(s):
+            raise Bad(f"the AUX data is cut: CPU{c}'s AUXTRACE record at AUX offset {off:#x} follows "
+                      f"{len(s):#x} bytes")
+        s += p
+    for k in sorted({key(c) for c, *_ in aux}):
+        want = sum(n for c, _o, n, _f in aux if key(c) == k)
+        have = len(streams.get(k, b""))
         if have != want:
-            raise Bad(f"the AUX data is cut: the kernel wrote {want} bytes of AUX trace on CPU{cpu} "
+            where = "the thread's buffer" if per_thread else f"CPU{k}"
+            raise Bad(f"the AUX data is cut: the kernel wrote {want} bytes of AUX trace to {where} "
                       f"(PERF_RECORD_AUX), perf.data holds {have} of them (PERF_RECORD_AUXTRACE)")
     bad = [f for *_, f in aux if f & ~0x1]
     if bad:
         raise Bad(f"PERF_RECORD_AUX flags {bad[0]:#x}: other than truncated (an ETF that wrapped)")
-    total = sum(len(p) for *_, p in auxtrace)
-    if len(tmc_stops) != 1 or len(auxtrace) != 1:
-        return (f"{len(aux)} AUX records, {total} bytes of trace (the TMC stopped {len(tmc_stops)} "
-                "times: not compared with tmc.bin)")
-    held, full = tmc_stops[0]
-    got = auxtrace[0][3]
+    if not tmc_stops:
+        raise Bad("the plugin never stopped the TMC: no ETF content to compare the AUX data with")
+    held, full = tmc_stops[-1]
+    last = aux[-1]
+    got = bytes(streams[key(last[0])][-last[2]:]) if last[2] else b""
     if len(got) != held or len(tmc) != held:
-        raise Bad(f"the AUX data is {len(got)} bytes, the ETF held {held} when it stopped "
-                  f"(tmc.bin: {len(tmc)} bytes)")
+        raise Bad(f"the newest AUX record holds {len(got)} bytes, the ETF held {held} when it last "
+                  f"stopped (tmc.bin: {len(tmc)} bytes)")
     if full:
         if got[:16] != BARRIER:
-            raise Bad("the ETF wrapped, but the AUX data does not start with the barrier packet")
+            raise Bad("the ETF wrapped, but the newest AUX record does not start with the barrier packet")
         got, tmc = got[16:], tmc[16:]
     if got != tmc:
         at = next(i for i in range(len(got)) if got[i] != tmc[i])
         raise Bad(f"the AUX data differs from what the ETF held (tmc.bin) at byte {at + 16 * full:#x}")
-    return (f"{len(aux)} AUX record, its {held} bytes what the ETF held when it stopped"
-            + (" (wrapped: the barrier packet first)" if full else ""))
+    return (f"{len(aux)} AUX record(s), {sum(len(x) for x in streams.values())} bytes of trace in "
+            f"{len(auxtrace)} AUXTRACE record(s); the newest AUX record's {held} bytes what the ETF held "
+            "when it last stopped" + (" (wrapped: the barrier packet first)" if full else ""))
 
 
 def check_trace_ids(hw, enabled, cpus):
-    """perf's trace IDs (AUX_OUTPUT_HW_ID, one per CPU) against every enable the plugin saw."""
+    """perf's trace IDs (AUX_OUTPUT_HW_ID, one per CPU whose ETM perf enabled) against every
+    enable the plugin saw; `cpus`: the CPUs that must have one."""
     ids, sinks = {}, set()
     for cpu, v in hw:
         major, minor, sink, tid = v >> 60, (v >> 56) & 0xF, (v >> 8) & 0xFFFFFFFF, v & 0xFF
@@ -209,12 +237,12 @@ def check_trace_ids(hw, enabled, cpus):
         sinks.add(sink)
     if len(sinks) > 1:
         raise Bad(f"AUX_OUTPUT_HW_ID names {len(sinks)} sinks: {sorted(hex(s) for s in sinks)}")
-    for cpu in range(cpus):
+    for cpu in sorted(set(cpus) | set(ids) | set(enabled)):
         if cpu not in ids:
             raise Bad(f"CPU{cpu}: perf.data has no AUX_OUTPUT_HW_ID (perf cannot map its trace ID)")
         seen = enabled.get(cpu, [])
         if not seen:
-            raise Bad(f"CPU{cpu}: the plugin never saw its ETM enabled")
+            raise Bad(f"CPU{cpu}: perf reports trace ID {ids[cpu]:#x}, but the plugin never saw its ETM enabled")
         other = sorted({t for t in seen if t != ids[cpu]})
         if other:
             raise Bad(f"CPU{cpu}: perf reports trace ID {ids[cpu]:#x}, the plugin saw the ETM "
@@ -311,11 +339,15 @@ def guest_image(d, vmcore, vmlinux, modules_dir, out):
 
 # --- perf's decode ----------------------------------------------------------------------------
 
-def perf_script(perf, path, image, out):
-    """`perf script --itrace=be` (branches, errors) with the kcore; its output goes to `out`."""
-    k = os.path.join(image, "kallsyms")
-    r = run([perf, "script", "-i", path, "--kallsyms", k, "--guestkallsyms", k,
-             "--guestmodules", os.path.join(image, "modules"), "--itrace=be", "-F", "cpu,flags,ip,addr"])
+def perf_script(perf, path, image, out, symfs=None):
+    """`perf script --itrace=be` (branches, errors) with the kcore, or with --symfs for a user-space
+    program (per-thread); its output goes to `out`."""
+    if symfs:
+        where = ["--symfs", symfs]
+    else:
+        k = os.path.join(image, "kallsyms")
+        where = ["--kallsyms", k, "--guestkallsyms", k, "--guestmodules", os.path.join(image, "modules")]
+    r = run([perf, "script", "-i", path] + where + ["--itrace=be", "-F", "cpu,flags,ip,addr"])
     if r.returncode != 0:
         raise Bad(f"perf script failed ({r.returncode}): {r.stderr[-1000:]}")
     with open(out, "w") as f:
@@ -329,10 +361,13 @@ def perf_script(perf, path, image, out):
         raise Bad(f"perf script warned: {' | '.join(worry[:3])}")
 
 
-def decoded(path):
+def decoded(path, per_thread=False):
     """perf script's output, per CPU: the trace start and the samples, oldest first: ('B', from,
-    to) a taken branch, ('X', from, vector) an exception."""
-    starts, events, errors = {}, {}, []
+    to) a taken branch, ('X', from, vector) an exception. Per-thread (user space only), an
+    exception ends the trace (the kernel is not traced) and the return from it starts it again:
+    ('K', from, resume), from the last instruction executed before the exception to where the
+    program ran on; the trace's last exception, with nothing after it, is no event."""
+    starts, events, errors, open_end = {}, {}, [], {}
     for n, line in enumerate(open(path), 1):
         line = line.rstrip("\n")
         if not line.strip():
@@ -342,26 +377,33 @@ def decoded(path):
             errors.append(f"line {n}: {line.strip()}")
             continue
         cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+        exc = re.search(r"\b(int|syscall|async)\b", flags)
         if "tr end" in flags:
-            raise Bad(f"CPU{cpu}: perf's decode ends the trace at {frm:#x} ({path}:{n}): a discontinuity")
+            if not per_thread or not exc or cpu in open_end:
+                raise Bad(f"CPU{cpu}: perf's decode ends the trace at {frm:#x} ({path}:{n}): a discontinuity")
+            open_end[cpu] = frm
+            continue
         if "tr strt" in flags:
+            if cpu in open_end:
+                events[cpu].append(("K", open_end.pop(cpu), to))
+                continue
             if cpu in starts:
                 raise Bad(f"CPU{cpu}: perf's decode starts the trace again at {to:#x} ({path}:{n}): "
                           "a discontinuity")
             starts[cpu] = to
             events.setdefault(cpu, [])
             continue
-        if cpu not in starts:
-            raise Bad(f"CPU{cpu}: a sample before the trace started ({path}:{n})")
-        kind = "X" if re.search(r"\b(int|syscall|async)\b", flags) else "B"
-        events[cpu].append((kind, frm, to))
+        if cpu not in starts or cpu in open_end:
+            raise Bad(f"CPU{cpu}: a sample outside the trace ({path}:{n})")
+        events[cpu].append(("X" if exc else "B", frm, to))
     if errors:
         raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
     return starts, events
 
 
 def describe(e):
-    return f"{'branch' if e[0] == 'B' else 'exception'} {e[1]:#x} -> {e[2]:#x}"
+    what = {"B": "branch", "X": "exception", "K": "exception into the kernel, back at"}[e[0]]
+    return f"{what} {e[1]:#x} -> {e[2]:#x}"
 
 
 # --- against the execution record -------------------------------------------------------------
@@ -375,7 +417,7 @@ class Matcher:
 
     def __init__(self, rec, dis, cpu, events, start):
         self.rec, self.dis, self.cpu, self.ev, self.start = rec, dis, cpu, events, start
-        self.user = self.returns = 0
+        self.user = self.returns = self.kernel = 0
         self.deepest = len(events)
 
     def must_report(self, a, b):
@@ -387,7 +429,7 @@ class Matcher:
     @staticmethod
     def hit(e, a, b):
         last = a[0] + 4 * len(a[1]) - 4
-        return e[2] == b[0] and (e[0] == "X" or e[1] == last)
+        return e[2] == b[0] and (e[0] != "B" or e[1] == last)
 
     def match_at(self, it, i, stop_after=None):
         """Matches ev[..i] against the boundaries `it` yields; returns how many matched."""
@@ -403,6 +445,23 @@ class Matcher:
             kind, off = self.dis.cache.get(words[-1], (None, 0))
             if pending is not None:
                 what, f, at = pending
+                if what in ("kernel", "kernel-entry"):
+                    # Per-thread: back from the return to where the program ran on, to the
+                    # exception it took there; the kernel and any other task ran between,
+                    # untraced. The exception is taken from a user block that holds the
+                    # instruction after `f` (or that `f` ends) into a vector, or from the first
+                    # instruction of a block that a taken branch at `f` entered.
+                    if what == "kernel-entry" and start < KERNEL_VA and last == f and kind is not None:
+                        pending = None
+                        continue
+                    pending = ("kernel", f, at)
+                    if start < KERNEL_VA <= b[0] and not b[0] & 0x7F:
+                        if start - 4 <= f <= last:
+                            pending = None
+                            continue
+                        pending = ("kernel-entry", f, at)
+                    self.kernel += 1
+                    continue
                 if what == "user":
                     # Perf lost the flow at a return to user space (ERET at f): every block back to
                     # it is user code.
@@ -438,6 +497,13 @@ class Matcher:
                 if kind in ("direct", "cond") and last + off != b[0]:
                     raise Bad(f"CPU{cpu}: perf's event {i} is a branch from {last:#x} to {b[0]:#x}, but the "
                               f"instruction there branches to {last + off:#x}")
+                i -= 1
+                matched += 1
+                continue
+            if e[0] == "K" and e[2] == b[0] and start >= KERNEL_VA:
+                # The return from the kernel to where the program ran on.
+                pending = ("kernel", e[1], i)
+                self.returns += 1
                 i -= 1
                 matched += 1
                 continue
@@ -491,10 +557,10 @@ def check_record(rec, dis, cpu, events, start):
                 continue
         except (Bad, Short):
             continue
-        m.user, m.returns, m.deepest = 0, 0, n
+        m.user, m.returns, m.kernel, m.deepest = 0, 0, 0, n
         try:
             m.match_at(from_here(), n - 1)
-            return seen - 1, m.user, m.returns
+            return seen - 1, m.user, m.returns, m.kernel
         except Short as s:
             why = f"its ring keeps the newest {rec.entries} blocks" if wrapped else "it starts there"
             err = Bad(f"CPU{cpu}: the execution record does not reach back to perf's oldest {s.args[0] + 1} "
@@ -512,53 +578,154 @@ def check_record(rec, dis, cpu, events, start):
 
 # --- against the plugin's truth ---------------------------------------------------------------
 
-def truth_as_perf(tc):
-    """The truth's events as perf represents them (see the module's docstring), oldest first, and
-    the user-space events left out."""
-    out, user, gone = [], 0, None
+def truth_as_perf(tc, user_only=False):
+    """The truth's events as perf represents them (see the module's docstring), oldest first; the
+    user-space events left out (kernel traced) or the kernel's (user space only); whether the
+    newest event is followed by an instruction range that does not end (the ETM stopped in it), so
+    that perf makes no sample of it."""
+    out, left_out, gone, exc = [], 0, None, None
     for e in tc["events"]:
         k = e["kind"]
+        if user_only and k == "gap" and exc is not None:
+            # The kernel is not traced: the exception, then the trace resumes where the program
+            # runs on.
+            out.append(("K", exc, int(e["to"], 16)))
+            exc = None
+            continue
         if k not in ("taken", "exception"):
             continue  # not-taken, waypoint (an ISB is no sample), gap
         f, t = int(e["from"], 16), int(e["to"], 16)
-        if gone is not None:
+        if k == "exception" and (user_only or (gone is None and f >= KERNEL_VA)):
+            # From the last instruction executed: the one before the preferred return, or a taken
+            # branch to it (the exception came before the target's first instruction ran).
+            frm = f - 4
+            if out and out[-1][0] == "B" and out[-1][2] == f:
+                frm = out.pop()[1]
+            if user_only:
+                exc = frm  # into the kernel: the gap that follows says where the trace resumes
+            else:
+                out.append(("X", frm, t))
+        elif user_only:
+            if f < KERNEL_VA and t < KERNEL_VA:
+                out.append(("B", f, t))
+            else:
+                left_out += 1
+        elif gone is not None:
             # In user space since the return at `gone`: perf picks the flow up at the exception.
             if k == "exception" and t >= KERNEL_VA:
                 out.append(("X", gone, t))
                 gone = None
             else:
-                user += 1
-            continue
-        if f < KERNEL_VA:
-            user += 1  # the window starts in user space
-        elif k == "taken" and t < KERNEL_VA:
+                left_out += 1
+        elif f < KERNEL_VA:
+            left_out += 1  # the window starts in user space
+        elif t < KERNEL_VA:
             gone = f
-        elif k == "exception":
-            if out and out[-1][0] == "B" and out[-1][2] == f:
-                out[-1] = ("X", out[-1][1], t)  # a taken branch, then the exception at its target
-            else:
-                out.append(("X", f - 4, t))
         else:
             out.append(("B", f, t))
-    return out, user
+    return out, left_out, exc is None
 
 
-def check_truth(cpu, tc, events):
+def truth_events(tc, user_only=False):
+    """The truth's events perf can show, oldest first: truth_as_perf without a newest event that
+    no range follows (returned apart, or None), and the count of events left out."""
+    tru, left_out, open_end = truth_as_perf(tc, user_only)
+    last = tru.pop() if open_end and tru else None
+    return tru, last, left_out
+
+
+def check_truth(cpu, tc, events, user_only=False):
+    """perf's newest events of `cpu` against the truth's session (the last one of that CPU): with
+    the kernel traced (cpu-wide, one session), perf's whole window is the truth's newest events;
+    user space only (per-thread, a session each time the program runs on the CPU), the whole
+    session is perf's newest events."""
     if tc.get("reason") != "stopped":
         raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
-    tru, user = truth_as_perf(tc)
-    n = len(events)
-    if len(tru) < n + 1:
-        raise Bad(f"CPU{cpu}: the plugin's truth reaches back {len(tru)} events, perf decoded {n}: a sizing "
-                  "error of the harness (truth_bytes), not a verdict on the trace")
-    tail = tru[-1 - n:-1]
-    if tail != events:
-        i = next(i for i in range(n - 1, -1, -1) if events[i] != tail[i])
+    tru, last, left_out = truth_events(tc, user_only)
+    n, t = len(events), len(tru)
+    if not user_only and t < n:
+        raise Bad(f"CPU{cpu}: the plugin's truth reaches back {t} events, perf decoded {n}: a sizing error "
+                  "of the harness (truth_bytes), not a verdict on the trace")
+    if user_only and n < t:
+        raise Bad(f"CPU{cpu}: perf decoded {n} events, fewer than the {t} of the truth's last session")
+    m = min(n, t)
+    a, b = events[n - m:], tru[t - m:]
+    if a != b:
+        i = next(i for i in range(m - 1, -1, -1) if a[i] != b[i])
         ctx = lambda seq: " ".join(f"{x[0]} {x[1]:#x}->{x[2]:#x}" for x in seq[max(0, i - 2):i + 3])
-        raise Bad(f"CPU{cpu}: perf's event {i} of {n} differs from the plugin's ground truth ({n - 1 - i} "
-                  f"newer ones equal): perf {describe(events[i])}, truth {describe(tail[i])}\n"
-                  f"  perf:  {ctx(events)}\n  truth: {ctx(tail)}")
-    return f"the truth's newest {n} events but its last ({describe(tru[-1])}), {user} user-space events left out"
+        raise Bad(f"CPU{cpu}: perf's event {n - m + i} of {n} differs from the plugin's ground truth "
+                  f"({m - 1 - i} newer ones equal): perf {describe(a[i])}, truth {describe(b[i])}\n"
+                  f"  perf:  {ctx(a)}\n  truth: {ctx(b)}")
+    what = (f"all {n} perf decoded are the truth's newest" if m == n else
+            f"the truth's session, all {t} of its events, is perf's newest")
+    return (what + (f", the truth's last ({describe(last)}) aside: no range follows it, perf makes no "
+                    "sample of it" if last else "")
+            + f"; {left_out} {'kernel' if user_only else 'user-space'} events of the truth left out")
+
+
+# --- the program's control flow (per-thread) ------------------------------------------------------
+
+def functions(binary, names):
+    r = run(["llvm-nm-19", "--print-size", "--defined-only", binary])
+    if r.returncode != 0:
+        raise Bad(f"llvm-nm-19 {binary} failed: {r.stderr[-500:]}")
+    out = {}
+    for p in (line.split() for line in r.stdout.splitlines()):
+        if len(p) == 4 and p[3] in names and p[2] in "Tt":
+            out[p[3]] = (int(p[0], 16), int(p[0], 16) + int(p[1], 16))
+    missing = [n for n in names if n not in out]
+    if missing:
+        raise Bad(f"{binary} has no function {', '.join(missing)}")
+    return out
+
+
+def check_loop(binary, events, loops):
+    """The decoded flow through cspd-loop's run, step_a and step_b is the program's (scripts/guest/
+    cspd-loop.c): `loops` iterations, in two calls of run (the first half, a sleep, the second),
+    each a call of step_a and its return to the call's next instruction, a call of step_b, in
+    odd iterations step_b's taken branch, its return, and run's branch back but after the last
+    iteration of each half. An exception into the kernel that came right after a taken branch
+    stands for that branch; one between two instructions is no branch. Returns a note."""
+    fn = functions(binary, ("run", "step_a", "step_b"))
+    inside = lambda x, name: fn[name][0] <= x < fn[name][1]
+    loop = lambda x: any(inside(x, n) for n in fn)
+    flow = []
+    for k, f, t in events:
+        if k == "K" and t == f + 4:
+            continue
+        if loop(f) and loop(t):
+            flow.append((f, t))
+    it, calls_a, calls_b, odd_taken, back = 0, 0, 0, 0, 0
+    pos = 0
+
+    def take(what, ok):
+        nonlocal pos
+        if pos >= len(flow) or not ok(*flow[pos]):
+            got = f"{flow[pos][0]:#x} -> {flow[pos][1]:#x}" if pos < len(flow) else "the end of the decode"
+            raise Bad(f"cspd-loop: iteration {it}: the decode has {got} where the program makes {what}")
+        pos += 1
+        return flow[pos - 1]
+
+    while pos < len(flow) or it < loops:
+        if it == loops:
+            f, t = flow[pos]
+            raise Bad(f"cspd-loop: after {loops} iterations the decode goes on in the loop: {f:#x} -> {t:#x}")
+        f, _ = take("the call of step_a", lambda f, t: inside(f, "run") and t == fn["step_a"][0])
+        calls_a += 1
+        take("step_a's return", lambda r, t: inside(r, "step_a") and t == f + 4)
+        f, _ = take("the call of step_b", lambda f, t: inside(f, "run") and t == fn["step_b"][0])
+        calls_b += 1
+        if it % 2:
+            take("step_b's branch for an odd iteration", lambda x, t: inside(x, "step_b") and inside(t, "step_b"))
+            odd_taken += 1
+        take("step_b's return", lambda r, t: inside(r, "step_b") and t == f + 4)
+        if it not in (loops // 2 - 1, loops - 1):
+            take("run's branch back", lambda x, t: inside(x, "run") and inside(t, "run") and t < x)
+            back += 1
+        it += 1
+    return (f"{it} iterations: {calls_a} calls of step_a and {calls_b} of step_b, each returning after its "
+            f"call, {odd_taken} of step_b's branches taken (the odd iterations), {back} branches back in run "
+            "(two halves)")
 
 
 # --- the judge ----------------------------------------------------------------------------------
@@ -589,6 +756,14 @@ def check(a):
         raise Bad("the guest's perf record did not succeed, or perf.data did not reach the disk")
     if not os.access(a.perf, os.X_OK):
         raise Bad(f"no host perf {a.perf}: run scripts/host-perf.sh")
+    if a.per_thread:
+        m = re.search(r"CSPD: perf: \| cspd-loop: (\d+) iterations", console)
+        if not m:
+            raise Bad("cspd-loop did not say how many iterations it ran (console.log)")
+        if int(m.group(1)) != a.loops:
+            raise Bad(f"cspd-loop ran {m.group(1)} iterations, not {a.loops}")
+        if not os.path.isfile(a.per_thread):
+            raise Bad(f"no {a.per_thread}: the program the guest ran (scripts/initramfs.sh builds it)")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "perf.data")
     data = extract(a.disk, path)
@@ -602,22 +777,36 @@ def check(a):
     hw, trouble = perf_dump(a.perf, path)
     if trouble:
         raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")
-    ids = check_trace_ids(hw, enabled, a.cpus)
+    ids = check_trace_ids(hw, enabled, [] if a.per_thread else range(a.cpus))
     print("trace IDs: " + ", ".join(f"CPU{c} {t:#x}" for c, t in sorted(ids.items()))
           + ": perf's AUX_OUTPUT_HW_ID records are what the plugin saw each ETM programmed with")
     script = a.script
     if not script:
-        patched, mods, alias, n = guest_image(d, os.path.join(d, "vmcore.elf"), a.vmlinux, a.modules_dir,
-                                              os.path.join(out, "kcore_dir"))
-        print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
-              f"{', '.join(mods)}"
-              + (f", {n} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if n else ""))
         script = os.path.join(out, "perf-script.txt")
-        perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
-    starts, events = decoded(script)
-    for cpu in range(a.cpus):
+        if a.per_thread:
+            # The program as the guest ran it (/bin/cspd-loop), for perf's --symfs.
+            symfs = os.path.join(out, "symfs")
+            os.makedirs(os.path.join(symfs, "bin"), exist_ok=True)
+            with open(a.per_thread, "rb") as f, open(os.path.join(symfs, "bin", "cspd-loop"), "wb") as g:
+                g.write(f.read())
+            print(f"user space for perf: {a.per_thread} as /bin/cspd-loop")
+            perf_script(a.perf, path, None, script, symfs=symfs)
+        else:
+            patched, mods, alias, n = guest_image(d, os.path.join(d, "vmcore.elf"), a.vmlinux, a.modules_dir,
+                                                  os.path.join(out, "kcore_dir"))
+            print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
+                  f"{', '.join(mods)}"
+                  + (f", {n} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if n else ""))
+            perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
+    starts, events = decoded(script, per_thread=bool(a.per_thread))
+    cpus = sorted(events) if a.per_thread else range(a.cpus)
+    for cpu in cpus:
         if not events.get(cpu):
             raise Bad(f"CPU{cpu}: perf decoded no branch")
+    if a.per_thread:
+        if len(cpus) != 1:
+            raise Bad(f"the program's trace comes from CPUs {list(cpus)}: the guest pins it to one")
+        print(f"cspd-loop on CPU{cpus[0]}: {check_loop(a.per_thread, events[cpus[0]], a.loops)}")
     rec = check_exec.Record(os.path.join(d, "exec.rec"))
     if rec.table_full:
         raise Bad("the execution record's table filled up: raise exec-record's table=")
@@ -627,21 +816,25 @@ def check(a):
         truth = check_trace.truth_of(d)
     except check_trace.Bad as e:
         raise Bad(str(e))
-    for cpu in range(a.cpus):
+    for cpu in cpus:
         ev = events[cpu]
-        after, user, returns = check_record(rec, dis, cpu, ev, starts[cpu])
-        exc = sum(1 for e in ev if e[0] == "X")
+        after, user, returns, kernel = check_record(rec, dis, cpu, ev, starts[cpu])
+        exc = sum(1 for e in ev if e[0] != "B")
+        if a.per_thread:
+            what = (f"{exc} exceptions into the kernel and back, {kernel} blocks of the kernel and of other "
+                    "tasks between them")
+        else:
+            what = (f"{exc} exceptions, {returns} of them returns to user space and the exception back; {user} "
+                    "user-space blocks perf could not follow")
         print(f"CPU{cpu}: {len(ev)} decoded branches and exceptions compared ({len(ev) - exc} taken branches, "
-              f"{exc} exceptions, {returns} of them returns to user space and the exception back): every one "
-              f"what the execution record says the CPU did, from the trace start {starts[cpu]:#x}; {user} "
-              f"user-space blocks perf could not follow; the trace ends {after} block boundaries before "
-              "the record's end")
+              f"{what}): every one what the execution record says the CPU did, from the trace start "
+              f"{starts[cpu]:#x}; the trace ends {after} block boundaries before the record's end")
         if cpu not in truth:
             raise Bad(f"CPU{cpu}: the plugin's truth has no such CPU")
-        if len(enabled.get(cpu, [])) != 1:
-            raise Bad(f"CPU{cpu}: its ETM was enabled {len(enabled.get(cpu, []))} times: the truth holds "
-                      "only the last session")
-        print(f"CPU{cpu}: {check_truth(cpu, truth[cpu], ev)}")
+        sessions = len(enabled.get(cpu, []))
+        if not a.per_thread and sessions != 1:
+            raise Bad(f"CPU{cpu}: its ETM was enabled {sessions} times: the truth holds only the last session")
+        print(f"CPU{cpu}: {sessions} trace sessions; {check_truth(cpu, truth[cpu], ev, bool(a.per_thread))}")
 
 
 def main():
@@ -653,6 +846,10 @@ def main():
     ap.add_argument("--vmlinux", required=True)
     ap.add_argument("--modules-dir", required=True, help="the kernel build tree: the .ko files")
     ap.add_argument("--cpus", type=int, required=True)
+    ap.add_argument("--per-thread", metavar="BINARY",
+                    help="the per-thread run of /bin/cspd-loop (user space only): BINARY is the program "
+                    "the guest ran; its decoded flow must be the program's")
+    ap.add_argument("--loops", type=int, default=1000, help="cspd-loop's iterations (CSPD_LOOPS)")
     ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
     ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
                     "possibly altered): judged instead of running perf script")

@@ -84,9 +84,12 @@
 #   perf-cpu-wide        perf mode: the guest's perf records cs_etm CPU-wide through tmc_etf0 on the
 #                        production drivers; the host's perf decodes perf.data, each CPU's whole window
 #                        judged against the execution record and the ground truth (check_perf.py)
+#   perf-per-thread      perf mode per thread, user space only: /bin/cspd-loop's decoded flow is the
+#                        program's (1000 iterations) and what the CPU did (check_perf.py --per-thread)
 #   harness-perf         check_perf.py must FAIL with its own message on a copy of perf-cpu-wide's
 #                        run with the AUX data cut, one decoded branch changed, one event of the
-#                        truth changed, a trace ID or a byte of the ETF changed
+#                        truth changed, a trace ID or a byte of the ETF changed; and of
+#                        perf-per-thread's with an iteration or one branch changed
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1154,6 +1157,23 @@ scenario_perf-cpu-wide() {
 	[ "${PIPESTATUS[0]}" = 0 ]
 }
 
+# perf mode per thread, user space only: the guest's perf records /bin/cspd-loop (scripts/guest/
+# cspd-loop.c: 1000 iterations calling step_a and step_b) under --per-thread with cs_etm/.../u, both
+# pinned to CPU 1. check_perf.py --per-thread decodes it with the program's binary: its flow must
+# be the program's, iteration count included, and match the execution record and the truth.
+LOOP_BIN=$CSPD_CACHE/cspd-loop/cspd-loop
+scenario_perf-per-thread() {
+	local d=$RUNS/perf-per-thread disk=$RUNS/perf-per-thread.disk
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=per-thread" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" --per-thread "$LOOP_BIN" --loops 1000 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
 # check_perf.py's judges must each fail with their own message on a copy of perf-cpu-wide's run
 # with one input altered: (a) the AUX data cut (perf.data without the newest 64 KiB of its AUXTRACE
 # payload, the record and the data section shrunk to match); (b) one branch changed (perf script's
@@ -1161,7 +1181,9 @@ scenario_perf-cpu-wide() {
 # further; each CPU in turn): the execution record must name that very event; (c) one event of a
 # CPU's ground truth changed (each CPU in turn); (d) the trace ID the plugin saw an ETM programmed
 # with (each CPU in turn); (e) one byte of what the ETF held (tmc.bin). The unaltered copy passes.
-# The execution record perf-cpu-wide kept is removed at the end (unless CSPD_KEEP_EXEC is set).
+# Then on copies of perf-per-thread's run: (f) the program's last iteration taken out of the
+# decode, (g) one branch outside the loop changed. The execution records perf-cpu-wide and
+# perf-per-thread kept are removed at the end (unless CSPD_KEEP_EXEC is set).
 scenario_harness-perf() {
 	local src=$RUNS/perf-cpu-wide d=$RUNS/harness-perf rc=0 cpu c out line
 	[ -f "$src/exec.rec" ] && [ -f "$src/perf/perf-script.txt" ] || scenario_perf-cpu-wide || return 1
@@ -1247,15 +1269,15 @@ t = json.load(open(sys.argv[1]))
 cpu = int(sys.argv[3])
 tc = next(c for c in t["cpus"] if c["cpu"] == cpu)
 n = sum(1 for l in open(sys.argv[4]) if l.startswith(f"[{cpu:03d}]") and "tr strt" not in l)
-before, _ = check_perf.truth_as_perf(tc)
+before, _, _ = check_perf.truth_events(tc)
 # A kernel branch of the truth in the middle of the decoded window: its target 4 bytes further.
 ev = tc["events"]
 kernel = [j for j, e in enumerate(ev) if e["kind"] == "taken" and int(e["from"], 16) >> 48 == 0xFFFF
           and int(e["to"], 16) >> 48 == 0xFFFF]
 j = kernel[len(kernel) - n // 2]
 ev[j] = dict(ev[j], to=hex(int(ev[j]["to"], 16) + 4))
-after, _ = check_perf.truth_as_perf(tc)
-i = next(i for i in range(n) if before[-1 - n + i] != after[-1 - n + i])
+after, _, _ = check_perf.truth_events(tc)
+i = next(i for i in range(n) if before[-n + i] != after[-n + i])
 with open(sys.argv[2], "w") as f:
     f.write(json.dumps(t))
 print(f"CPU{cpu}: perf's event {i} of {n} differs from the plugin's ground truth")
@@ -1264,7 +1286,47 @@ PY
 		judge_negative "one event of CPU$cpu's ground truth changed" "$out" \
 			check_perf "$c" "$RUNS/perf-cpu-wide.disk" --script "$script" || rc=1
 	done
-	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec"
+	# Per thread: (f) the decode one iteration short (the program's last iteration taken out of perf
+	# script's output): the program's flow must miss it; (g) one branch outside the loop changed
+	# (in the middle of the decode): the execution record must name that event.
+	local pt=$RUNS/perf-per-thread
+	[ -f "$pt/exec.rec" ] && [ -f "$pt/perf/perf-script.txt" ] || scenario_perf-per-thread || return 1
+	for c in short branch; do
+		judge_copy "$pt" "$d/per-thread-$c"
+	done
+	out=$(python3 - "$pt/perf/perf-script.txt" "$d/per-thread" "$LOOP_BIN" "$REPO/scripts" <<'PY'
+import re, sys
+sys.path.insert(0, sys.argv[4])
+import check_perf
+fn = check_perf.functions(sys.argv[3], ("run", "step_a", "step_b"))
+loop = lambda x: any(a <= x < b for a, b in fn.values())
+lines = open(sys.argv[1]).read().split("\n")
+samples = [(k, m) for k, l in enumerate(lines) if (m := check_perf.SAMPLE.match(l)) and "tr strt" not in l]
+# (f) The last call of step_a and everything of the loop after it.
+last_a = max(k for k, m in samples if int(m.group(4), 16) == fn["step_a"][0])
+short = [l for k, l in enumerate(lines)
+         if k < last_a or not ((m := check_perf.SAMPLE.match(l)) and loop(int(m.group(3), 16)))]
+open(sys.argv[2] + "-short/perf-script.txt", "w").write("\n".join(short))
+# (g) A direct call or jump outside the loop, in the middle of the decode: one instruction further.
+# (A "tr end" sample and the "tr strt" after it are one event of check_perf.py: an exception.)
+events = samples
+i = next(i for i in range(len(events) // 2, len(events))
+         if re.match(r"(call|jmp)$", events[i][1].group(2)) and not loop(int(events[i][1].group(3), 16)))
+k, m = events[i]
+frm, to = int(m.group(3), 16), int(m.group(4), 16) + 4
+lines[k] = f"[{m.group(1)}]   {m.group(2)}   {frm:x} => {to:x}"
+open(sys.argv[2] + "-branch/perf-script.txt", "w").write("\n".join(lines))
+print(f"perf's event {i} (branch {frm:#x} -> {to:#x}) is not what the CPU did")
+PY
+	) || return 1
+	judge_negative "the per-thread decode one iteration short" \
+		"cspd-loop: iteration 999: the decode has the end of the decode where the program makes the call of step_a" \
+		check_perf "$d/per-thread-short" "$RUNS/perf-per-thread.disk" --per-thread "$LOOP_BIN" --loops 1000 \
+		--script "$d/per-thread-short/perf-script.txt" || rc=1
+	judge_negative "one branch of the per-thread decode changed" "$out" \
+		check_perf "$d/per-thread-branch" "$RUNS/perf-per-thread.disk" --per-thread "$LOOP_BIN" --loops 1000 \
+		--script "$d/per-thread-branch/perf-script.txt" || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec" "$pt/exec.rec"
 	rm -rf "$d"/*/exec.rec
 	return $rc
 }
@@ -1741,7 +1803,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide harness-perf
+	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {

@@ -7,8 +7,9 @@
 # capture kernel's)
 # and main.cpio.gz (also kexec-tools with its libraries, the static arm64 perf of
 # scripts/guest-perf.sh at /bin/perf, the kernel Image and capture initramfs for `kexec -p`, and
-# the variant's modules in /modules). Everything comes from the arm64 Debian packages fetched by
-# setup.sh, this repo's scripts/guest/init, guest-perf.sh's build and the kernel build.
+# the variant's modules in /modules, perf mode's test program at /bin/cspd-loop). Everything comes
+# from the arm64 Debian packages fetched by setup.sh, this repo's scripts/guest/init and
+# cspd-loop.c, guest-perf.sh's build and the kernel build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 variant=${1:?usage: initramfs.sh VARIANT}
@@ -27,6 +28,20 @@ perf_bin="$CSPD_CACHE/perf-arm64/perf"
 READELF=$(command -v llvm-readelf-19 || command -v readelf) || die "no readelf"
 
 mkdir -p "$dest"
+
+# /bin/cspd-loop (scripts/guest/cspd-loop.c): a static arm64 program with known control flow,
+# built by clang-19 against the arm64 sysroot of scripts/guest-perf.sh, into $CSPD_CACHE/cspd-loop/
+# (the same bytes for every variant; check_perf.py reads it there).
+loop_bin="$CSPD_CACHE/cspd-loop/cspd-loop"
+build_loop() {
+	local sysroot=$CSPD_CACHE/perf-sysroot
+	[ -f "$sysroot/usr/lib/aarch64-linux-gnu/libc.a" ] || die "no arm64 sysroot in $sysroot: run scripts/setup.sh"
+	mkdir -p "${loop_bin%/*}"
+	"clang$LLVM_SUFFIX" --target=aarch64-linux-gnu --sysroot="$sysroot" -O1 -static -fuse-ld=lld \
+		-Wl,--build-id=sha1 -o "$loop_bin.tmp" "$REPO/scripts/guest/cspd-loop.c" ||
+		die "could not build $loop_bin"
+	mv "$loop_bin.tmp" "$loop_bin"
+}
 
 # Lays out the common part of a guest root in $1.
 base_root() {
@@ -90,6 +105,9 @@ base_root "$stage"
 copy_with_libs "$stage" "$root_debs/sbin/kexec"
 # Statically linked: records cs_etm's AUX trace in the guest (the host decodes it).
 cp "$perf_bin" "$stage/bin/perf"
+# perf mode's traced program (cspd.perf=per-thread); check_perf.py decodes its trace against it.
+build_loop
+cp "$loop_bin" "$stage/bin/cspd-loop"
 # bookworm's libc lives in /lib/aarch64-linux-gnu; some packages use /usr/lib.
 cp "$image" "$stage/boot/Image"
 cp "$dest/capture.cpio.gz" "$stage/boot/capture.cpio.gz"
