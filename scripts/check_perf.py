@@ -155,13 +155,16 @@ def aux_records(data):
 
 
 def perf_dump(perf, path):
-    """What `perf report -D` says: the AUX_OUTPUT_HW_ID records (cpu, hw_id), and records of lost
-    data or trace errors."""
+    """What `perf report -D` says: the AUX_OUTPUT_HW_ID records (cpu, hw_id), records of lost data
+    or trace errors, and the build IDs of the executable mappings by file name."""
     r = run([perf, "report", "-D", "-i", path])
     if r.returncode != 0:
         raise Bad(f"perf report -D failed ({r.returncode}): {r.stderr[-1000:]}")
-    hw, trouble = [], []
+    hw, trouble, maps = [], [], {}
     for line in r.stdout.splitlines():
+        mm = re.search(r"PERF_RECORD_MMAP2 .*<([0-9a-f]+)>\]: r-xp (\S+)$", line)
+        if mm:
+            maps.setdefault(mm.group(2), set()).add(mm.group(1))
         # "CPU [TIME] OFFSET [SIZE]: PERF_RECORD_..." (no time without PERF_SAMPLE_TIME)
         m = re.match(r"(-?\d+) (?:\S+ )?0x[0-9a-f]+ \[0x[0-9a-f]+\]: PERF_RECORD_(\w+)(.*)", line)
         if not m:
@@ -171,7 +174,15 @@ def perf_dump(perf, path):
             hw.append((cpu, int(re.search(r"hw_id: (0x[0-9a-f]+)", rest).group(1), 16)))
         elif kind in ("LOST", "LOST_SAMPLES", "AUXTRACE_ERROR"):
             trouble.append(line.strip())
-    return hw, trouble
+    return hw, trouble, maps
+
+
+def build_id(binary):
+    r = run(["llvm-readelf-19", "-n", binary])
+    m = re.search(r"Build ID: ([0-9a-f]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        raise Bad(f"{binary} has no build ID ({r.stderr.strip()[-200:]})")
+    return m.group(1)
 
 
 def check_aux(aux, auxtrace, tmc, tmc_stops):
@@ -774,12 +785,17 @@ def check(a):
         raise Bad(f"cannot read what the ETF held (tmc.bin): {e}")
     aux, auxtrace = aux_records(data)
     print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops)}")
-    hw, trouble = perf_dump(a.perf, path)
+    hw, trouble, maps = perf_dump(a.perf, path)
     if trouble:
         raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")
     ids = check_trace_ids(hw, enabled, [] if a.per_thread else range(a.cpus))
     print("trace IDs: " + ", ".join(f"CPU{c} {t:#x}" for c, t in sorted(ids.items()))
           + ": perf's AUX_OUTPUT_HW_ID records are what the plugin saw each ETM programmed with")
+    if a.per_thread:
+        want, seen = build_id(a.per_thread), maps.get("/bin/cspd-loop", set())
+        if seen != {want}:
+            raise Bad(f"perf.data maps /bin/cspd-loop with build ID {', '.join(sorted(seen)) or 'none'}, "
+                      f"{a.per_thread} has {want}: not the program the guest ran")
     script = a.script
     if not script:
         script = os.path.join(out, "perf-script.txt")
