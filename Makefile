@@ -7,7 +7,7 @@ CSPD_CACHE ?= /var/tmp/coresight-panic-dump
 # The OpenCSD test snapshots scripts/setup.sh fetches, for the host tests.
 export CSPD_OPENCSD_TESTDATA ?= $(CSPD_CACHE)/opencsd/snapshots
 
-.PHONY: demo check setup kernel kernel-builtin kunit guest-perf host-perf initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-csdump help
+.PHONY: demo check setup kernel kernel-builtin kunit guest-perf host-perf initramfs e2e host-test lint fuzz kernel-gates plugin bench bench-panic bench-perf bench-csdump help
 
 help:
 	@sed -n '/^## /s/^## //p' README.md | head -n 20
@@ -74,11 +74,17 @@ plugin:
 e2e: plugin
 	bash scripts/e2e.sh
 
-## bench            the plugin's cost (boot-to-panic time, QEMU's RSS), the panic path's (make bench-panic) and csdump's (make bench-csdump)
+## bench            the plugin's cost (boot-to-panic time, QEMU's RSS), the panic path's (make bench-panic), a CPU-wide perf session's (make bench-perf) and csdump's (make bench-csdump)
 bench: plugin
 	bash scripts/bench-plugin.sh
 	bash scripts/bench-panic.sh
+	$(MAKE) bench-perf
 	$(MAKE) bench-csdump
+
+## bench-perf       perf mode: the ETF's register accesses per drain into the AUX buffer, and a 1 s CPU-wide perf record on the plugin against the same workload untraced
+bench-perf: plugin
+	$(CARGO) bench --locked -p cspd-hw --bench tmc
+	bash scripts/bench-perf.sh
 
 ## bench-panic      the panic path on the emulated components: time and register accesses per phase (2 and 8 CPUs), trace bytes it adds
 bench-panic: plugin
