@@ -96,6 +96,11 @@ __rust_helper u32 rust_helper_cspd_perf_event_exclude(struct perf_event *event)
 	return (event->attr.exclude_kernel ? 1 : 0) | (event->attr.exclude_user ? 2 : 0);
 }
 
+__rust_helper bool rust_helper_cspd_perf_event_active(struct perf_event *event)
+{
+	return !READ_ONCE(event->hw.state);
+}
+
 __rust_helper int rust_helper_cspd_perf_event_owner_pid(struct perf_event *event)
 {
 	struct task_struct *owner = READ_ONCE(event->owner);

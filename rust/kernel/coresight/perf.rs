@@ -111,6 +111,13 @@ impl PerfEvent {
         unsafe { bindings::cspd_perf_event_exclude(self.as_raw()) & 2 != 0 }
     }
 
+    /// Returns whether the event is running (`hw.state` clear): a sink's update while it is,
+    /// is for an AUX pause, after which tracing resumes into the sink.
+    pub fn is_active(&self) -> bool {
+        // SAFETY: By the type invariant the event is live.
+        unsafe { bindings::cspd_perf_event_active(self.as_raw()) }
+    }
+
     /// Returns the process ID of the event's owner (the perf tool's process), or `None` for an
     /// event without one: what makes a sink belong to one session at a time.
     pub fn owner_pid(&self) -> Option<i32> {

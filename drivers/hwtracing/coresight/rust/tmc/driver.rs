@@ -46,6 +46,10 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{
+        barrier::{
+            smp_mb,
+            Full, //
+        },
         new_spinlock_irq,
         Arc,
         SpinLockIrq, //
@@ -218,21 +222,44 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if users.count != 1 {
             return 0;
         }
+        // In snapshot mode the whole RAM goes, newest data last: perf keeps the newest of the
+        // AUX ring, so no room is respected and nothing is flagged lost (a TRUNCATED record
+        // would keep the perf core from starting the event again), as upstream's ETF driver.
+        let room = if buf.snapshot() {
+            usize::MAX
+        } else {
+            handle.size()
+        };
+        // An update while the event runs is an AUX pause: the sink captures again afterwards,
+        // ready for the resume.
+        let restart = handle.event().is_some_and(|e| e.is_active());
         let mut out = buf.writer(handle.head());
-        let Ok(drained) = tmc.io(|io| hw::perf_drain(io, handle.size(), |w| out.put_u32(w))) else {
+        let Ok((drained, restarted)) = tmc.io(|io| {
+            let d = hw::perf_drain(io, room, |w| out.put_u32(w));
+            let r = restart.then(|| hw::disable(io).and_then(|()| hw::enable_circular(io, 0)));
+            (d, r)
+        }) else {
             return 0;
         };
         drop(users);
         if let Err(e) = drained.stop.result() {
             dev_warn!(csdev.as_device(), "TMC stop for perf: {e}\n");
         }
-        if drained.lost {
-            handle.flag(AuxFlag::Truncated);
+        if let Some(Err(e)) = restarted {
+            dev_warn!(
+                csdev.as_device(),
+                "TMC not restarted after an AUX pause: {e}\n"
+            );
         }
         if buf.snapshot() {
-            // perf finds the newest data by where the head ends (`cs_etm_find_snapshot()`).
+            // perf finds the newest data by where the head ends.
             handle.advance_head(drained.bytes);
+        } else if drained.lost {
+            handle.flag(AuxFlag::Truncated);
         }
+        // The trace in the AUX pages is visible before perf publishes the new head, as
+        // upstream's CS_LOCK() barrier makes it.
+        smp_mb(Full);
         drained.bytes
     }
 
