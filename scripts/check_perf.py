@@ -38,6 +38,30 @@ requires:
   (scripts/guest/cspd-loop.c): every iteration's calls, returns and branches, and as many
   iterations as --loops, which the program also says it ran.
 
+Snapshot mode (--snapshot FUNCS, cspd.perf=snapshot): the guest ran `perf record --snapshot=e -a`
+with a workload on every CPU, then on every CPU a marker (a /proc read whose kernel function no
+other part of the run calls: FUNCS, in order) right before each snapshot: two on SIGUSR2, the last
+at exit (SIGINT). Perf disables its events for a snapshot (the ETMs stop, the last one's disable
+has the sink hand its RAM to that CPU's AUX buffer and move the head on), reads the AUX buffers and
+enables the events again, but not after the snapshot at exit. Required:
+
+- one PERF_RECORD_AUX per snapshot (flags OVERWRITE alone: a sink leaves TRUNCATED out in
+  snapshot mode, as upstream's) and its bytes whole in the AUXTRACE record perf wrote of it (the
+  same CPU's buffer, the kernel's head less the size); each snapshot is what the ETF held when it
+  stopped for it (one plugin stop per snapshot: its size, the barrier packet first where it
+  wrapped), the newest byte for byte (tmc.bin);
+- the trace IDs as above, every CPU's ETM enabled once per snapshot with that ID;
+- each snapshot decoded on its own (a copy of perf.data without the other snapshots' records and
+  with an AUXTRACE index of its own) without an error or a discontinuity, and perf's decode of the
+  whole file the same samples, the snapshots in the order perf takes its AUX buffers;
+- each CPU's decode of each snapshot calls that snapshot's marker and no other one's;
+- each CPU's whole window of each snapshot what the CPU executed according to the execution
+  record, as above; newest snapshot first, each older one found before the window of the snapshot
+  after it (the windows follow each other in the record, in the order the snapshots were taken);
+- the newest snapshot (at exit) against the plugin's truth as cpu-wide: the truth keeps each CPU's
+  last session, which is the one that snapshot holds (perf enabled the events again after each
+  SIGUSR2 snapshot, so their sessions are not in the truth, nor their RAM in tmc.bin).
+
 User space is left out cpu-wide: perf decodes cpu-wide trace without timestamps after the fact,
 with no thread to map user addresses to (the trace has no context IDs), so it loses the flow at
 each return to user space and picks it up at the next exception into the kernel; it reports that
@@ -58,8 +82,8 @@ below its kernel map for user space; arm64 loads modules below the kernel. The g
 event open until the panic, so that the scheduler's perf jump labels are as they were while perf
 recorded.
 
-Prints per CPU how many branches and exceptions were compared; exits 1 naming the first
-difference.
+Prints per CPU (and snapshot) how many branches and exceptions were compared; exits 1 naming the
+first difference.
 """
 
 import argparse
@@ -80,6 +104,8 @@ PERFILE2 = b"PERFILE2"
 PERF_RECORD_AUX = 11
 PERF_RECORD_AUXTRACE = 71
 PERF_SAMPLE_CPU_IDENTIFIER = 0x80 | 0x10000
+PERF_AUX_FLAG_OVERWRITE = 0x2
+HEADER_AUXTRACE = 18  # perf.data's feature bit of the AUXTRACE index
 BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
 # CS_AUX_HW_ID (include/linux/coresight-pmu.h): trace ID [7:0], sink ID [39:8], minor version
 # [59:56], major version [63:60]; the kernel writes version 0.1.
@@ -175,6 +201,56 @@ def perf_dump(perf, path):
         elif kind in ("LOST", "LOST_SAMPLES", "AUXTRACE_ERROR"):
             trouble.append(line.strip())
     return hw, trouble, maps
+
+
+def records(data):
+    """perf.data's records in file order: (position, type, length with an AUXTRACE record's
+    payload)."""
+    _a, _s, data_off, data_size = struct.unpack_from("<QQQQ", data, 24)
+    pos, end, out = data_off, data_off + data_size, []
+    while pos < end:
+        typ, _misc, size = struct.unpack_from("<IHH", data, pos)
+        if size < 8:
+            raise Bad(f"perf.data: a record of size {size} at offset {pos:#x}")
+        n = size + (struct.unpack_from("<Q", data, pos + 8)[0] if typ == PERF_RECORD_AUXTRACE else 0)
+        out.append((pos, typ, n))
+        pos += n
+    return out
+
+
+def without(data, drop):
+    """A copy of perf.data without the records at the positions in `drop`. The data section
+    shrinks, the feature sections after it move, and the AUXTRACE index (feature HEADER_AUXTRACE:
+    the file offset and header size of every AUXTRACE record, from which perf queues the trace)
+    lists the records kept, at their new offsets."""
+    _a, _s, data_off, data_size = struct.unpack_from("<QQQQ", data, 24)
+    body, index = bytearray(), []
+    for pos, typ, n in records(data):
+        if pos in drop:
+            continue
+        if typ == PERF_RECORD_AUXTRACE:
+            index.append((data_off + len(body), struct.unpack_from("<H", data, pos + 6)[0]))
+        body += data[pos:pos + n]
+    cut = data_size - len(body)
+    out = bytearray(data[:data_off]) + body + data[data_off + data_size:]
+    struct.pack_into("<Q", out, 48, len(body))
+    table = data_off + len(body)
+    bits = [i for i in range(256) if data[72 + i // 8] >> (i % 8) & 1]
+    found = False
+    for k, bit in enumerate(bits):
+        off, size = struct.unpack_from("<QQ", out, table + 16 * k)
+        struct.pack_into("<Q", out, table + 16 * k, off - cut)
+        if bit == HEADER_AUXTRACE:
+            at, found = off - cut, True
+            if size < 8 + 16 * len(index):
+                raise Bad(f"perf.data's AUXTRACE index holds {size} bytes, too few for {len(index)} entries")
+            out[at:at + size] = bytes(size)
+            struct.pack_into("<Q", out, at, len(index))
+            for j, (fo, sz) in enumerate(index):
+                struct.pack_into("<QQ", out, at + 8 + 16 * j, fo, sz)
+    if not found:
+        raise Bad("perf.data has no AUXTRACE index (feature HEADER_AUXTRACE)")
+    return bytes(out)
 
 
 def build_id(binary):
@@ -545,23 +621,31 @@ class Matcher:
         return matched
 
 
-def check_record(rec, dis, cpu, events, start):
-    """Finds perf's decode of `cpu` in the record (the newest place where its newest events match)
-    and matches the whole window there. Returns (boundaries after its end, user-space blocks,
-    returns to user space)."""
-    ring, wrapped = rec.ring(cpu)
+def check_record(rec, dis, cpu, events, start, ring=None, at=None):
+    """Finds perf's decode of `cpu` in the record (the newest place where its newest events match;
+    with `at`, a position of check_exec.boundaries, the newest before it) and matches the whole
+    window there. Returns (boundaries after its end, counted from `at`, user-space blocks, returns
+    to user space, kernel blocks between exceptions (per thread), boundaries the window spans, the
+    position of its oldest boundary, the block the record runs after the window's newest event)."""
+    if ring is None:
+        ring, wrapped = rec.ring(cpu)
+    else:
+        wrapped = rec.counts[cpu] > rec.entries
     m = Matcher(rec, dis, cpu, events, start)
     n = len(events)
     run_len = min(check_exec.ANCHOR_RUN, n)
     best, seen = None, 0
-    for (a, b), pos in check_exec.boundaries(rec, ring):
+    for (a, b), pos in check_exec.boundaries(rec, ring, at):
         seen += 1
         if not m.hit(events[-1], a, b):
             continue
+        oldest = [pos, 1]
 
         def from_here():
             yield (a, b)
-            for bd, _ in check_exec.boundaries(rec, ring, pos):
+            for bd, p in check_exec.boundaries(rec, ring, pos):
+                oldest[0] = p
+                oldest[1] += 1
                 yield bd
         try:
             if m.match_at(from_here(), n - 1, stop_after=run_len) < run_len:
@@ -569,9 +653,10 @@ def check_record(rec, dis, cpu, events, start):
         except (Bad, Short):
             continue
         m.user, m.returns, m.kernel, m.deepest = 0, 0, 0, n
+        oldest = [pos, 1]
         try:
             m.match_at(from_here(), n - 1)
-            return seen - 1, m.user, m.returns, m.kernel
+            return seen - 1, m.user, m.returns, m.kernel, oldest[1], oldest[0], b
         except Short as s:
             why = f"its ring keeps the newest {rec.entries} blocks" if wrapped else "it starts there"
             err = Bad(f"CPU{cpu}: the execution record does not reach back to perf's oldest {s.args[0] + 1} "
@@ -739,6 +824,264 @@ def check_loop(binary, events, loops):
             "(two halves)")
 
 
+# --- snapshot mode ----------------------------------------------------------------------------
+
+def snapshots(data, n):
+    """The snapshots of a `perf record --snapshot` session, oldest first: the PERF_RECORD_AUX the
+    kernel wrote when the sink handed its RAM to an AUX buffer (at each disable perf asked for; in
+    snapshot mode the head moves on by what the sink handed over, the record's offset is the new
+    head and its flags say OVERWRITE) with the PERF_RECORD_AUXTRACE perf wrote of it: dicts with
+    the record's position, the CPU whose buffer it is, the head, the size and flags, and `trace`
+    (position, offset and bytes of the AUXTRACE record). Every one of the `n` snapshots the guest
+    took must be there, whole."""
+    attrs_off, = struct.unpack_from("<Q", data, 24)
+    sample_type, = struct.unpack_from("<Q", data, attrs_off + 24)
+    if sample_type & PERF_SAMPLE_CPU_IDENTIFIER != PERF_SAMPLE_CPU_IDENTIFIER:
+        raise Bad(f"perf.data's first event samples {sample_type:#x}, without CPU and IDENTIFIER")
+    aux, trace = [], []
+    for pos, typ, _n in records(data):
+        size, = struct.unpack_from("<H", data, pos + 6)
+        if typ == PERF_RECORD_AUX:
+            head, nbytes, flags = struct.unpack_from("<QQQ", data, pos + 8)
+            cpu, = struct.unpack_from("<I", data, pos + size - 16)
+            aux.append({"pos": pos, "cpu": cpu, "head": head, "size": nbytes, "flags": flags})
+        elif typ == PERF_RECORD_AUXTRACE:
+            nbytes, off, _ref, _idx, _tid, cpu = struct.unpack_from("<QQQIII", data, pos + 8)
+            payload = data[pos + size:pos + size + nbytes]
+            if len(payload) != nbytes:
+                raise Bad(f"perf.data: the AUXTRACE record at {pos:#x} announces {nbytes} bytes, "
+                          f"{len(payload)} follow")
+            trace.append({"pos": pos, "cpu": cpu, "offset": off, "bytes": payload})
+    if len(aux) != n:
+        raise Bad(f"perf.data holds {len(aux)} PERF_RECORD_AUX, the guest took {n} snapshots: one "
+                  "sink update per snapshot expected")
+    for k, x in enumerate(aux):
+        if x["flags"] != PERF_AUX_FLAG_OVERWRITE:
+            # A snapshot is expected to be cut, and TRUNCATED would keep the perf core from starting
+            # the event again: upstream's sinks leave it out in snapshot mode, so must this one.
+            raise Bad(f"snapshot {k + 1}: PERF_RECORD_AUX flags {x['flags']:#x}, not OVERWRITE (snapshot mode) "
+                      "alone")
+        if k >= len(trace):
+            raise Bad(f"the AUX data is cut: snapshot {k + 1}: the kernel wrote {x['size']} bytes to CPU{x['cpu']}'s "
+                      "AUX buffer (PERF_RECORD_AUX), perf.data has no AUXTRACE record of them")
+        t = trace[k]
+        if (t["cpu"], t["offset"], len(t["bytes"])) != (x["cpu"], x["head"] - x["size"], x["size"]):
+            raise Bad(f"the AUX data is cut: snapshot {k + 1}: the kernel wrote {x['size']} bytes ending at "
+                      f"{x['head']:#x} of CPU{x['cpu']}'s AUX buffer (PERF_RECORD_AUX), perf.data's AUXTRACE "
+                      f"record holds {len(t['bytes'])} bytes at {t['offset']:#x} of CPU{t['cpu']}'s")
+        x["trace"] = t
+    if len(trace) != n:
+        raise Bad(f"perf.data holds {len(trace)} AUXTRACE records for {n} snapshots")
+    return aux
+
+
+def check_snapshot_etf(snaps, stops, tmc):
+    """Each snapshot is what the ETF held when it stopped for it (the plugin's stops, one per
+    snapshot: the sink stops when the last CPU's event is disabled): its size, and the barrier
+    packet first where the RAM had wrapped; the newest byte for byte (tmc.bin is the RAM at the
+    last stop)."""
+    if len(stops) != len(snaps):
+        raise Bad(f"the plugin saw the TMC stop {len(stops)} times, perf.data holds {len(snaps)} snapshots: "
+                  "one stop per snapshot expected")
+    notes = []
+    for k, (x, (held, full)) in enumerate(zip(snaps, stops)):
+        got = x["trace"]["bytes"]
+        if len(got) != held:
+            raise Bad(f"snapshot {k + 1} holds {len(got)} bytes, the ETF held {held} when it stopped for it")
+        if full and got[:16] != BARRIER:
+            raise Bad(f"snapshot {k + 1}: the ETF wrapped, but the snapshot does not start with the barrier packet")
+        notes.append(f"{held} bytes{' (wrapped)' if full else ''} in CPU{x['cpu']}'s buffer")
+    got, full = snaps[-1]["trace"]["bytes"], stops[-1][1]
+    if len(tmc) != len(got):
+        raise Bad(f"the newest snapshot holds {len(got)} bytes, tmc.bin (the ETF at its last stop) {len(tmc)}")
+    a, b = (got[16:], tmc[16:]) if full else (got, tmc)
+    if a != b:
+        at = next(i for i in range(len(a)) if a[i] != b[i])
+        raise Bad(f"the newest snapshot differs from what the ETF held (tmc.bin) at byte {at + 16 * full:#x}")
+    return (f"{len(snaps)} snapshots: " + ", ".join(f"{k + 1}: {t}" for k, t in enumerate(notes))
+            + "; each what the ETF held when it stopped for it, the newest byte for byte")
+
+
+def kernel_functions(vmlinux, vmcore, names):
+    """The runtime addresses (vmlinux's and the KASLR offset from the vmcore) of `names`."""
+    koff = int(check_trace.Vmcore(vmcore).info.get("KERNELOFFSET", "0"), 16)
+    r = run(["llvm-nm-19", "--defined-only", vmlinux])
+    if r.returncode != 0:
+        raise Bad(f"llvm-nm-19 {vmlinux} failed: {r.stderr[-500:]}")
+    out = {}
+    for p in (line.split() for line in r.stdout.splitlines()):
+        if len(p) == 3 and p[1] in "Tt" and p[2] in names:
+            if p[2] in out:
+                raise Bad(f"vmlinux has more than one function {p[2]}")
+            out[p[2]] = int(p[0], 16) + koff
+    missing = [n for n in names if n not in out]
+    if missing:
+        raise Bad(f"vmlinux has no function {', '.join(missing)}")
+    return out
+
+
+def sample_lines(path):
+    """perf script's samples per CPU, as lines (a start of trace included), in output order."""
+    out = {}
+    for line in open(path):
+        m = SAMPLE.match(line.rstrip("\n"))
+        if m:
+            out.setdefault(int(m.group(1)), []).append(" ".join(line.split()))
+    return out
+
+
+def check_markers(k, cpu, events, markers, addr):
+    """Snapshot k's decode of `cpu` calls the marker the guest ran on every CPU just before that
+    snapshot, and no other snapshot's marker. Returns how many calls."""
+    calls = {name: sum(1 for e in events if e[2] == addr[name]) for name in markers}
+    mine = markers[k]
+    if not calls[mine]:
+        others = [f"{n} ({calls[n]} times), the activity before snapshot {j + 1}"
+                  for j, n in enumerate(markers) if calls[n]]
+        raise Bad(f"snapshot {k + 1}: CPU{cpu}'s decode has no call of {mine}, the activity the guest ran on "
+                  f"every CPU just before this snapshot" + (f"; it calls {', '.join(others)}" if others else ""))
+    for j, n in enumerate(markers):
+        if j != k and calls[n]:
+            raise Bad(f"snapshot {k + 1}: CPU{cpu}'s decode calls {n} ({calls[n]} times), the activity the guest "
+                      f"ran before snapshot {j + 1}")
+    return calls[mine]
+
+
+def check_whole(a, scripts, snaps):
+    """perf's decode of the whole perf.data against the snapshots decoded one by one: per AUX
+    buffer (perf's queues, in CPU order) its snapshots in the order written, each CPU's samples
+    those of the snapshot's own decode. Where a buffer holds a next snapshot, perf ends the trace
+    of each CPU there with a sample of the branch the ETM stopped in ("tr end", no target), which a
+    decode ending with the data does not show. Returns {(snapshot index, cpu): (kind, address)} of
+    those samples."""
+    whole = sample_lines(os.path.join(scripts, "perf-script.txt"))
+    split = [sample_lines(os.path.join(scripts, f"perf-script-{k + 1}.txt")) for k in range(len(snaps))]
+    ends = {}
+    for cpu in range(a.cpus):
+        got, pos = whole.get(cpu, []), 0
+        where = lambda i: got[i] if i < len(got) else "the end"
+        for q in sorted({x["cpu"] for x in snaps}):
+            ks = [k for k, x in enumerate(snaps) if x["cpu"] == q]
+            for j, k in enumerate(ks):
+                part = split[k].get(cpu, [])
+                for i, line in enumerate(part):
+                    if pos + i >= len(got) or got[pos + i] != line:
+                        raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data differs from snapshot {k + 1} "
+                                  f"decoded on its own at its sample {i}: {where(pos + i)} | {line}")
+                pos += len(part)
+                if part and j < len(ks) - 1:
+                    m = re.fullmatch(rf"\[{cpu:03d}\] tr end (\S+) ([0-9a-f]+) => 0", got[pos] if pos < len(got) else "")
+                    if not m:
+                        raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data goes on from snapshot {k + 1} to "
+                                  f"snapshot {ks[j + 1] + 1} with {where(pos)}, not the end of the first one's trace")
+                    ends[k, cpu] = (m.group(1), int(m.group(2), 16))
+                    pos += 1
+        if pos != len(got):
+            raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data has {len(got) - pos} samples more than the "
+                      f"snapshots decoded one by one: {got[pos]}")
+    return ends
+
+
+def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
+    markers = a.snapshot.split(",")
+    n = len(markers)
+    snaps = snapshots(data, n)
+    print(f"perf.data: {len(data)} bytes; " + check_snapshot_etf(snaps, stops, tmc))
+    hw, trouble, _maps = perf_dump(a.perf, path)
+    if trouble:
+        raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")
+    ids = check_trace_ids(hw, enabled, range(a.cpus))
+    for cpu in range(a.cpus):
+        if len(enabled.get(cpu, [])) != n:
+            raise Bad(f"CPU{cpu}: its ETM was enabled {len(enabled.get(cpu, []))} times, not once per snapshot "
+                      f"({n}): perf enables the events again after each snapshot but the one at exit")
+    print("trace IDs: " + ", ".join(f"CPU{c} {t:#x}" for c, t in sorted(ids.items()))
+          + f": perf's AUX_OUTPUT_HW_ID records are what the plugin saw each ETM programmed with at its {n} enables")
+    vmcore = os.path.join(d, "vmcore.elf")
+    addr = kernel_functions(a.vmlinux, vmcore, markers)
+    scripts = a.scripts
+    if not scripts:
+        scripts = out
+        patched, mods, alias, na = guest_image(d, vmcore, a.vmlinux, a.modules_dir, os.path.join(out, "kcore_dir"))
+        print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
+              f"{', '.join(mods)}" + (f", {na} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if na else ""))
+        for k in range(n):
+            # Snapshot k alone: perf.data without the other snapshots' AUX and AUXTRACE records.
+            drop = {x["pos"] for j, x in enumerate(snaps) if j != k} | {x["trace"]["pos"] for j, x in enumerate(snaps) if j != k}
+            one = os.path.join(out, f"perf-{k + 1}.data")
+            with open(one, "wb") as f:
+                f.write(without(data, drop))
+            perf_script(a.perf, one, os.path.join(out, "kcore_dir"), os.path.join(out, f"perf-script-{k + 1}.txt"))
+        perf_script(a.perf, path, os.path.join(out, "kcore_dir"), os.path.join(out, "perf-script.txt"))
+    # Each snapshot decoded on its own, without an error or a discontinuity.
+    decodes = []
+    for k in range(n):
+        try:
+            starts, events = decoded(os.path.join(scripts, f"perf-script-{k + 1}.txt"))
+        except Bad as e:
+            raise Bad(f"snapshot {k + 1}: {e}")
+        for cpu in range(a.cpus):
+            if not events.get(cpu):
+                raise Bad(f"snapshot {k + 1}: perf decoded no branch of CPU{cpu}")
+        decodes.append((starts, events))
+    ends = check_whole(a, scripts, snaps)
+    print(f"perf script: each snapshot decoded on its own without an error or a discontinuity; the whole "
+          f"perf.data decodes to the same samples, and where one AUX buffer holds the next snapshot too, each "
+          f"CPU's trace end between them ({len(ends)} of them, checked against the execution record below)")
+    for k in range(n):
+        calls = [check_markers(k, cpu, decodes[k][1][cpu], markers, addr) for cpu in range(a.cpus)]
+        print(f"snapshot {k + 1}: every CPU's decode calls {markers[k]} (" + ", ".join(
+            f"CPU{c} {x}" for c, x in enumerate(calls)) + " times), the marker the guest ran just before it, and no "
+            "other snapshot's marker")
+    rec = check_exec.Record(os.path.join(d, "exec.rec"))
+    if rec.table_full:
+        raise Bad("the execution record's table filled up: raise exec-record's table=")
+    dis = check_exec.Disassembler()
+    dis.classify(rec.last_words())
+    try:
+        truth = check_trace.truth_of(d)
+    except check_trace.Bad as e:
+        raise Bad(str(e))
+    for cpu in range(a.cpus):
+        # Newest snapshot first; each older one is searched for before the window of the one after
+        # it: the snapshots' windows follow each other in the record, in the order taken.
+        ring, _ = rec.ring(cpu)
+        at, base = None, 0
+        for k in range(n - 1, -1, -1):
+            starts, events = decodes[k]
+            ev = events[cpu]
+            try:
+                after, user, returns, _kernel, span, at, nxt = check_record(rec, dis, cpu, ev, starts[cpu], ring, at)
+            except Bad as e:
+                where = "" if k == n - 1 else f" (searched before snapshot {k + 2}'s window)"
+                raise Bad(f"snapshot {k + 1}: {e}{where}")
+            end = ""
+            if (k, cpu) in ends:
+                kind, frm = ends[k, cpu]
+                last = nxt[0] + 4 * len(nxt[1]) - 4
+                if frm != last or dis.cache.get(nxt[1][-1], (None, 0))[0] is None:
+                    raise Bad(f"snapshot {k + 1}: CPU{cpu}: perf's whole-file decode ends the snapshot's trace with "
+                              f"a {kind} at {frm:#x}, but the record runs block {nxt[0]:#x}..{last + 4:#x} after the "
+                              "window's newest event (the branch the ETM stopped in ends it)")
+                end = f"; its trace end in the whole file's decode, a {kind} at {frm:#x}, the branch that ends the block the record runs next"
+            exc = sum(1 for e in ev if e[0] != "B")
+            print(f"snapshot {k + 1}, CPU{cpu}: {len(ev)} decoded branches and exceptions compared ({len(ev) - exc} "
+                  f"taken branches, {exc} exceptions, {returns} of them returns to user space and the exception back; "
+                  f"{user} user-space blocks perf could not follow): every one what the execution record says the "
+                  f"CPU did, from the trace start {starts[cpu]:#x}; the window ends {base + after} block boundaries "
+                  f"before the record's end" + (f", before snapshot {k + 2}'s window" if k < n - 1 else "") + end)
+            base += after + span
+            if k == n - 1:
+                if cpu not in truth:
+                    raise Bad(f"CPU{cpu}: the plugin's truth has no such CPU")
+                print(f"snapshot {k + 1}, CPU{cpu}: the truth holds the last of its {n} sessions, this snapshot's; "
+                      + check_truth(cpu, truth[cpu], ev))
+        del ring
+    print(f"snapshot{'s' if n > 2 else ''} {', '.join(str(k + 1) for k in range(n - 1))}: the session"
+          f"{'s' if n > 2 else ''} ended before the last one, which alone the plugin's truth and tmc.bin keep: "
+          "judged against the execution record and the ETF's stops")
+
+
 # --- the judge ----------------------------------------------------------------------------------
 
 def plugin_view(d):
@@ -783,6 +1126,9 @@ def check(a):
         tmc = open(os.path.join(d, "tmc.bin"), "rb").read()
     except OSError as e:
         raise Bad(f"cannot read what the ETF held (tmc.bin): {e}")
+    if a.snapshot:
+        check_snapshot(a, d, out, path, data, enabled, stops, tmc)
+        return
     aux, auxtrace = aux_records(data)
     print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops)}")
     hw, trouble, maps = perf_dump(a.perf, path)
@@ -834,7 +1180,7 @@ def check(a):
         raise Bad(str(e))
     for cpu in cpus:
         ev = events[cpu]
-        after, user, returns, kernel = check_record(rec, dis, cpu, ev, starts[cpu])
+        after, user, returns, kernel, _, _, _ = check_record(rec, dis, cpu, ev, starts[cpu])
         exc = sum(1 for e in ev if e[0] != "B")
         if a.per_thread:
             what = (f"{exc} exceptions into the kernel and back, {kernel} blocks of the kernel and of other "
@@ -866,10 +1212,18 @@ def main():
                     help="the per-thread run of /bin/cspd-loop (user space only): BINARY is the program "
                     "the guest ran; its decoded flow must be the program's")
     ap.add_argument("--loops", type=int, default=1000, help="cspd-loop's iterations (CSPD_LOOPS)")
+    ap.add_argument("--snapshot", metavar="FUNCS",
+                    help="the snapshot run (perf record --snapshot=e): the kernel function the guest's marker "
+                    "calls on every CPU just before each snapshot, in order, the last before the one at exit")
     ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
     ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
                     "possibly altered): judged instead of running perf script")
+    ap.add_argument("--scripts", metavar="DIR", help="with --snapshot: perf script's outputs saved by an earlier "
+                    "run (DIR/perf-script-N.txt of each snapshot alone, DIR/perf-script.txt of the whole file), "
+                    "judged instead of running perf script")
     a = ap.parse_args()
+    if a.snapshot and a.per_thread:
+        ap.error("--snapshot and --per-thread exclude each other")
     try:
         check(a)
     except Bad as e:

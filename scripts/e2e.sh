@@ -90,6 +90,11 @@
 #                        run with the AUX data cut, one decoded branch changed, one event of the
 #                        truth changed, a trace ID or a byte of the ETF changed; and of
 #                        perf-per-thread's with an iteration or one branch changed
+#   perf-snapshot        perf's snapshot mode on the ETF: perf record --snapshot=e CPU-wide, two
+#                        snapshots on SIGUSR2 and one at exit, each after its own marker on every CPU;
+#                        each snapshot decoded on its own, its whole window judged against the
+#                        execution record, the newest also against the ground truth and the ETF
+#                        (check_perf.py --snapshot)
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1331,6 +1336,25 @@ PY
 	return $rc
 }
 
+# perf's snapshot mode on the ETF (cspd.perf=snapshot): the guest's perf records CPU-wide with
+# --snapshot=e while a workload runs on every CPU; it takes two snapshots on SIGUSR2 and one at its
+# exit (SIGINT), each right after a marker read on every CPU (scripts/guest/init). check_perf.py
+# --snapshot judges each snapshot's whole window, decoded on its own, against the execution record,
+# tells them apart by the marker's kernel function, and the newest against the plugin's truth and
+# what the ETF held.
+SNAPSHOT_MARKERS=version_proc_show,loadavg_proc_show,cmdline_proc_show
+scenario_perf-snapshot() {
+	local d=$RUNS/perf-snapshot disk=$RUNS/perf-snapshot.disk
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS" 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
 # its own message (expect_message).
 
@@ -1804,6 +1828,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
+	perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
