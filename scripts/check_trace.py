@@ -5,7 +5,11 @@ the QEMU CoreSight plugin's components (scripts/qemu.py --coresight), then the k
 Everything is compared with what the plugin (tools/qemu-coresight) says the emulated hardware did,
 never with something the harness generated:
 - sysfs: the TMC (tmc_etf0, or --sink), the funnel and one ETM per CPU on the CoreSight bus,
-  enable_sink / enable_source worked, including a source switched off and on again;
+  enable_sink / enable_source worked, including a source switched off and on again; with
+  --perf-session (perf-panic) the guest's `perf record --snapshot -a` through the sink owns them
+  instead: perf recorded, nothing was enabled through sysfs, sysfs read the sink and every source
+  as not enabled there, and the plugin saw each ETM enabled once (by perf, whose CPU-wide events
+  stay scheduled on their CPU until the panic); everything below is judged as for sysfs;
 - the dump's TMC record (csdump extract) equals tmc.bin, what the emulated trace RAM held when
   capture stopped (plugin.log "tmc stopped: N bytes held, full B"): byte for byte, except that a
   wrapped buffer's first 16 bytes are the barrier packet the driver writes there;
@@ -267,6 +271,8 @@ ETR_HEADER_LEN = 120
 
 
 def check_sysfs(a, log, fault):
+    """The components on the CoreSight bus, and how the trace session was set up: through sysfs
+    (enable_sink, enable_source, a source off and on again), or by the guest's perf (--perf-session)."""
     devs = re.search(r"coresight devices: (.*)", log)
     if not devs:
         raise Bad("the guest did not list /sys/bus/coresight/devices")
@@ -279,6 +285,9 @@ def check_sysfs(a, log, fault):
     etms = sorted(n for n in names if re.fullmatch(r"etm\d+", n))
     if a.sink not in names or "funnel0" not in names or etms != want_etms:
         raise Bad(f"expected {a.sink}, funnel0 and {want_etms} on the CoreSight bus, got {names}")
+    if a.perf_session:
+        check_perf_session(a, log, etms)
+        return [int(e[3:]) for e in etms]
     if f"enabled sink {a.sink}: enable_sink=1" not in log:
         raise Bad(f"enable_sink on {a.sink} did not take")
     for e in etms:
@@ -288,6 +297,39 @@ def check_sysfs(a, log, fault):
     if f"round trip {etms[-1]}: enable_source=1" not in log:
         raise Bad(f"disabling and re-enabling {etms[-1]} through sysfs did not work")
     return [int(e[3:]) for e in etms]
+
+
+def check_perf_session(a, log, etms):
+    """The session belongs to the guest's perf (cspd.perf=panic): perf record --snapshot on every
+    CPU through the sink was recording (it answered the guest's ping after enabling its events),
+    nothing was enabled through sysfs, and sysfs read the sink and every source as not enabled
+    there while perf recorded; the plugin saw each ETM enabled once (perf's CPU-wide events stay
+    scheduled on their CPU, idle or not: one session per CPU up to the panic)."""
+    m = re.search(r"CSPD: perf: recording \(pid \d+\): perf record (.*)", log)
+    if not m:
+        raise Bad("the guest's perf did not record (no 'perf: recording' line): no perf session")
+    if "--snapshot" not in m.group(1) or f"@{a.sink}" not in m.group(1) or not m.group(1).rstrip().endswith(" -a"):
+        raise Bad(f"the guest's perf recorded '{m.group(1).strip()}', not a CPU-wide snapshot session through {a.sink}")
+    if re.search(r"CSPD: enabled (sink|source) ", log):
+        raise Bad("the guest enabled a sink or source through sysfs beside perf's session")
+    st = re.search(r"CSPD: perf: sysfs while perf records:(.*)", log)
+    if not st:
+        raise Bad("the guest did not read the sink's and sources' sysfs state while perf recorded")
+    seen = {f"{dev}/{attr}": v for dev, attr, v in re.findall(r"(\S+) (enable_\w+)=(\S+)", st.group(1))}
+    want = {f"{a.sink}/enable_sink": "0", **{f"{e}/enable_source": "0" for e in etms}}
+    got = {k: seen.get(k) for k in want}
+    if got != want:
+        raise Bad(f"while perf recorded, sysfs read {got}: perf owns the sink and the sources, sysfs should "
+                  f"read them as not enabled there ({want})")
+    enables = {}
+    for c in re.findall(r"qemu-coresight: etm (\d+): enabled", open(os.path.join(a.dir, "plugin.log"),
+                                                                    errors="replace").read()):
+        enables[int(c)] = enables.get(int(c), 0) + 1
+    once = {int(e[3:]): 1 for e in etms}
+    if enables != once:
+        raise Bad(f"the plugin saw the ETMs enabled {enables} times: one perf session per CPU expected ({once})")
+    print(f"perf session: '{m.group(1).strip()}' recorded, sysfs read {a.sink} and {', '.join(etms)} as not "
+          "enabled there, and the plugin saw each ETM enabled once (by perf)")
 
 
 def check_etr(a, out, recs, stops, rep, region, vmcore=None, truth=None, cpus=()):
@@ -1308,6 +1350,9 @@ def main():
                     help="CPUs that crashed at once (e.g. 0,1): the panic ran on one of them, each other "
                     "one's flow runs through --through as well and stopped at the hardware stop")
     ap.add_argument("--sink", default="tmc_etf0", help="the TMC's name on the CoreSight bus (tmc_etr0: an ETR)")
+    ap.add_argument("--perf-session", action="store_true",
+                    help="the guest's perf owns the sink and the sources up to the panic (cspd.perf=panic), "
+                    "not sysfs: its session is checked instead of sysfs's enables")
     ap.add_argument("--etr-from", help="ETR: where csdump must have read the trace (a part of its 'from')")
     ap.add_argument("--etr-truncated", action="store_true",
                     help="ETR: a DMA buffer larger than the slot: the record keeps its newest bytes")

@@ -95,6 +95,8 @@
 #                        each snapshot decoded on its own, its whole window judged against the
 #                        execution record, the newest also against the ground truth and the ETF
 #                        (check_perf.py --snapshot)
+#   perf-panic           a sysrq panic while perf record --snapshot -a owns the sink and the sources:
+#                        the dump judged as trace-kdump's (check_trace.py --perf-session)
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1355,6 +1357,18 @@ scenario_perf-snapshot() {
 	[ "${PIPESTATUS[0]}" = 0 ]
 }
 
+# A panic while perf owns the trace session (cspd.perf=panic): the guest's perf record --snapshot
+# -a through tmc_etf0 records (every ETM enabled by perf, none through sysfs), and the sysrq panic
+# follows. The dump is judged as a sysfs session's (check_trace, the sysrq hardware stop, the ground
+# truth, the execution record), with --perf-session in place of sysfs's enables.
+scenario_perf-panic() {
+	local d=$RUNS/perf-panic
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1 cspd.perf=panic" ||
+		return 1
+	grep -q "CSPD: perf: recording" "$d/console.log" || { echo "perf did not record in the guest" >&2; return 1; }
+	check_trace "$d" mod --perf-session
+}
+
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
 # its own message (expect_message).
 
@@ -1828,7 +1842,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
-	perf-snapshot
+	perf-snapshot perf-panic
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
