@@ -97,6 +97,11 @@
 #                        (check_perf.py --snapshot)
 #   perf-panic           a sysrq panic while perf record --snapshot -a owns the sink and the sources:
 #                        the dump judged as trace-kdump's (check_trace.py --perf-session)
+#   harness-perf-snapshot  check_perf.py --snapshot must FAIL with its own message on a copy of
+#                        perf-snapshot's run with snapshots 1 and 2 swapped, the newest one cut, one
+#                        branch of the oldest one changed; check_trace.py --perf-session on a copy of
+#                        perf-panic's with an ETM enabled through sysfs or enabled twice, and
+#                        check_trace.py without it on perf-panic's run
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -1343,7 +1348,7 @@ PY
 # exit (SIGINT), each right after a marker read on every CPU (scripts/guest/init). check_perf.py
 # --snapshot judges each snapshot's whole window, decoded on its own, against the execution record,
 # tells them apart by the marker's kernel function, and the newest against the plugin's truth and
-# what the ETF held.
+# what the ETF held. The execution record stays for harness-perf-snapshot, which removes it.
 SNAPSHOT_MARKERS=version_proc_show,loadavg_proc_show,cmdline_proc_show
 scenario_perf-snapshot() {
 	local d=$RUNS/perf-snapshot disk=$RUNS/perf-snapshot.disk
@@ -1367,6 +1372,121 @@ scenario_perf-panic() {
 		return 1
 	grep -q "CSPD: perf: recording" "$d/console.log" || { echo "perf did not record in the guest" >&2; return 1; }
 	check_trace "$d" mod --perf-session
+}
+
+# check_perf.py --snapshot must fail with its own message on a copy of perf-snapshot's run with one
+# input altered (the unaltered copy passes): (a) snapshots 1 and 2 swapped (their AUXTRACE payloads
+# exchanged: each decodes, but to the other's marker); (b) the newest snapshot without its newest
+# 64 KiB (the record and the data section shrunk to match); (c) one branch of snapshot 1's decode
+# changed (perf script's saved output of snapshot 1, and the same sample of the whole file's, one
+# direct call or jump in the middle of CPU0's window going one instruction further): the execution
+# record must name that very event, in the oldest snapshot, which no truth covers. check_trace.py
+# --perf-session must fail on a copy of perf-panic's run (d) with an ETM read as enabled through
+# sysfs while perf recorded, (e) with a second enable of CPU0's ETM in plugin.log; and (f) without
+# --perf-session, on the sysfs enables the run did not make. The execution record perf-snapshot
+# kept is removed at the end (unless CSPD_KEEP_EXEC is set).
+scenario_harness-perf-snapshot() {
+	local src=$RUNS/perf-snapshot d=$RUNS/harness-perf-snapshot rc=0 out
+	[ -f "$src/exec.rec" ] && [ -f "$src/perf/perf-script.txt" ] || scenario_perf-snapshot || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	judge_copy "$src" "$d/unaltered"
+	check_perf "$d/unaltered" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --scripts "$src/perf" \
+		>"$d/unaltered.txt" 2>&1 ||
+		{ tail -n 3 "$d/unaltered.txt"; echo "check_perf.py --snapshot fails on the unaltered copy" >&2; return 1; }
+	# (a) Snapshots 1 and 2 swapped; (b) the newest one cut.
+	judge_copy "$src" "$d/swapped"
+	judge_copy "$src" "$d/cut"
+	python3 - "$src/perf/perf.data" "$d" "$REPO/scripts" <<'PY' || return 1
+import struct, sys
+sys.path.insert(0, sys.argv[3])
+import check_perf
+data = open(sys.argv[1], "rb").read()
+snaps = check_perf.snapshots(data, 3)
+one, two = (s["trace"] for s in snaps[:2])
+if len(one["bytes"]) != len(two["bytes"]):
+    sys.exit(f"snapshots 1 and 2 hold {len(one['bytes'])} and {len(two['bytes'])} bytes: cannot swap them in place")
+swapped = bytearray(data)
+for a, b in ((one, two), (two, one)):
+    at = a["pos"] + struct.unpack_from("<H", data, a["pos"] + 6)[0]
+    swapped[at:at + len(a["bytes"])] = b["bytes"]
+last, cut = snaps[-1]["trace"], 65536
+size = struct.unpack_from("<H", data, last["pos"] + 6)[0]
+end = last["pos"] + size + len(last["bytes"])
+short = bytearray(data)
+struct.pack_into("<Q", short, last["pos"] + 8, len(last["bytes"]) - cut)
+del short[end - cut:end]
+data_off, data_size = struct.unpack_from("<QQ", data, 40)
+struct.pack_into("<Q", short, 48, data_size - cut)
+table = data_off + data_size - cut
+for k in range(sum(bin(b).count("1") for b in data[72:104])):
+    off, = struct.unpack_from("<Q", short, table + 16 * k)
+    struct.pack_into("<Q", short, table + 16 * k, off - cut)
+for name, x in (("swapped", swapped), ("cut", short)):
+    with open(f"{sys.argv[2]}/{name}/perf.disk", "wb") as f:
+        f.write(b"CSPDPERF %d\n" % len(x) + bytes(x))
+PY
+	local fn1=${SNAPSHOT_MARKERS%%,*} fn2
+	fn2=${SNAPSHOT_MARKERS#*,}
+	fn2=${fn2%%,*}
+	judge_negative "snapshots 1 and 2 swapped" \
+		"snapshot 1: CPU0's decode has no call of $fn1, the activity the guest ran on every CPU just before this snapshot; it calls $fn2" \
+		check_perf "$d/swapped" "$d/swapped/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
+	judge_negative "the newest snapshot cut by its newest 64 KiB" "the AUX data is cut: snapshot 3: the kernel wrote" \
+		check_perf "$d/cut" "$d/cut/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
+	# (c) One branch of snapshot 1's decode changed, in its own decode and in the whole file's.
+	judge_copy "$src" "$d/branch"
+	mkdir -p "$d/branch/scripts"
+	cp "$src"/perf/perf-script*.txt "$d/branch/scripts/"
+	out=$(python3 - "$src/perf/perf.data" "$d/branch/scripts" "$REPO/scripts" <<'PY'
+import re, sys
+sys.path.insert(0, sys.argv[3])
+import check_perf
+snaps = check_perf.snapshots(open(sys.argv[1], "rb").read(), 3)
+d = sys.argv[2]
+lines = open(f"{d}/perf-script-1.txt").read().split("\n")
+mine = [(k, l) for k, l in enumerate(lines) if l.startswith("[000]") and "tr strt" not in l]
+# A direct call or jump in the middle of CPU0's window: its target one instruction further.
+i = next(i for i in range(len(mine) // 2, len(mine)) if re.match(r"\[\d+\]\s+(call|jmp)\s", mine[i][1]))
+k, l = mine[i]
+m = re.match(r"(.*\s)([0-9a-f]+) =>\s+([0-9a-f]+)$", l)
+new = f"{m.group(1)}{m.group(2)} => {int(m.group(3), 16) + 4:016x}"
+lines[k] = new
+open(f"{d}/perf-script-1.txt", "w").write("\n".join(lines))
+# The same sample in the whole file's decode: CPU0's samples are the snapshots' in the order of
+# their AUX buffers' CPUs.
+order = sorted(range(3), key=lambda j: (snaps[j]["cpu"], j))
+before = sum(len(check_perf.sample_lines(f"{d}/perf-script-{j + 1}.txt").get(0, [])) for j in order[:order.index(0)])
+want = before + sum(1 for kk, ll in enumerate(lines) if kk < k and ll.startswith("[000]"))
+whole = open(f"{d}/perf-script.txt").read().split("\n")
+at = [kk for kk, ll in enumerate(whole) if check_perf.SAMPLE.match(ll) and ll.startswith("[000]")][want]
+if " ".join(whole[at].split()) != " ".join(l.split()):
+    sys.exit(f"the whole file's sample {want} of CPU0 is not snapshot 1's: {whole[at]!r} | {l!r}")
+whole[at] = new
+open(f"{d}/perf-script.txt", "w").write("\n".join(whole))
+print(f"snapshot 1: CPU0: perf's event {i} (branch {int(m.group(2), 16):#x} -> {int(m.group(3), 16) + 4:#x}) is not what the CPU did")
+PY
+	) || return 1
+	judge_negative "one branch of snapshot 1's decode changed" "$out" \
+		check_perf "$d/branch" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --scripts "$d/branch/scripts" || rc=1
+	# (d), (e), (f): perf-panic's session.
+	local pp=$RUNS/perf-panic
+	[ -f "$pp/ground/report.json" ] || scenario_perf-panic || return 1
+	judge_copy "$pp" "$d/panic-sysfs"
+	sed -i 's/\(CSPD: perf: sysfs while perf records:.* etm1 enable_source=\)0/\11/' "$d/panic-sysfs/console.log"
+	judge_negative "an ETM read as enabled through sysfs while perf recorded" \
+		"while perf recorded, sysfs read {'tmc_etf0/enable_sink': '0', 'etm0/enable_source': '0', 'etm1/enable_source': '1'}" \
+		check_trace "$d/panic-sysfs" mod --perf-session || rc=1
+	judge_copy "$pp" "$d/panic-enables"
+	sed -i '0,/qemu-coresight: etm 0: enabled/{s/^\(qemu-coresight: etm 0: enabled.*\)$/\1\n\1/}' "$d/panic-enables/plugin.log"
+	judge_negative "a second enable of CPU0's ETM" "the plugin saw the ETMs enabled {0: 2, 1: 1} times" \
+		check_trace "$d/panic-enables" mod --perf-session || rc=1
+	judge_copy "$pp" "$d/panic-no-flag"
+	judge_negative "perf-panic's run judged as a sysfs session" "enable_sink on tmc_etf0 did not take" \
+		check_trace "$d/panic-no-flag" mod || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec"
+	rm -rf "$d"/*/exec.rec
+	return $rc
 }
 
 # Harness self-tests: each runs a broken setup and passes only if the check above catches it with
@@ -1842,7 +1962,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
-	perf-snapshot perf-panic
+	perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
 
 main() {
