@@ -51,9 +51,11 @@ enables the events again, but not after the snapshot at exit. Required:
   stopped for it (one plugin stop per snapshot: its size, the barrier packet first where it
   wrapped), the newest byte for byte (tmc.bin);
 - the trace IDs as above, every CPU's ETM enabled once per snapshot with that ID;
-- each snapshot decoded on its own (a copy of perf.data without the other snapshots' records and
-  with an AUXTRACE index of its own) without an error or a discontinuity, and perf's decode of the
-  whole file the same samples, the snapshots in the order perf takes its AUX buffers;
+- perf's decode of perf.data without an error or a discontinuity: perf takes its AUX buffers in
+  CPU order, each buffer's snapshots in the order written, and every CPU's trace starts once in
+  each snapshot; where a buffer holds a next snapshot, perf ends each CPU's trace with a sample of
+  the branch the ETM stopped in (no target), which must be the branch that ends the block the
+  execution record runs after the window;
 - each CPU's decode of each snapshot calls that snapshot's marker and no other one's;
 - each CPU's whole window of each snapshot what the CPU executed according to the execution
   record, as above; newest snapshot first, each older one found before the window of the snapshot
@@ -105,7 +107,6 @@ PERF_RECORD_AUX = 11
 PERF_RECORD_AUXTRACE = 71
 PERF_SAMPLE_CPU_IDENTIFIER = 0x80 | 0x10000
 PERF_AUX_FLAG_OVERWRITE = 0x2
-HEADER_AUXTRACE = 18  # perf.data's feature bit of the AUXTRACE index
 BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
 # CS_AUX_HW_ID (include/linux/coresight-pmu.h): trace ID [7:0], sink ID [39:8], minor version
 # [59:56], major version [63:60]; the kernel writes version 0.1.
@@ -216,41 +217,6 @@ def records(data):
         out.append((pos, typ, n))
         pos += n
     return out
-
-
-def without(data, drop):
-    """A copy of perf.data without the records at the positions in `drop`. The data section
-    shrinks, the feature sections after it move, and the AUXTRACE index (feature HEADER_AUXTRACE:
-    the file offset and header size of every AUXTRACE record, from which perf queues the trace)
-    lists the records kept, at their new offsets."""
-    _a, _s, data_off, data_size = struct.unpack_from("<QQQQ", data, 24)
-    body, index = bytearray(), []
-    for pos, typ, n in records(data):
-        if pos in drop:
-            continue
-        if typ == PERF_RECORD_AUXTRACE:
-            index.append((data_off + len(body), struct.unpack_from("<H", data, pos + 6)[0]))
-        body += data[pos:pos + n]
-    cut = data_size - len(body)
-    out = bytearray(data[:data_off]) + body + data[data_off + data_size:]
-    struct.pack_into("<Q", out, 48, len(body))
-    table = data_off + len(body)
-    bits = [i for i in range(256) if data[72 + i // 8] >> (i % 8) & 1]
-    found = False
-    for k, bit in enumerate(bits):
-        off, size = struct.unpack_from("<QQ", out, table + 16 * k)
-        struct.pack_into("<Q", out, table + 16 * k, off - cut)
-        if bit == HEADER_AUXTRACE:
-            at, found = off - cut, True
-            if size < 8 + 16 * len(index):
-                raise Bad(f"perf.data's AUXTRACE index holds {size} bytes, too few for {len(index)} entries")
-            out[at:at + size] = bytes(size)
-            struct.pack_into("<Q", out, at, len(index))
-            for j, (fo, sz) in enumerate(index):
-                struct.pack_into("<QQ", out, at + 8 + 16 * j, fo, sz)
-    if not found:
-        raise Bad("perf.data has no AUXTRACE index (feature HEADER_AUXTRACE)")
-    return bytes(out)
 
 
 def build_id(binary):
@@ -920,16 +886,6 @@ def kernel_functions(vmlinux, vmcore, names):
     return out
 
 
-def sample_lines(path):
-    """perf script's samples per CPU, as lines (a start of trace included), in output order."""
-    out = {}
-    for line in open(path):
-        m = SAMPLE.match(line.rstrip("\n"))
-        if m:
-            out.setdefault(int(m.group(1)), []).append(" ".join(line.split()))
-    return out
-
-
 def check_markers(k, cpu, events, markers, addr):
     """Snapshot k's decode of `cpu` calls the marker the guest ran on every CPU just before that
     snapshot, and no other snapshot's marker. Returns how many calls."""
@@ -947,39 +903,66 @@ def check_markers(k, cpu, events, markers, addr):
     return calls[mine]
 
 
-def check_whole(a, scripts, snaps):
-    """perf's decode of the whole perf.data against the snapshots decoded one by one: per AUX
-    buffer (perf's queues, in CPU order) its snapshots in the order written, each CPU's samples
-    those of the snapshot's own decode. Where a buffer holds a next snapshot, perf ends the trace
-    of each CPU there with a sample of the branch the ETM stopped in ("tr end", no target), which a
-    decode ending with the data does not show. Returns {(snapshot index, cpu): (kind, address)} of
-    those samples."""
-    whole = sample_lines(os.path.join(scripts, "perf-script.txt"))
-    split = [sample_lines(os.path.join(scripts, f"perf-script-{k + 1}.txt")) for k in range(len(snaps))]
-    ends = {}
-    for cpu in range(a.cpus):
-        got, pos = whole.get(cpu, []), 0
-        where = lambda i: got[i] if i < len(got) else "the end"
-        for q in sorted({x["cpu"] for x in snaps}):
-            ks = [k for k, x in enumerate(snaps) if x["cpu"] == q]
-            for j, k in enumerate(ks):
-                part = split[k].get(cpu, [])
-                for i, line in enumerate(part):
-                    if pos + i >= len(got) or got[pos + i] != line:
-                        raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data differs from snapshot {k + 1} "
-                                  f"decoded on its own at its sample {i}: {where(pos + i)} | {line}")
-                pos += len(part)
-                if part and j < len(ks) - 1:
-                    m = re.fullmatch(rf"\[{cpu:03d}\] tr end (\S+) ([0-9a-f]+) => 0", got[pos] if pos < len(got) else "")
-                    if not m:
-                        raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data goes on from snapshot {k + 1} to "
-                                  f"snapshot {ks[j + 1] + 1} with {where(pos)}, not the end of the first one's trace")
-                    ends[k, cpu] = (m.group(1), int(m.group(2), 16))
-                    pos += 1
-        if pos != len(got):
-            raise Bad(f"CPU{cpu}: perf's decode of the whole perf.data has {len(got) - pos} samples more than the "
-                      f"snapshots decoded one by one: {got[pos]}")
-    return ends
+def snapshot_decodes(path, snaps, cpus):
+    """perf script's decode of the whole perf.data, each CPU's part of each snapshot: [{cpu:
+    (trace start, events)}] by snapshot, as decoded() gives them, and {(snapshot, cpu): (kind,
+    address)} of the trace ends between two snapshots of one AUX buffer.
+
+    perf decodes its AUX buffers (queues) in CPU order, each buffer's snapshots in the order
+    written, resetting the decoder at each: every CPU's trace starts once in each snapshot ("tr
+    strt"), and where the buffer holds a next snapshot, perf ends that CPU's trace with a sample
+    of the branch the ETM stopped in ("tr end", no target; at the end of the data it makes no
+    sample of it). Any other start or end of the trace is a discontinuity."""
+    segs, errors = {}, []
+    for n, line in enumerate(open(path), 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            errors.append(f"line {n}: {line.strip()}")
+            continue
+        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+        mine = segs.setdefault(cpu, [])
+        if "tr strt" in flags:
+            if mine and mine[-1]["end"] is None:
+                raise Bad(f"CPU{cpu}: perf's decode starts the trace again at {to:#x} ({path}:{n}) without "
+                          "ending it: a discontinuity")
+            mine.append({"start": to, "events": [], "end": None, "line": n})
+            continue
+        if not mine or mine[-1]["end"] is not None:
+            raise Bad(f"CPU{cpu}: a sample outside the trace ({path}:{n})")
+        if "tr end" in flags:
+            if to != 0:
+                raise Bad(f"CPU{cpu}: perf's decode ends the trace at {frm:#x} with a target ({path}:{n})")
+            mine[-1]["end"] = (" ".join(flags.replace("tr end", "").split()), frm, n)
+            continue
+        exc = re.search(r"\b(int|syscall|async)\b", flags)
+        mine[-1]["events"].append(("X" if exc else "B", frm, to))
+    if errors:
+        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
+    queues = sorted({x["cpu"] for x in snaps})
+    order = [k for q in queues for k, x in enumerate(snaps) if x["cpu"] == q]
+    out, ends = [{} for _ in snaps], {}
+    for cpu in range(cpus):
+        mine = segs.get(cpu, [])
+        if len(mine) != len(order):
+            raise Bad(f"CPU{cpu}: perf's decode starts the trace {len(mine)} times, the AUX buffers hold "
+                      f"{len(order)} snapshots: {'a discontinuity' if len(mine) > len(order) else 'a snapshot without its trace'}")
+        for j, (k, seg) in enumerate(zip(order, mine)):
+            last_in_buffer = j == len(order) - 1 or snaps[order[j + 1]]["cpu"] != snaps[k]["cpu"]
+            if last_in_buffer and seg["end"]:
+                raise Bad(f"CPU{cpu}: perf's decode ends snapshot {k + 1}'s trace ({path}:{seg['end'][2]}), the "
+                          "last of its AUX buffer: a discontinuity")
+            if not last_in_buffer and not seg["end"]:
+                raise Bad(f"CPU{cpu}: perf's decode goes on from snapshot {k + 1} to snapshot {order[j + 1] + 1} "
+                          f"({path}:{mine[j + 1]['line']}) without the end of the first one's trace")
+            if not seg["events"]:
+                raise Bad(f"snapshot {k + 1}: perf decoded no branch of CPU{cpu}")
+            out[k][cpu] = (seg["start"], seg["events"])
+            if seg["end"]:
+                ends[k, cpu] = seg["end"][:2]
+    return out, ends
 
 
 def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
@@ -999,35 +982,18 @@ def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
           + f": perf's AUX_OUTPUT_HW_ID records are what the plugin saw each ETM programmed with at its {n} enables")
     vmcore = os.path.join(d, "vmcore.elf")
     addr = kernel_functions(a.vmlinux, vmcore, markers)
-    scripts = a.scripts
-    if not scripts:
-        scripts = out
+    script = a.script
+    if not script:
+        script = os.path.join(out, "perf-script.txt")
         patched, mods, alias, na = guest_image(d, vmcore, a.vmlinux, a.modules_dir, os.path.join(out, "kcore_dir"))
         print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
               f"{', '.join(mods)}" + (f", {na} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if na else ""))
-        for k in range(n):
-            # Snapshot k alone: perf.data without the other snapshots' AUX and AUXTRACE records.
-            drop = {x["pos"] for j, x in enumerate(snaps) if j != k} | {x["trace"]["pos"] for j, x in enumerate(snaps) if j != k}
-            one = os.path.join(out, f"perf-{k + 1}.data")
-            with open(one, "wb") as f:
-                f.write(without(data, drop))
-            perf_script(a.perf, one, os.path.join(out, "kcore_dir"), os.path.join(out, f"perf-script-{k + 1}.txt"))
-        perf_script(a.perf, path, os.path.join(out, "kcore_dir"), os.path.join(out, "perf-script.txt"))
-    # Each snapshot decoded on its own, without an error or a discontinuity.
-    decodes = []
-    for k in range(n):
-        try:
-            starts, events = decoded(os.path.join(scripts, f"perf-script-{k + 1}.txt"))
-        except Bad as e:
-            raise Bad(f"snapshot {k + 1}: {e}")
-        for cpu in range(a.cpus):
-            if not events.get(cpu):
-                raise Bad(f"snapshot {k + 1}: perf decoded no branch of CPU{cpu}")
-        decodes.append((starts, events))
-    ends = check_whole(a, scripts, snaps)
-    print(f"perf script: each snapshot decoded on its own without an error or a discontinuity; the whole "
-          f"perf.data decodes to the same samples, and where one AUX buffer holds the next snapshot too, each "
-          f"CPU's trace end between them ({len(ends)} of them, checked against the execution record below)")
+        perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
+    parts, ends = snapshot_decodes(script, snaps, a.cpus)
+    decodes = [({c: v[0] for c, v in p.items()}, {c: v[1] for c, v in p.items()}) for p in parts]
+    print(f"perf script: every CPU's trace starts once in each snapshot, without an error or a discontinuity; "
+          f"{len(ends)} trace ends between two snapshots of one AUX buffer (checked against the execution record "
+          "below)")
     for k in range(n):
         calls = [check_markers(k, cpu, decodes[k][1][cpu], markers, addr) for cpu in range(a.cpus)]
         print(f"snapshot {k + 1}: every CPU's decode calls {markers[k]} (" + ", ".join(
@@ -1060,10 +1026,10 @@ def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
                 kind, frm = ends[k, cpu]
                 last = nxt[0] + 4 * len(nxt[1]) - 4
                 if frm != last or dis.cache.get(nxt[1][-1], (None, 0))[0] is None:
-                    raise Bad(f"snapshot {k + 1}: CPU{cpu}: perf's whole-file decode ends the snapshot's trace with "
+                    raise Bad(f"snapshot {k + 1}: CPU{cpu}: perf's decode ends the snapshot's trace with "
                               f"a {kind} at {frm:#x}, but the record runs block {nxt[0]:#x}..{last + 4:#x} after the "
                               "window's newest event (the branch the ETM stopped in ends it)")
-                end = f"; its trace end in the whole file's decode, a {kind} at {frm:#x}, the branch that ends the block the record runs next"
+                end = f"; its trace end, a {kind} at {frm:#x}, the branch that ends the block the record runs next"
             exc = sum(1 for e in ev if e[0] != "B")
             print(f"snapshot {k + 1}, CPU{cpu}: {len(ev)} decoded branches and exceptions compared ({len(ev) - exc} "
                   f"taken branches, {exc} exceptions, {returns} of them returns to user space and the exception back; "
@@ -1218,9 +1184,6 @@ def main():
     ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
     ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
                     "possibly altered): judged instead of running perf script")
-    ap.add_argument("--scripts", metavar="DIR", help="with --snapshot: perf script's outputs saved by an earlier "
-                    "run (DIR/perf-script-N.txt of each snapshot alone, DIR/perf-script.txt of the whole file), "
-                    "judged instead of running perf script")
     a = ap.parse_args()
     if a.snapshot and a.per_thread:
         ap.error("--snapshot and --per-thread exclude each other")

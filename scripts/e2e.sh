@@ -92,14 +92,15 @@
 #                        perf-per-thread's with an iteration or one branch changed
 #   perf-snapshot        perf's snapshot mode on the ETF: perf record --snapshot=e CPU-wide, two
 #                        snapshots on SIGUSR2 and one at exit, each after its own marker on every CPU;
-#                        each snapshot decoded on its own, its whole window judged against the
+#                        each snapshot's whole window in the host perf's decode judged against the
 #                        execution record, the newest also against the ground truth and the ETF
 #                        (check_perf.py --snapshot)
 #   perf-panic           a sysrq panic while perf record --snapshot -a owns the sink and the sources:
 #                        the dump judged as trace-kdump's (check_trace.py --perf-session)
 #   harness-perf-snapshot  check_perf.py --snapshot must FAIL with its own message on a copy of
 #                        perf-snapshot's run with snapshots 1 and 2 swapped, the newest one cut, one
-#                        branch of the oldest one changed; check_trace.py --perf-session on a copy of
+#                        branch of the oldest one changed, a restart of the trace in a snapshot, the
+#                        trace end between two snapshots moved; check_trace.py --perf-session on a copy of
 #                        perf-panic's with an ETM enabled through sysfs or enabled twice, and
 #                        check_trace.py without it on perf-panic's run
 #
@@ -1346,9 +1347,9 @@ PY
 # perf's snapshot mode on the ETF (cspd.perf=snapshot): the guest's perf records CPU-wide with
 # --snapshot=e while a workload runs on every CPU; it takes two snapshots on SIGUSR2 and one at its
 # exit (SIGINT), each right after a marker read on every CPU (scripts/guest/init). check_perf.py
-# --snapshot judges each snapshot's whole window, decoded on its own, against the execution record,
-# tells them apart by the marker's kernel function, and the newest against the plugin's truth and
-# what the ETF held. The execution record stays for harness-perf-snapshot, which removes it.
+# --snapshot judges each snapshot's whole window in the host perf's decode against the execution
+# record, tells them apart by the marker's kernel function, and the newest against the plugin's
+# truth and what the ETF held. The execution record stays for harness-perf-snapshot, which removes it.
 SNAPSHOT_MARKERS=version_proc_show,loadavg_proc_show,cmdline_proc_show
 scenario_perf-snapshot() {
 	local d=$RUNS/perf-snapshot disk=$RUNS/perf-snapshot.disk
@@ -1378,11 +1379,13 @@ scenario_perf-panic() {
 # input altered (the unaltered copy passes): (a) snapshots 1 and 2 swapped (their AUXTRACE payloads
 # exchanged: each decodes, but to the other's marker); (b) the newest snapshot without its newest
 # 64 KiB (the record and the data section shrunk to match); (c) one branch of snapshot 1's decode
-# changed (perf script's saved output of snapshot 1, and the same sample of the whole file's, one
-# direct call or jump in the middle of CPU0's window going one instruction further): the execution
-# record must name that very event, in the oldest snapshot, which no truth covers. check_trace.py
-# --perf-session must fail on a copy of perf-panic's run (d) with an ETM read as enabled through
-# sysfs while perf recorded, (e) with a second enable of CPU0's ETM in plugin.log; and (f) without
+# changed (perf script's saved output, one direct call or jump in the middle of CPU0's window of
+# snapshot 1 going one instruction further): the execution record must name that very event, in
+# the oldest snapshot, which no truth covers; (d) a second start of CPU1's trace in the middle of a
+# snapshot (a discontinuity); (e) CPU0's first trace end perf shows between two snapshots one
+# instruction further (the record's block after that window ends elsewhere). check_trace.py
+# --perf-session must fail on a copy of perf-panic's run (f) with an ETM read as enabled through
+# sysfs while perf recorded, (g) with a second enable of CPU0's ETM in plugin.log; and (h) without
 # --perf-session, on the sysfs enables the run did not make. The execution record perf-snapshot
 # kept is removed at the end (unless CSPD_KEEP_EXEC is set).
 scenario_harness-perf-snapshot() {
@@ -1391,8 +1394,8 @@ scenario_harness-perf-snapshot() {
 	rm -rf "$d"
 	mkdir -p "$d"
 	judge_copy "$src" "$d/unaltered"
-	check_perf "$d/unaltered" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --scripts "$src/perf" \
-		>"$d/unaltered.txt" 2>&1 ||
+	check_perf "$d/unaltered" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" \
+		--script "$src/perf/perf-script.txt" >"$d/unaltered.txt" 2>&1 ||
 		{ tail -n 3 "$d/unaltered.txt"; echo "check_perf.py --snapshot fails on the unaltered copy" >&2; return 1; }
 	# (a) Snapshots 1 and 2 swapped; (b) the newest one cut.
 	judge_copy "$src" "$d/swapped"
@@ -1434,42 +1437,57 @@ PY
 		check_perf "$d/swapped" "$d/swapped/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
 	judge_negative "the newest snapshot cut by its newest 64 KiB" "the AUX data is cut: snapshot 3: the kernel wrote" \
 		check_perf "$d/cut" "$d/cut/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
-	# (c) One branch of snapshot 1's decode changed, in its own decode and in the whole file's.
+	# (c) One branch of snapshot 1's decode changed.
 	judge_copy "$src" "$d/branch"
-	mkdir -p "$d/branch/scripts"
-	cp "$src"/perf/perf-script*.txt "$d/branch/scripts/"
-	out=$(python3 - "$src/perf/perf.data" "$d/branch/scripts" "$REPO/scripts" <<'PY'
+	out=$(python3 - "$src/perf/perf.data" "$src/perf/perf-script.txt" "$d/branch/perf-script.txt" "$REPO/scripts" <<'PY'
 import re, sys
-sys.path.insert(0, sys.argv[3])
+sys.path.insert(0, sys.argv[4])
 import check_perf
 snaps = check_perf.snapshots(open(sys.argv[1], "rb").read(), 3)
-d = sys.argv[2]
-lines = open(f"{d}/perf-script-1.txt").read().split("\n")
-mine = [(k, l) for k, l in enumerate(lines) if l.startswith("[000]") and "tr strt" not in l]
+# CPU0's trace starts once per snapshot, the AUX buffers in CPU order, each buffer's snapshots in
+# the order written: snapshot 1's part is CPU0's trace start number `seg`.
+order = [k for q in sorted({x["cpu"] for x in snaps}) for k, x in enumerate(snaps) if x["cpu"] == q]
+seg = order.index(0)
+lines = open(sys.argv[2]).read().split("\n")
+starts = [k for k, l in enumerate(lines) if l.startswith("[000]") and "tr strt" in l]
+end = starts[seg + 1] if seg + 1 < len(starts) else len(lines)
+mine = [(k, l) for k, l in enumerate(lines[:end]) if k > starts[seg] and l.startswith("[000]") and "tr end" not in l]
 # A direct call or jump in the middle of CPU0's window: its target one instruction further.
 i = next(i for i in range(len(mine) // 2, len(mine)) if re.match(r"\[\d+\]\s+(call|jmp)\s", mine[i][1]))
 k, l = mine[i]
 m = re.match(r"(.*\s)([0-9a-f]+) =>\s+([0-9a-f]+)$", l)
-new = f"{m.group(1)}{m.group(2)} => {int(m.group(3), 16) + 4:016x}"
-lines[k] = new
-open(f"{d}/perf-script-1.txt", "w").write("\n".join(lines))
-# The same sample in the whole file's decode: CPU0's samples are the snapshots' in the order of
-# their AUX buffers' CPUs.
-order = sorted(range(3), key=lambda j: (snaps[j]["cpu"], j))
-before = sum(len(check_perf.sample_lines(f"{d}/perf-script-{j + 1}.txt").get(0, [])) for j in order[:order.index(0)])
-want = before + sum(1 for kk, ll in enumerate(lines) if kk < k and ll.startswith("[000]"))
-whole = open(f"{d}/perf-script.txt").read().split("\n")
-at = [kk for kk, ll in enumerate(whole) if check_perf.SAMPLE.match(ll) and ll.startswith("[000]")][want]
-if " ".join(whole[at].split()) != " ".join(l.split()):
-    sys.exit(f"the whole file's sample {want} of CPU0 is not snapshot 1's: {whole[at]!r} | {l!r}")
-whole[at] = new
-open(f"{d}/perf-script.txt", "w").write("\n".join(whole))
+lines[k] = f"{m.group(1)}{m.group(2)} => {int(m.group(3), 16) + 4:016x}"
+open(sys.argv[3], "w").write("\n".join(lines))
 print(f"snapshot 1: CPU0: perf's event {i} (branch {int(m.group(2), 16):#x} -> {int(m.group(3), 16) + 4:#x}) is not what the CPU did")
 PY
 	) || return 1
 	judge_negative "one branch of snapshot 1's decode changed" "$out" \
-		check_perf "$d/branch" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --scripts "$d/branch/scripts" || rc=1
-	# (d), (e), (f): perf-panic's session.
+		check_perf "$d/branch" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --script "$d/branch/perf-script.txt" || rc=1
+	# (d) A second start of CPU1's trace in the middle of a snapshot; (e) CPU0's first trace end
+	# between two snapshots one instruction further.
+	judge_copy "$src" "$d/restart"
+	judge_copy "$src" "$d/trace-end"
+	out=$(python3 - "$src/perf/perf-script.txt" "$d" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+cpu1 = [k for k, l in enumerate(lines) if l.startswith("[001]") and "tr strt" in l]
+k = next(k for k in range(cpu1[1] + 100, len(lines)) if lines[k].startswith("[001]"))
+to = re.search(r"=>\s+([0-9a-f]+)$", lines[k]).group(1)
+restart = lines[:k + 1] + [f"[001]   tr strt jmp                           0 => {to}"] + lines[k + 1:]
+open(sys.argv[2] + "/restart/perf-script.txt", "w").write("\n".join(restart))
+k = next(k for k, l in enumerate(lines) if l.startswith("[000]") and "tr end" in l)
+m = re.match(r"(.*\s)([0-9a-f]+)( =>\s+0)$", lines[k])
+lines[k] = f"{m.group(1)}{int(m.group(2), 16) + 4:x}{m.group(3)}"
+open(sys.argv[2] + "/trace-end/perf-script.txt", "w").write("\n".join(lines))
+kind = lines[k].split("tr end")[1].split()[0]
+print(f"CPU0: perf's decode ends the snapshot's trace with a {kind} at {int(m.group(2), 16) + 4:#x}, but the record runs block")
+PY
+	) || return 1
+	judge_negative "a second start of CPU1's trace in a snapshot" "CPU1: perf's decode starts the trace again at" \
+		check_perf "$d/restart" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --script "$d/restart/perf-script.txt" || rc=1
+	judge_negative "the trace end between two snapshots one instruction further" "$out" \
+		check_perf "$d/trace-end" "$RUNS/perf-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" --script "$d/trace-end/perf-script.txt" || rc=1
+	# (f), (g), (h): perf-panic's session.
 	local pp=$RUNS/perf-panic
 	[ -f "$pp/ground/report.json" ] || scenario_perf-panic || return 1
 	judge_copy "$pp" "$d/panic-sysfs"
