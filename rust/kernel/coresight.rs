@@ -542,6 +542,19 @@ pub trait Operations: Send + Sync {
     fn source_disable(&self, _csdev: &CsDevice, _event: Option<&perf::PerfEvent>) {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// Pauses a source perf enabled (perf's AUX pause, `aux-action=pause`): trace generation
+    /// stops, the configuration stays for [`Operations::source_resume_perf`]. Called on the
+    /// source's own CPU with interrupts off, possibly from an NMI-like context: no lock that
+    /// sleeps, no cross-CPU call. A source without it cannot be used with `aux-action`.
+    fn source_pause_perf(&self, _csdev: &CsDevice) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Resumes a source [`Operations::source_pause_perf`] paused, under the same rules.
+    fn source_resume_perf(&self, _csdev: &CsDevice) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// How a component is described to the core.
@@ -606,7 +619,12 @@ impl<T: Operations> Registration<T> {
                             && T::HAS_LINK_ENABLE
                             && T::HAS_LINK_DISABLE
                     }
-                    Kind::Source(_) => T::HAS_SOURCE_ENABLE && T::HAS_SOURCE_DISABLE,
+                    // perf pauses a source only when it can resume it.
+                    Kind::Source(_) => {
+                        T::HAS_SOURCE_ENABLE
+                            && T::HAS_SOURCE_DISABLE
+                            && T::HAS_SOURCE_PAUSE_PERF == T::HAS_SOURCE_RESUME_PERF
+                    }
                 };
                 if !has_ops {
                     return Err(EINVAL);
@@ -733,8 +751,16 @@ impl<T: Operations> OpsTable<T> {
     const SOURCE: bindings::coresight_ops_source = bindings::coresight_ops_source {
         enable: Some(Self::source_enable),
         disable: Some(Self::source_disable),
-        resume_perf: None,
-        pause_perf: None,
+        resume_perf: if T::HAS_SOURCE_RESUME_PERF {
+            Some(Self::resume_perf)
+        } else {
+            None
+        },
+        pause_perf: if T::HAS_SOURCE_PAUSE_PERF {
+            Some(Self::pause_perf)
+        } else {
+            None
+        },
     };
 
     const OPS: bindings::coresight_ops = bindings::coresight_ops {
@@ -1250,5 +1276,32 @@ impl<T: Operations> OpsTable<T> {
                 (*csdev).path = core::ptr::null_mut();
             }
         }
+    }
+
+    /// The source `pause_perf` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with a
+    /// valid pointer.
+    unsafe extern "C" fn pause_perf(csdev: *mut bindings::coresight_device) {
+        // SAFETY: The core calls this for a component registered by `Registration<T>`.
+        let (data, cs) = unsafe { Self::data(csdev) };
+        data.source_pause_perf(cs);
+    }
+
+    /// The source `resume_perf` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with a
+    /// valid pointer.
+    unsafe extern "C" fn resume_perf(csdev: *mut bindings::coresight_device) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            data.source_resume_perf(cs)?;
+            Ok(0)
+        })
     }
 }

@@ -900,3 +900,78 @@ fn perf_filters_take_comparators_and_stop_points_come_after() {
         Err(Etm4xError::NoComparator)
     );
 }
+
+#[test]
+fn pause_stops_the_unit_and_resume_restarts_it_with_its_programming() {
+    for (iface, hw) in INTERFACES {
+        let (mut m, cfg) = tracing_model(iface);
+        let programmed =
+            [TRCCONFIGR, TRCTRACEIDR, TRCVICTLR, TRCVIIECTLR, TRCVISSCTLR].map(|off| m.peek(off));
+        let writes = m.stats().writes;
+
+        let log = Log::default();
+        let cpu = FakeCpu(log.clone());
+        let mut io = Logged {
+            m: &mut m,
+            log: log.clone(),
+        };
+        Etm4x::new(&mut io, hw, T).on_own_cpu(&cpu).pause().unwrap();
+        let steps = log.borrow().clone();
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s, Step::Prgctlr(_)))
+                .count(),
+            1,
+            "{steps:?}"
+        );
+        assert!(steps.contains(&Step::Prgctlr(0)), "{steps:?}");
+        assert!(steps.contains(&Step::Prohibit), "{steps:?}");
+        assert!(!m.enabled() && m.idle(), "paused: {hw:?}");
+        if hw == Interface::Mmio {
+            assert_ne!(m.peek(TRCPDCR) & TRCPDCR_PU, 0, "power kept while paused");
+        }
+        assert_eq!(
+            m.sw_locked(),
+            hw == Interface::Mmio,
+            "software lock as found"
+        );
+
+        let log = Log::default();
+        let cpu = FakeCpu(log.clone());
+        let mut io = Logged {
+            m: &mut m,
+            log: log.clone(),
+        };
+        Etm4x::new(&mut io, hw, T)
+            .on_own_cpu(&cpu)
+            .resume()
+            .unwrap();
+        let steps = log.borrow().clone();
+        let en_on = steps.iter().position(|s| *s == Step::Prgctlr(1)).unwrap();
+        let allow = steps.iter().position(|s| *s == Step::Allow).unwrap();
+        assert!(allow > en_on, "trace allowed once the unit runs: {steps:?}");
+        assert!(m.enabled() && !m.idle(), "resumed: {hw:?}");
+        let after =
+            [TRCCONFIGR, TRCTRACEIDR, TRCVICTLR, TRCVIIECTLR, TRCVISSCTLR].map(|off| m.peek(off));
+        assert_eq!(programmed, after, "the programming is kept");
+        assert_eq!(m.peek(TRCTRACEIDR), cfg.traceidr);
+        // Pause and resume write EN (and the software lock) only.
+        let lock_writes = if hw == Interface::Mmio { 4 } else { 0 };
+        assert_eq!(m.stats().writes - writes, 2 + lock_writes, "{hw:?}");
+        assert_eq!(m.stats().busy_writes, 0);
+    }
+}
+
+#[test]
+fn resume_reports_a_unit_that_never_starts_within_bound() {
+    let (mut m, _) = tracing_model(ModelInterface::Mmio);
+    Etm4x::new(&mut m, Interface::Mmio, T).pause().unwrap();
+    m.set_faults(Etm4xFaults {
+        never_starts: true,
+        ..Etm4xFaults::default()
+    });
+    let r = Etm4x::new(&mut m, Interface::Mmio, T).resume();
+    assert!(matches!(r, Err(Etm4xError::IdleTimeout(s)) if s & TRCSTATR_IDLE != 0));
+    assert!(m.sw_locked(), "software lock restored after the failure");
+}

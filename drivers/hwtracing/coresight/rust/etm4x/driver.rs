@@ -451,6 +451,35 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         Ok(())
     }
 
+    fn source_pause_perf(&self, csdev: &CsDevice) {
+        let etm = &*self.0;
+        if csdev.mode() != Mode::Perf {
+            return;
+        }
+        // On this CPU, interrupts off: a pause that cannot be done leaves the unit tracing,
+        // which costs AUX room and loses nothing.
+        match etm.with_local(|u| u.pause()) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => dev_err!(csdev.as_device(), "ETM not paused: {e}\n"),
+            Err(e) => dev_err!(
+                csdev.as_device(),
+                "ETM not paused: registers busy ({})\n",
+                e.to_errno()
+            ),
+        }
+    }
+
+    fn source_resume_perf(&self, csdev: &CsDevice) -> Result {
+        let etm = &*self.0;
+        if csdev.mode() != Mode::Perf {
+            return Err(EINVAL);
+        }
+        etm.with_local(|u| u.resume())?.map_err(|e| {
+            dev_err!(csdev.as_device(), "ETM not resumed: {e}\n");
+            Error::from(e)
+        })
+    }
+
     fn source_disable(&self, csdev: &CsDevice, event: Option<&PerfEvent>) {
         let etm = &*self.0;
         let found = etm.found();

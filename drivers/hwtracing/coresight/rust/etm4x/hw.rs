@@ -835,6 +835,41 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         Ok(())
     }
 
+    /// Pauses an enabled unit (perf's AUX pause): [`Self::stop`], its programming kept for
+    /// [`Self::resume`]. The power request stays; the software lock is restored as found.
+    pub fn pause(&mut self) -> Result<(), Etm4xError> {
+        let sw_locked = self.sw_unlock()?;
+        let result = self.stop().map(|_| ());
+        if sw_locked {
+            self.sw_lock();
+        }
+        result
+    }
+
+    /// Resumes a unit [`Self::pause`] stopped, with the programming it kept: sets `EN`
+    /// (through system registers, an `ISB` after it), waits for `IDLE` to clear and, on the
+    /// unit's own CPU, allows trace again. The software lock is restored as found.
+    pub fn resume(&mut self) -> Result<(), Etm4xError> {
+        let sw_locked = self.sw_unlock()?;
+        self.io.write_reg(TRCPRGCTLR::from_raw(0).with_en(true));
+        if let (Some(cpu), Interface::SysReg) = (self.own_cpu, self.iface) {
+            cpu.isb();
+        }
+        let result = self
+            .wait_status(|s| !s.idle())
+            .map(|_| ())
+            .map_err(Etm4xError::IdleTimeout);
+        if result.is_ok() {
+            if let Some(cpu) = self.own_cpu {
+                cpu.allow_trace();
+            }
+        }
+        if sw_locked {
+            self.sw_lock();
+        }
+        result
+    }
+
     /// Returns whether the ViewInst start/stop logic is in the started state
     /// (`TRCVICTLR.SSSTATUS`), read once the unit is disabled: where a perf session's start/stop
     /// filters left it when the task was scheduled out.
