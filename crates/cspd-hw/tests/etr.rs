@@ -407,3 +407,157 @@ fn scatter_gather_is_refused_by_the_model() {
     m.write32(0xFB0, 0xC5AC_CE55);
     assert_eq!(m.read32(AXICTL) & (1 << 7), 0);
 }
+
+/// The model behind a `RefCell`: the registers for `perf_drain`'s `io` and, at the same time, its
+/// memory for the buffer it copies from (the ETR writes the buffer, the driver reads it).
+struct SharedIo<'r, 'a>(&'r std::cell::RefCell<TmcModel<'a>>);
+
+impl RawFrame for SharedIo<'_, '_> {
+    fn read32(&mut self, offset: u32) -> u32 {
+        self.0.borrow_mut().read32(offset)
+    }
+    fn write32(&mut self, offset: u32, value: u32) {
+        self.0.borrow_mut().write32(offset, value)
+    }
+    fn delay_us(&mut self, us: u32) {
+        self.0.borrow_mut().delay_us(us)
+    }
+}
+
+/// The tests' buffer inside the shared model's memory, counting the bytes read.
+struct SharedMem<'r, 'a>(&'r std::cell::RefCell<TmcModel<'a>>, Cell<usize>);
+
+impl EtrMemory for SharedMem<'_, '_> {
+    fn size(&self) -> usize {
+        BUF_BYTES as usize
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> bool {
+        let Some(end) = offset.checked_add(out.len()).filter(|&e| e <= self.size()) else {
+            return false;
+        };
+        let m = self.0.borrow();
+        let first = (BUF_OFF / 4) as usize;
+        let b = bytes(&m.ram()[first..first + (BUF_BYTES / 4) as usize]);
+        out.copy_from_slice(&b[offset..end]);
+        self.1.set(self.1.get() + out.len());
+        true
+    }
+}
+
+/// Pushes `words` into an enabled ETR and drains it for perf with `room` bytes of room; returns
+/// what `perf_drain` said, the bytes handed over (in calls of at most a chunk) and the bytes read
+/// from the buffer.
+fn perf_drain_of(words: &[u32], room: usize, dba: u64) -> (EtrPerfDrain, Vec<u8>, usize) {
+    let mut mem = vec![0u32; MEM_WORDS];
+    let m = std::cell::RefCell::new(model(&mut mem));
+    enable(&mut *m.borrow_mut(), &setup(false)).unwrap();
+    m.borrow_mut().push_raw_words(words);
+    let view = SharedMem(&m, Cell::new(0));
+    let mut got = Vec::new();
+    let d = perf_drain(&mut SharedIo(&m), &view, dba, room, |s: &[u8]| {
+        assert!(!s.is_empty() && s.len() <= 256 && s.len() % 4 == 0);
+        got.extend_from_slice(s)
+    });
+    assert!(!m.borrow().is_capturing(), "the ETR is stopped");
+    assert!(m.borrow().is_locked());
+    (d, got, view.1.get())
+}
+
+const BARRIER: [u8; 16] = [
+    0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F, 0xFF, 0xFF, 0xFF, 0x7F,
+];
+
+#[test]
+fn perf_drain_hands_over_the_trace_oldest_first() {
+    let w = pattern(200, 3);
+    let (d, got, read) = perf_drain_of(&w, 1 << 20, MEM_BASE + BUF_OFF);
+    assert_eq!(d.failure, None);
+    assert!(!d.lost);
+    assert_eq!(d.bytes, 800);
+    assert_eq!(got, bytes(&w));
+    assert_eq!(read, 800);
+}
+
+#[test]
+fn perf_drain_of_a_wrapped_buffer_starts_with_the_barrier() {
+    let w = pattern(1024 * 2 + 100, 9);
+    let (d, got, _) = perf_drain_of(&w, 1 << 20, MEM_BASE + BUF_OFF);
+    assert_eq!(d.failure, None);
+    assert!(d.lost);
+    assert_eq!(d.bytes, BUF_BYTES as usize);
+    let newest = bytes(&w[w.len() - 1024..]);
+    assert_eq!(got[..16], BARRIER);
+    assert_eq!(got[16..], newest[16..]);
+}
+
+#[test]
+fn perf_drain_keeps_the_newest_frames_that_fit_the_room() {
+    let w = pattern(600, 21);
+    // 1000 bytes of room: 62 frames, the newest, behind the barrier.
+    let (d, got, read) = perf_drain_of(&w, 1000, MEM_BASE + BUF_OFF);
+    assert_eq!(d.failure, None);
+    assert!(d.lost);
+    assert_eq!(d.bytes, 992);
+    let all = bytes(&w);
+    assert_eq!(got[..16], BARRIER);
+    assert_eq!(got[16..], all[all.len() - 992 + 16..]);
+    assert_eq!(read, 992, "only what was kept is read");
+    // Less room than a frame: nothing, and the loss said.
+    let (d, got, _) = perf_drain_of(&w, 15, MEM_BASE + BUF_OFF);
+    assert_eq!((d.bytes, d.lost), (0, true));
+    assert!(got.is_empty());
+}
+
+#[test]
+fn perf_drain_reads_nothing_from_another_buffer_or_an_idle_etr() {
+    let w = pattern(64, 1);
+    let (d, got, read) = perf_drain_of(&w, 4096, MEM_BASE);
+    assert_eq!(d.failure, Some(EtrOutcome::BadPointers));
+    assert_eq!((d.bytes, got.len(), read), (0, 0, 0));
+
+    let mut mem = vec![0u32; MEM_WORDS];
+    let m = std::cell::RefCell::new(model(&mut mem));
+    let view = SharedMem(&m, Cell::new(0));
+    let d = perf_drain(
+        &mut SharedIo(&m),
+        &view,
+        MEM_BASE + BUF_OFF,
+        4096,
+        |_: &[u8]| panic!("nothing to hand over"),
+    );
+    assert_eq!(d.failure, Some(EtrOutcome::NotEnabled));
+    assert_eq!(view.1.get(), 0);
+}
+
+#[test]
+fn a_drained_etr_is_disabled_without_a_flush_and_a_capturing_one_with_one() {
+    let mut mem = vec![0u32; MEM_WORDS];
+    let m = std::cell::RefCell::new(model(&mut mem));
+    enable(&mut *m.borrow_mut(), &setup(false)).unwrap();
+    m.borrow_mut().push_raw_words(&pattern(32, 1));
+    let view = SharedMem(&m, Cell::new(0));
+    perf_drain(
+        &mut SharedIo(&m),
+        &view,
+        MEM_BASE + BUF_OFF,
+        4096,
+        |_: &[u8]| {},
+    );
+    let mut m = m.into_inner();
+    m.reset_counts();
+    cspd_hw::tmc::disable_if_capturing(&mut m).unwrap();
+    assert_eq!(
+        m.counts().total_writes(),
+        0,
+        "nothing written to a stopped ETR"
+    );
+    assert!(!m.is_capturing());
+
+    enable(&mut m, &setup(false)).unwrap();
+    assert!(m.is_capturing());
+    m.reset_counts();
+    cspd_hw::tmc::disable_if_capturing(&mut m).unwrap();
+    assert!(m.counts().writes(FFCR) >= 1, "a capturing ETR is flushed");
+    assert!(!m.is_capturing());
+}

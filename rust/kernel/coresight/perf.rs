@@ -352,24 +352,37 @@ pub struct AuxWriter<'a, T> {
 impl<T> AuxWriter<'_, T> {
     /// Writes `word` (little-endian, as the trace bus orders its bytes) and moves on.
     pub fn put_u32(&mut self, word: u32) {
-        // SAFETY: By the invariants of `AuxBuffer` the table holds `nr_pages` valid page
-        // pointers, and `page < nr_pages`.
-        let page = unsafe { *self.buf.pages.as_ptr().add(self.page) };
-        if !page.is_null() {
-            // SAFETY: `offset` is a multiple of four below `PAGE_SIZE`, so the word is in the
-            // page; the page is the AUX area's, which perf's reader only reads, and the sink
-            // writes it under its own lock.
-            unsafe {
-                page.cast::<u8>()
-                    .add(self.offset)
-                    .cast::<u32>()
-                    .write_unaligned(word.to_le())
-            };
-        }
-        self.offset += 4;
-        if self.offset >= crate::page::PAGE_SIZE {
-            self.offset = 0;
-            self.page = (self.page + 1) % self.buf.nr_pages;
+        self.put_slice(&word.to_le_bytes());
+    }
+
+    /// Writes `bytes` and moves on, a page at a time, wrapping at the end of the area.
+    pub fn put_slice(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = bytes
+                .len()
+                .min(crate::page::PAGE_SIZE.saturating_sub(self.offset));
+            let (now, rest) = bytes.split_at(n);
+            // SAFETY: By the invariants of `AuxBuffer` the table holds `nr_pages` valid page
+            // pointers, and `page < nr_pages`.
+            let page = unsafe { *self.buf.pages.as_ptr().add(self.page) };
+            if !page.is_null() {
+                // SAFETY: `offset + n <= PAGE_SIZE`, so the bytes are in the page; the page is
+                // the AUX area's, which perf's reader only reads, and the sink writes it under
+                // its own lock. `now` is not in the AUX area.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        now.as_ptr(),
+                        page.cast::<u8>().add(self.offset),
+                        n,
+                    )
+                };
+            }
+            self.offset += n;
+            if self.offset >= crate::page::PAGE_SIZE {
+                self.offset = 0;
+                self.page = (self.page + 1) % self.buf.nr_pages;
+            }
+            bytes = rest;
         }
     }
 }
@@ -430,6 +443,32 @@ mod tests {
         // Little-endian.
         assert_eq!(&p0[PAGE_SIZE - 4..], &[0xDD, 0xCC, 0xBB, 0xAA]);
         assert_eq!(&p1[..4], &[0x04, 0x03, 0x02, 0x01]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_slice_is_copied_across_pages_and_wraps_at_the_end() -> Result {
+        let (mut p0, mut p1) = two_pages()?;
+        let mut table: [*mut c_void; 2] = [p0.as_mut_ptr().cast(), p1.as_mut_ptr().cast()];
+        let mut src = KVec::with_capacity(PAGE_SIZE + 16, GFP_KERNEL)?;
+        for i in 0..PAGE_SIZE + 16 {
+            // CAST: the pattern is the low byte of the index.
+            src.push((i % 251) as u8, GFP_KERNEL)?;
+        }
+        {
+            // SAFETY: Both pages live until the end of the test, after the buffer.
+            let buf = unsafe { AuxBuffer::new(table.as_mut_ptr(), 2, false, ())? };
+            // 8 bytes before the end of the area: 8 there, the rest from the start of page 0
+            // into page 1.
+            let mut w = buf.writer(2 * PAGE_SIZE - 8);
+            w.put_slice(&src);
+            w.put_u32(0x1122_3344);
+        }
+        assert_eq!(&p1[PAGE_SIZE - 8..], &src[..8]);
+        assert_eq!(&p0[..], &src[8..PAGE_SIZE + 8]);
+        assert_eq!(&p1[..8], &src[PAGE_SIZE + 8..]);
+        assert_eq!(&p1[8..12], &[0x44, 0x33, 0x22, 0x11]);
+        assert!(p1[12..PAGE_SIZE - 8].iter().all(|&b| b == 0));
         Ok(())
     }
 

@@ -124,6 +124,57 @@ impl<B: Backend> Tmc<B> {
         u.count
     }
 
+    /// Enables the sink for the perf session of process `pid` (perf's enable: interrupts off).
+    ///
+    /// The session's capture may run already (another CPU of a CPU-wide session): that CPU
+    /// joins it. Another session or sysfs has the sink: [`EBUSY`], as upstream's drivers. Else
+    /// the sink is taken for perf and `start` starts capture; the sink is left disabled when it
+    /// fails.
+    pub(crate) fn perf_enable(
+        &self,
+        csdev: &CsDevice,
+        pid: i32,
+        start: impl FnOnce() -> Result,
+    ) -> Result {
+        let mut users = self.users.lock();
+        match csdev.mode() {
+            // sysfs has it: perf waits until it is done.
+            Mode::Sysfs => return Err(EBUSY),
+            Mode::Perf => {
+                if users.perf_owner != Some(pid) {
+                    return Err(EBUSY);
+                }
+                users.count = users.count.saturating_add(1);
+                return Ok(());
+            }
+            Mode::Disabled => {}
+        }
+        if !csdev.take_mode(Mode::Perf) {
+            return Err(EBUSY);
+        }
+        start().inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
+        *users = Users {
+            count: 1,
+            perf_owner: Some(pid),
+        };
+        drop(users);
+        coresight::panic_dump::note_sink_enabled();
+        Ok(())
+    }
+
+    /// Runs `update` for perf's `update_buffer` when the caller is the last CPU of the session
+    /// writing into the sink (the others still write into it: it is drained by the last one),
+    /// with the users locked; `None` otherwise.
+    pub(crate) fn perf_update<R>(&self, csdev: &CsDevice, update: impl FnOnce() -> R) -> Option<R> {
+        if csdev.mode() != Mode::Perf {
+            return None;
+        }
+        let users = self.users.lock();
+        let r = (users.count == 1).then(update);
+        drop(users);
+        r
+    }
+
     /// Runs `f` with the registers, unless another caller has them ([`EBUSY`]).
     pub(crate) fn io<R>(&self, f: impl FnOnce(&mut B::Io) -> R) -> Result<R> {
         let mut claim = self.regs.try_claim().ok_or(EBUSY)?;
@@ -184,83 +235,13 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
     ) -> Result {
         let tmc = &*self.0;
         let pid = handle.event().and_then(|e| e.owner_pid()).ok_or(EINVAL)?;
-        let mut users = tmc.users.lock();
-        match csdev.mode() {
-            // sysfs has it: perf waits until it is done, as upstream's driver.
-            Mode::Sysfs => return Err(EBUSY),
-            Mode::Perf => {
-                if users.perf_owner != Some(pid) {
-                    // Another session has it.
-                    return Err(EBUSY);
-                }
-                // The session's capture runs already (another CPU of a CPU-wide session).
-                users.count = users.count.saturating_add(1);
-                return Ok(());
-            }
-            Mode::Disabled => {}
-        }
-        if !csdev.take_mode(Mode::Perf) {
-            return Err(EBUSY);
-        }
-        tmc.start_capture(csdev)?;
-        *users = Users {
-            count: 1,
-            perf_owner: Some(pid),
-        };
-        drop(users);
-        coresight::panic_dump::note_sink_enabled();
-        Ok(())
+        tmc.perf_enable(csdev, pid, || tmc.start_capture(csdev))
     }
 
     fn update_buffer(&self, csdev: &CsDevice, handle: &AuxHandle, buf: &AuxBuffer<()>) -> usize {
         let tmc = &*self.0;
-        if csdev.mode() != Mode::Perf {
-            return 0;
-        }
-        let users = tmc.users.lock();
-        // Another CPU of the session still writes into the sink: the last one drains it.
-        if users.count != 1 {
-            return 0;
-        }
-        // In snapshot mode the whole RAM goes, newest data last: perf keeps the newest of the
-        // AUX ring, so no room is respected and nothing is flagged lost (a TRUNCATED record
-        // would keep the perf core from starting the event again), as upstream's ETF driver.
-        let room = if buf.snapshot() {
-            usize::MAX
-        } else {
-            handle.size()
-        };
-        // An update while the event runs is an AUX pause: the sink captures again afterwards,
-        // ready for the resume.
-        let restart = handle.event().is_some_and(|e| e.is_active());
-        let mut out = buf.writer(handle.head());
-        let Ok((drained, restarted)) = tmc.io(|io| {
-            let d = hw::perf_drain(io, room, |w| out.put_u32(w));
-            let r = restart.then(|| hw::disable(io).and_then(|()| hw::enable_circular(io, 0)));
-            (d, r)
-        }) else {
-            return 0;
-        };
-        drop(users);
-        if let Err(e) = drained.stop.result() {
-            dev_warn!(csdev.as_device(), "TMC stop for perf: {e}\n");
-        }
-        if let Some(Err(e)) = restarted {
-            dev_warn!(
-                csdev.as_device(),
-                "TMC not restarted after an AUX pause: {e}\n"
-            );
-        }
-        if buf.snapshot() {
-            // perf finds the newest data by where the head ends.
-            handle.advance_head(drained.bytes);
-        } else if drained.lost {
-            handle.flag(AuxFlag::Truncated);
-        }
-        // The trace in the AUX pages is visible before perf publishes the new head, as
-        // upstream's CS_LOCK() barrier makes it.
-        smp_mb(Full);
-        drained.bytes
+        tmc.perf_update(csdev, || update_etf(tmc, csdev, handle, buf))
+            .unwrap_or(0)
     }
 
     fn sink_disable(&self, csdev: &CsDevice) -> Result {
@@ -329,6 +310,54 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
             csdev.set_mode(Mode::Disabled);
         }
     }
+}
+
+/// Drains the ETF into the AUX pages for perf's `update_buffer`, the session's last CPU with
+/// the users locked; returns the bytes written.
+fn update_etf<B: Backend>(
+    tmc: &Tmc<B>,
+    csdev: &CsDevice,
+    handle: &AuxHandle,
+    buf: &AuxBuffer<()>,
+) -> usize {
+    // In snapshot mode the whole RAM goes, newest data last: perf keeps the newest of the AUX
+    // ring, so no room is respected and nothing is flagged lost (a TRUNCATED record would keep
+    // the perf core from starting the event again), as upstream's ETF driver.
+    let room = if buf.snapshot() {
+        usize::MAX
+    } else {
+        handle.size()
+    };
+    // An update while the event runs is an AUX pause: the sink captures again afterwards, ready
+    // for the resume.
+    let restart = handle.event().is_some_and(|e| e.is_active());
+    let mut out = buf.writer(handle.head());
+    let Ok((drained, restarted)) = tmc.io(|io| {
+        let d = hw::perf_drain(io, room, |w| out.put_u32(w));
+        let r = restart.then(|| hw::disable(io).and_then(|()| hw::enable_circular(io, 0)));
+        (d, r)
+    }) else {
+        return 0;
+    };
+    if let Err(e) = drained.stop.result() {
+        dev_warn!(csdev.as_device(), "TMC stop for perf: {e}\n");
+    }
+    if let Some(Err(e)) = restarted {
+        dev_warn!(
+            csdev.as_device(),
+            "TMC not restarted after an AUX pause: {e}\n"
+        );
+    }
+    if buf.snapshot() {
+        // perf finds the newest data by where the head ends.
+        handle.advance_head(drained.bytes);
+    } else if drained.lost {
+        handle.flag(AuxFlag::Truncated);
+    }
+    // The trace in the AUX pages is visible before perf publishes the new head, as upstream's
+    // CS_LOCK() barrier makes it.
+    smp_mb(Full);
+    drained.bytes
 }
 
 impl fmt::Display for TmcError {

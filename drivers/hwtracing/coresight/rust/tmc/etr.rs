@@ -36,6 +36,7 @@ use kernel::{
             EtrOutcome,
             EtrRecordError,
             EtrRecordHeader,
+            ETR_FRAME_LEN,
             ETR_RECORD_HEADER_LEN,
             ETR_RECORD_VERSION,
             ETR_REC_FLUSH_SKIPPED,
@@ -48,6 +49,8 @@ use kernel::{
         },
         panic_dump::format::tmc::{
             TmcOutcome,
+            CS_BARRIER_LEN,
+            CS_BARRIER_WORD,
             TMC_REC_FLUSH_SKIPPED,
             TMC_REC_FLUSH_TIMEOUT,
             TMC_REC_READY_TIMEOUT, //
@@ -383,4 +386,95 @@ pub fn panic_record(
         data_len: h.data_len,
         record_len: ETR_RECORD_HEADER_LEN.wrapping_add(trace_len),
     })
+}
+
+/// What [`perf_drain`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtrPerfDrain {
+    /// Trace bytes handed to the output, whole frames.
+    pub bytes: usize,
+    /// Trace was lost: the buffer had wrapped, or held more than the output had room for (the
+    /// oldest part was left out). The first 16 bytes handed over are then the barrier packet.
+    pub lost: bool,
+    /// What went wrong, if anything: a flush or ready timeout (the trace is handed over
+    /// anyway), or the reasons nothing is ([`EtrOutcome::NotEnabled`],
+    /// [`EtrOutcome::MemErr`], [`EtrOutcome::BadPointers`]).
+    pub failure: Option<EtrOutcome>,
+}
+
+/// Bytes [`perf_drain`] reads from the buffer at a time.
+const PERF_CHUNK: usize = 256;
+
+/// Stops the ETR and hands the newest trace in its buffer, at most `room` bytes, to `out`,
+/// oldest first, for a perf AUX buffer: upstream's `tmc_update_etr_buffer()` for a flat buffer.
+///
+/// Stops as [`panic_stop`] does (flush and stop, `CTL` cleared, locked again) and finds the trace
+/// from `STS`, `RWP` and `DBA` ([`EtrLayout::newest`], whole frames). Nothing is read when the
+/// ETR was not capturing, when `STS.MemErr` says it could not write, or when its pointers are not
+/// those of `mem` at bus address `dba`. When trace was lost, the first 16 bytes are replaced by
+/// the barrier packet, so that a decoder resynchronises there. `mem` is read a chunk at a time
+/// and only inside it; the register accesses are those of [`panic_stop`].
+pub fn perf_drain<A: CsAccess>(
+    io: &mut A,
+    mem: &dyn EtrMemory,
+    dba: u64,
+    room: usize,
+    mut out: impl FnMut(&[u8]),
+) -> EtrPerfDrain {
+    let stop = panic_stop(io);
+    let h = &stop.header;
+    let mut d = EtrPerfDrain {
+        bytes: 0,
+        lost: false,
+        failure: stop.failure,
+    };
+    if !stop.running {
+        d.failure = d.failure.or(Some(EtrOutcome::NotEnabled));
+        return d;
+    }
+    if h.has(ETR_REC_MEMERR) {
+        d.failure = Some(EtrOutcome::MemErr);
+        return d;
+    }
+    // CAST: `usize` fits in `u64`.
+    let layout = match h.layout() {
+        Ok(l) if h.dba == dba && l.size <= mem.size() as u64 => l,
+        _ => {
+            d.failure = Some(EtrOutcome::BadPointers);
+            return d;
+        }
+    };
+    // CAST: `usize` fits in `u64`.
+    let room = room as u64;
+    let kept = layout.newest(room - room % ETR_FRAME_LEN);
+    d.lost = kept.starts_mid_stream(&layout);
+    let mut chunk = [0u8; PERF_CHUNK];
+    let mut first = true;
+    for (off, len) in kept.ranges() {
+        let (Ok(mut off), Ok(mut len)) = (usize::try_from(off), usize::try_from(len)) else {
+            d.failure = Some(EtrOutcome::BadPointers);
+            return d;
+        };
+        while len > 0 {
+            let n = len.min(PERF_CHUNK);
+            let Some(part) = chunk.get_mut(..n) else {
+                break;
+            };
+            if !mem.read(off, part) {
+                d.failure = Some(EtrOutcome::BadPointers);
+                return d;
+            }
+            if d.lost && first {
+                for w in part.chunks_exact_mut(4).take(CS_BARRIER_LEN / 4) {
+                    w.copy_from_slice(&CS_BARRIER_WORD.to_le_bytes());
+                }
+            }
+            first = false;
+            out(part);
+            d.bytes += n;
+            off += n;
+            len -= n;
+        }
+    }
+    d
 }

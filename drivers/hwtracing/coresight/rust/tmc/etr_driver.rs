@@ -9,6 +9,12 @@
 //! record says where the trace is. Otherwise each sysfs session allocates a DMA buffer of
 //! `buffer_size` bytes (1 MiB unless set), freed when the session ends, and at panic its newest
 //! trace is copied into the dump slot, which holds a buffer of the size the driver had at probe.
+//!
+//! In perf mode each session has its own flat DMA buffer of `buffer_size` bytes, shared by the
+//! session's events (one per CPU of a CPU-wide session) as upstream shares it, allocated when perf
+//! maps the AUX area and freed when the last of them goes. The session's last CPU to stop copies
+//! the newest trace into the AUX pages ([`etr::perf_drain`]); a panic during the session copies
+//! it into the dump slot like a sysfs session's.
 
 use core::fmt::Write;
 
@@ -30,6 +36,12 @@ use kernel::{
             DumpCallback,
             DumpPayload,
             DumpType, //
+        },
+        perf::{
+            AuxBuffer,
+            AuxFlag,
+            AuxHandle,
+            PerfEvent, //
         },
         Attribute,
         AttributeBuf,
@@ -66,7 +78,17 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        new_spinlock, Arc, SpinLock,
+        barrier::{
+            smp_mb,
+            Full, //
+        },
+        new_mutex,
+        new_spinlock,
+        new_spinlock_irq,
+        Arc,
+        Mutex,
+        SpinLock,
+        SpinLockIrq, //
     },
 };
 
@@ -93,6 +115,54 @@ struct Reserved {
     size: u64,
 }
 
+/// One perf session's flat buffer and how many of the session's events share it.
+struct Session {
+    /// The process ID of the session's owner (`perf record`).
+    pid: i32,
+    buf: Arc<Coherent<[u8]>>,
+    /// Events whose AUX area keeps the buffer ([`EtrPerfBuffer`]).
+    events: u32,
+}
+
+/// The perf sessions' buffers, by owner, as upstream shares them (`tmc_etr_get_etr_buf()`).
+type Sessions = Mutex<KVec<Session>>;
+
+/// What the ETR keeps with a perf event's AUX pages: the session's buffer.
+pub(crate) struct EtrPerfBuffer {
+    sessions: Arc<Sessions>,
+    pid: i32,
+    buf: Arc<Coherent<[u8]>>,
+}
+
+impl Drop for EtrPerfBuffer {
+    /// Lets the session's buffer go with its last event (in process context, where the
+    /// abstraction frees perf's buffers, and after every event stopped: the sink does not hold
+    /// it any more).
+    fn drop(&mut self) {
+        let gone = {
+            let mut list = self.sessions.lock();
+            let at = list
+                .iter()
+                .position(|s| s.pid == self.pid && Arc::ptr_eq(&s.buf, &self.buf));
+            match at {
+                Some(i) => {
+                    let last = list.get_mut(i).is_some_and(|s| {
+                        s.events = s.events.saturating_sub(1);
+                        s.events == 0
+                    });
+                    if last {
+                        list.remove(i).ok()
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            }
+        };
+        drop(gone);
+    }
+}
+
 /// One ETR, shared by its sink operations, its sysfs attributes and its panic callback.
 #[pin_data]
 pub(crate) struct Etr<'a, B: Backend> {
@@ -105,6 +175,13 @@ pub(crate) struct Etr<'a, B: Backend> {
     /// `try_lock` at panic; a buffer is dropped only outside the lock.
     #[pin]
     dma: SpinLock<Option<Coherent<[u8]>>>,
+    /// The buffer of the perf session the ETR captures for: set by the session's first CPU
+    /// (perf's enable, interrupts off), cleared by its last; taken with `try_lock` at panic.
+    /// Never the buffer's last reference: the session's AUX areas keep it until they go.
+    #[pin]
+    perf: SpinLockIrq<Option<Arc<Coherent<[u8]>>>>,
+    /// The perf sessions' buffers.
+    sessions: Arc<Sessions>,
     /// `buffer_size`: bytes of the next session's DMA buffer.
     buffer_size: Atomic<u32>,
     /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
@@ -154,6 +231,33 @@ impl<B: Backend> Etr<'_, B> {
             );
         }
         r
+    }
+
+    /// The setup of a capture into `buf`.
+    fn setup_for(&self, buf: &Coherent<[u8]>) -> EtrSetup {
+        EtrSetup {
+            dba: buf.dma_address(),
+            // CAST: `usize` fits in `u64`.
+            size: buf.size() as u64,
+            stop_on_flush: self.stop_on_flush.load(Relaxed),
+            save_restore: self.save_restore,
+        }
+    }
+
+    /// Starts capture into a perf session's buffer (the session's first CPU, interrupts off).
+    fn start_perf(&self, csdev: &CsDevice, buf: &Arc<Coherent<[u8]>>) -> Result {
+        // Known before the ETR writes into it, so that a panic finds it.
+        *self.perf.lock() = Some(buf.clone());
+        let setup = self.setup_for(buf);
+        self.tmc
+            .io(|io| etr::enable(io, &setup))
+            .and_then(|r| {
+                r.inspect_err(|e| dev_err!(csdev.as_device(), "ETR not enabled for perf: {e}\n"))
+                    .map_err(Error::from)
+            })
+            .inspect_err(|_| {
+                let _ = self.perf.lock().take();
+            })
     }
 
     /// Frees the session's DMA buffer, if any, outside the lock.
@@ -208,8 +312,8 @@ fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
 
 #[vtable]
 impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
-    /// The ETR is not a perf sink yet: it keeps nothing per session.
-    type PerfBuffer = ();
+    /// The session's flat buffer.
+    type PerfBuffer = EtrPerfBuffer;
 
     const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[AttributeGroup {
         name: None,
@@ -286,16 +390,98 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
         Ok(())
     }
 
+    fn alloc_buffer(&self, csdev: &CsDevice, event: &PerfEvent) -> Result<EtrPerfBuffer> {
+        let this = &*self.0;
+        let pid = event.owner_pid().ok_or(EINVAL)?;
+        let mut list = this.sessions.lock();
+        if let Some(s) = list.iter_mut().find(|s| s.pid == pid) {
+            s.events = s.events.saturating_add(1);
+            return Ok(EtrPerfBuffer {
+                sessions: this.sessions.clone(),
+                pid,
+                buf: s.buf.clone(),
+            });
+        }
+        let size = usize::try_from(this.buffer_size.load(Relaxed)).map_err(|_| EINVAL)?;
+        let coherent =
+            Coherent::<u8>::zeroed_slice(this.dev, size, GFP_KERNEL).inspect_err(|e| {
+                dev_err!(
+                    csdev.as_device(),
+                    "no flat DMA buffer of {size:#x} bytes for perf: {e:?}\n"
+                )
+            })?;
+        let buf = Arc::new(coherent, GFP_KERNEL)?;
+        list.push(
+            Session {
+                pid,
+                buf: buf.clone(),
+                events: 1,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(EtrPerfBuffer {
+            sessions: this.sessions.clone(),
+            pid,
+            buf,
+        })
+    }
+
+    fn sink_enable_perf(
+        &self,
+        csdev: &CsDevice,
+        _path: &Path,
+        handle: &AuxHandle,
+        buf: &AuxBuffer<EtrPerfBuffer>,
+    ) -> Result {
+        let this = &*self.0;
+        let pid = handle.event().and_then(|e| e.owner_pid()).ok_or(EINVAL)?;
+        this.tmc
+            .perf_enable(csdev, pid, || this.start_perf(csdev, &buf.data().buf))
+    }
+
+    fn update_buffer(
+        &self,
+        csdev: &CsDevice,
+        handle: &AuxHandle,
+        buf: &AuxBuffer<EtrPerfBuffer>,
+    ) -> usize {
+        let this = &*self.0;
+        this.tmc
+            .perf_update(csdev, || update_etr(this, csdev, handle, buf))
+            .unwrap_or(0)
+    }
+
     fn sink_disable(&self, csdev: &CsDevice) -> Result {
         let this = &*self.0;
         if this.tmc.drop_user() > 0 {
             return Err(EBUSY);
         }
-        if csdev.mode() == Mode::Disabled {
+        let mode = csdev.mode();
+        if mode == Mode::Disabled {
             return Ok(());
         }
-        let r = this.tmc.io(crate::hw::disable);
+        let r = this.tmc.io(if mode == Mode::Perf {
+            // The last CPU's `update_buffer` stopped it already.
+            crate::hw::disable_if_capturing
+        } else {
+            crate::hw::disable
+        });
         csdev.set_mode(Mode::Disabled);
+        if mode == Mode::Perf {
+            // Not the buffer's last reference (see `Etr::perf`): nothing is freed here.
+            let session = this.perf.lock().take();
+            drop(session);
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => dev_warn!(csdev.as_device(), "ETR stop after perf: {e}\n"),
+                Err(e) => dev_warn!(
+                    csdev.as_device(),
+                    "ETR stop after perf: registers busy ({})\n",
+                    e.to_errno()
+                ),
+            }
+            return Ok(());
+        }
         match r {
             Ok(Ok(())) => this.free_dma(),
             Ok(Err(e)) => {
@@ -311,6 +497,52 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
         dev_dbg!(csdev.as_device(), "TMC-ETR disabled\n");
         Ok(())
     }
+}
+
+/// Copies the ETR's trace into the AUX pages for perf's `update_buffer`, the session's last CPU
+/// with the users locked; returns the bytes written.
+fn update_etr<B: Backend>(
+    this: &Etr<'_, B>,
+    csdev: &CsDevice,
+    handle: &AuxHandle,
+    buf: &AuxBuffer<EtrPerfBuffer>,
+) -> usize {
+    let session = &buf.data().buf;
+    // Snapshot mode: the whole buffer, newest last; perf keeps the newest of its ring.
+    let room = if buf.snapshot() {
+        usize::MAX
+    } else {
+        handle.size()
+    };
+    // An update while the event runs is an AUX pause: the ETR captures again afterwards.
+    let restart = handle.event().is_some_and(|e| e.is_active());
+    let setup = this.setup_for(session);
+    let mem = DmaMemory(session);
+    let mut out = buf.writer(handle.head());
+    let Ok((drained, restarted)) = this.tmc.io(|io| {
+        let d = etr::perf_drain(io, &mem, setup.dba, room, |b| out.put_slice(b));
+        let r = restart.then(|| etr::enable(io, &setup));
+        (d, r)
+    }) else {
+        return 0;
+    };
+    if let Some(f) = drained.failure {
+        dev_warn!(csdev.as_device(), "ETR drain for perf: {}\n", f.name());
+    }
+    if let Some(Err(e)) = restarted {
+        dev_warn!(
+            csdev.as_device(),
+            "ETR not restarted after an AUX pause: {e}\n"
+        );
+    }
+    if buf.snapshot() {
+        handle.advance_head(drained.bytes);
+    } else if drained.lost {
+        handle.flag(AuxFlag::Truncated);
+    }
+    // The trace in the AUX pages is visible before perf publishes the new head.
+    smp_mb(Full);
+    drained.bytes
 }
 
 /// The session's DMA buffer, as the panic callback reads it.
@@ -348,8 +580,22 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
             pr_emerg!("{name}: registers in use by a stopped CPU; not stopped\n");
             return Err(EBUSY);
         };
-        let summary = match &this.reserved {
-            Some(r) => {
+        // A perf session's buffer first: the ETR writes there while perf owns it.
+        let perf = this.perf.try_lock();
+        let perf_buf = perf.as_ref().and_then(|g| (**g).as_deref());
+        let summary = match (&this.reserved, perf_buf) {
+            (_, Some(coherent)) => {
+                let mem = DmaMemory(coherent);
+                let b = PanicBuffer {
+                    dba: coherent.dma_address(),
+                    paddr: 0,
+                    // CAST: `usize` fits in `u64`.
+                    size: coherent.size() as u64,
+                    copy_from: Some(&mem),
+                };
+                etr::panic_record(&stop, Some(&b), buf)
+            }
+            (Some(r), None) => {
                 let b = PanicBuffer {
                     dba: r.dma.dma_address(),
                     paddr: r.region.base(),
@@ -358,7 +604,7 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
                 };
                 etr::panic_record(&stop, Some(&b), buf)
             }
-            None => match this.dma.try_lock() {
+            (None, None) => match this.dma.try_lock() {
                 Some(guard) => match (*guard).as_ref() {
                     Some(coherent) => {
                         let mem = DmaMemory(coherent);
@@ -481,6 +727,8 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             dev: bound,
             reserved,
             dma <- new_spinlock!(None),
+            perf <- new_spinlock_irq!(None, "coresight_etr_perf"),
+            sessions: Arc::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             buffer_size: Atomic::new(ETR_DEFAULT_BUFFER),
             stop_on_flush: Atomic::new(false),
             save_restore,

@@ -320,6 +320,17 @@ pub fn disable<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
     report.result()
 }
 
+/// [`disable`] when capture is on (`CTL.TraceCaptEn`); else only reads `CTL`: the sink was
+/// stopped already (by an ETR's [`super::etr::perf_drain`]), and no flush is asked of a stopped
+/// TMC.
+pub fn disable_if_capturing<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
+    let ctl: CTL = io.read(CTL);
+    if !ctl.tracecapten() {
+        return Ok(());
+    }
+    disable(io)
+}
+
 /// What [`perf_drain`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PerfDrain {
