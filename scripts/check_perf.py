@@ -38,6 +38,27 @@ requires:
   (scripts/guest/cspd-loop.c): every iteration's calls, returns and branches, and as many
   iterations as --loops, which the program also says it ran.
 
+Address filters (--filter-range FUNC, cspd.perf=filter-range; --filter-start-stop A B,
+cspd.perf=filter-start-stop; both with --per-thread): the guest recorded cspd-loop as above with
+`--filter 'filter FUNC @ /bin/cspd-loop'` or `--filter 'start A @ /bin/cspd-loop, stop B @
+/bin/cspd-loop'`. The AUX data, trace IDs and build IDs are checked as above; then:
+
+- the plugin saw the ETM programmed with the filter at its last enable (the range as an include
+  comparator pair, or the start and stop comparators);
+- with a range, every address perf's decode names lies inside it;
+- the decode is exactly what the filter lets through of what the program ran on that CPU,
+  derived from the execution record (not from the plugin's trace or truth): the program's
+  blocks from its entry point on, ViewInst applied to them instruction by instruction as IHI 0064
+  defines it (a range's bounds both included, the kernel's upper bound being the instruction after
+  FUNC; start/stop active from the start's instruction up to and including the stop's; an
+  exception traced when ViewInst was active for the instruction before it), and the trace those
+  segments give as perf shows it: a trace start per segment, its taken branches, its last branch
+  as the trace's end without a target, an exception as a trace end from the last instruction
+  executed, nothing for a segment without a branch or exception, and nothing for the trace's last
+  element. The number of trace starts first (an entry into the filter lost or added), then every
+  sample in order;
+- the newest session the plugin's truth, rendered the same way.
+
 Snapshot mode (--snapshot FUNCS, cspd.perf=snapshot): the guest ran `perf record --snapshot=e -a`
 with a workload on every CPU, then on every CPU a marker (a /proc read whose kernel function no
 other part of the run calls: FUNCS, in order) right before each snapshot: two on SIGUSR2, the last
@@ -790,6 +811,340 @@ def check_loop(binary, events, loops):
             "(two halves)")
 
 
+# --- address filters (per-thread) ----------------------------------------------------------------
+
+class Filter:
+    """An address filter as the kernel programs it into the ETM and as IHI 0064 defines its effect
+    on ViewInst. A range (`filter FUNC @ BINARY`): the kernel's filter runs from the symbol's start
+    to start + size (etm_addr_filters_sync), which the driver programs as an address range
+    comparator pair (TRCVIIECTLR.INCLUDE); the pair matches an instruction address A with
+    lower <= A <= upper, so the instruction at the upper bound (the one after the function) is
+    inside too. Start/stop (`start A @ BINARY, stop B @ BINARY`): single comparators at the two
+    functions' entries (TRCVISSCTLR.START, STOP); the start/stop logic begins stopped (no start
+    point hit yet), is active for an instruction that causes a start and stays active up to and
+    including an instruction that causes a stop."""
+
+    def __init__(self, binary, range_func=None, start_stop=None):
+        self.range_func, self.start_stop = range_func, start_stop
+        if range_func:
+            lo, end = functions(binary, (range_func,))[range_func]
+            self.lo, self.hi = lo, end
+        else:
+            fn = functions(binary, start_stop)
+            self.start, self.stop = fn[start_stop[0]][0], fn[start_stop[1]][0]
+
+    def __str__(self):
+        if self.range_func:
+            return f"the range {self.range_func} {self.lo:#x}..{self.hi:#x} (both bounds included)"
+        return (f"start at {self.start_stop[0]} {self.start:#x}, stop at {self.start_stop[1]} {self.stop:#x} "
+                "(the stop's instruction included)")
+
+    def programmed(self, plugin_line):
+        """Whether the plugin's log line of an ETM enable shows this filter programmed."""
+        if self.range_func:
+            return f"ViewInst include [{self.lo:#x}-{self.hi:#x}]" in plugin_line
+        m = re.search(r"ViewInst start \[([^]]*)\] stop \[([^]]*)\]", plugin_line)
+        return bool(m) and f":{self.start:#x}" in m.group(1) and f":{self.stop:#x}" in m.group(2)
+
+
+def elf_text(binary):
+    """The bytes of the program's executable PT_LOAD segments, by address: [(vaddr, bytes)]."""
+    data = open(binary, "rb").read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise Bad(f"{binary} is not a 64-bit ELF file")
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    out = []
+    for k in range(phnum):
+        typ, flags, off, vaddr, _pa, filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
+        if typ == 1 and flags & 1:
+            out.append((vaddr, data[off:off + filesz]))
+    return out
+
+
+def program_run(rec, dis, cpu, binary):
+    """What the program did on `cpu` according to the execution record, from its last entry at the
+    ELF entry point to the record's end: a list of (start, executed instruction words, end) with
+    `end` how that stretch ended: ('next',) the straight line into the next one, ('taken', to) its
+    last instruction a taken branch, ('not-taken',) a conditional branch not taken, ('exception',
+    resume) an exception into the kernel (other tasks may run before the program resumes at
+    `resume`), or ('end',) the record's end. The record knows no tasks: the program's blocks are
+    the user-space blocks whose instruction words are the binary's at those addresses (perf and
+    busybox, static binaries too, run other code at the same addresses); every other block
+    between two of them must be the kernel's."""
+    text = elf_text(binary)
+    entry, = struct.unpack_from("<Q", open(binary, "rb").read(32), 24)
+    ring, wrapped = rec.ring(cpu)
+    mine = {}
+
+    def ours(index):
+        v = mine.get(index)
+        if v is None:
+            start, words = rec.block(index)
+            v = False
+            for va, seg in text:
+                if va <= start and start + 4 * len(words) <= va + len(seg):
+                    o = start - va
+                    v = struct.unpack_from(f"<{len(words)}I", seg, o) == words
+            mine[index] = v
+        return v
+
+    index = lambda j: ring[j] & check_exec.INDEX_MASK
+    first = next((j for j in range(len(ring) - 1, -1, -1) if rec.block(index(j))[0] == entry and ours(index(j))),
+                 None)
+    if first is None:
+        why = f" (its ring keeps the newest {rec.entries} blocks: a sizing error of the harness)" if wrapped else ""
+        raise Bad(f"CPU{cpu}: the execution record never runs {binary}'s entry point {entry:#x}{why}")
+    blocks = []  # (start, words) of the program, with the first other block run before it
+    between = None
+    for j in range(first, len(ring)):
+        index = ring[j] & check_exec.INDEX_MASK
+        if ours(index):
+            b = rec.block(index)
+            for _ in range((ring[j] >> check_exec.INDEX_BITS) + 1):
+                blocks.append((b, between))
+                between = None
+        elif between is None:
+            between = rec.block(index)[0]
+    out = []
+    for k, ((start, words), _) in enumerate(blocks):
+        end = start + 4 * len(words)
+        kind, off = dis.cache.get(words[-1], (None, 0))
+        if k + 1 == len(blocks):
+            out.append((start, words, ("end",)))
+            continue
+        nxt, gone = blocks[k + 1][0][0], blocks[k + 1][1]
+        if gone is not None:
+            if gone < KERNEL_VA or gone & 0x7F:
+                raise Bad(f"CPU{cpu}: the program's block {start:#x}..{end:#x} is followed by {gone:#x}, "
+                          "neither the program nor an exception vector")
+            # An exception; the program resumes at `nxt`: after the block (an interrupt between
+            # blocks, an SVC), at the target of its last branch (an interrupt after a taken
+            # branch), or inside it (a fault: the instructions before it executed).
+            if nxt == end:
+                out.append((start, words, ("not-taken",) if kind == "cond" else ("next",)))
+                out.append((nxt, (), ("exception", nxt)))
+            elif kind in ("direct", "cond", "indirect") and (kind == "indirect" or nxt == end - 4 + off):
+                out.append((start, words, ("taken", nxt)))
+                out.append((nxt, (), ("exception", nxt)))
+            elif start <= nxt < end:
+                out.append((start, words[:(nxt - start) // 4], ("exception", nxt)))
+            else:
+                raise Bad(f"CPU{cpu}: after an exception from the program's block {start:#x}..{end:#x} the "
+                          f"program resumes at {nxt:#x}: neither in that block nor after it")
+        elif nxt == end:
+            out.append((start, words, ("not-taken",) if kind == "cond" else ("next",)))
+        elif kind is None:
+            raise Bad(f"CPU{cpu}: the program's block {start:#x}..{end:#x} is followed by {nxt:#x}, but its last "
+                      "instruction is no branch")
+        else:
+            if kind in ("direct", "cond") and end - 4 + off != nxt:
+                raise Bad(f"CPU{cpu}: the program's block {start:#x}..{end:#x} is followed by {nxt:#x}, but its "
+                          f"branch goes to {end - 4 + off:#x}")
+            out.append((start, words, ("taken", nxt)))
+    return out
+
+
+def render(segments):
+    """perf's samples of ETM trace segments (a Trace On, then P0 elements while ViewInst stays
+    active, without a discontinuity): ('S', start) perf's trace start; ('B', from, to) a taken
+    branch; ('E', at) the segment's last P0 element, a branch (perf marks it as the trace's end
+    and reports no target: the next trace is elsewhere); ('X', from) an exception, from the last
+    instruction executed, which ends the segment (the kernel is not traced). A segment without a
+    P0 element gives a decoder nothing to infer an instruction from: no sample. The trace's last
+    P0 element, with no trace after it, is no sample either. `segments`: lists of P0 elements
+    ('taken', at, to), ('not-taken', at), ('exception', from) after the start address."""
+    out = []
+    for start, p0 in segments:
+        if not p0:
+            continue
+        out.append(("S", start))
+        for j, e in enumerate(p0):
+            if e[0] == "exception":
+                out.append(("X", e[1]))
+            elif j == len(p0) - 1:
+                out.append(("E", e[1]))
+            elif e[0] == "taken":
+                out.append(("B", e[1], e[2]))
+    if out and out[-1][0] in ("E", "X"):
+        out.pop()
+    return out
+
+
+def filter_segments(flow, flt):
+    """ViewInst over the program's flow (program_run) with the filter, instruction by instruction:
+    the trace segments, each (start, [P0 elements]) as render() takes them."""
+    segs, cur, started, last_active = [], None, False, None
+    for start, words, end in flow:
+        n = len(words)
+        for k in range(n):
+            a = start + 4 * k
+            if flt.range_func:
+                active = flt.lo <= a <= flt.hi
+            else:
+                if a == flt.start:
+                    started = True
+                active = started
+                if a == flt.stop and started:
+                    started = False
+            if not active:
+                cur = None
+                last_active = None
+                continue
+            if cur is None:
+                cur = (a, [])
+                segs.append(cur)
+            last_active = a
+            if k == n - 1 and end[0] in ("taken", "not-taken"):
+                cur[1].append(("taken", a, end[1]) if end[0] == "taken" else ("not-taken", a))
+            if not flt.range_func and not started:
+                # The stop: nothing after it is traced, an exception right after it neither.
+                cur = None
+                last_active = None
+        if end[0] == "exception":
+            # Traced when ViewInst was active for the instruction executed before it (the last
+            # one of this block, or the taken branch of the previous one).
+            frm = last_active
+            if cur is not None and frm is not None:
+                if n == 0 and cur[1] and cur[1][-1][0] == "taken":
+                    cur[1].pop()
+                cur[1].append(("exception", frm))
+            cur, last_active = None, None
+    return segs
+
+
+def perf_filter_events(path):
+    """perf script's output of a filtered per-thread recording: per CPU the samples as render()
+    gives them, with their line numbers."""
+    out, errors = {}, []
+    for n, line in enumerate(open(path), 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            errors.append(f"line {n}: {line.strip()}")
+            continue
+        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+        if "tr strt" in flags:
+            e = ("S", to)
+        elif "tr end" in flags:
+            e = ("X", frm) if re.search(r"\b(int|syscall|async)\b", flags) else ("E", frm)
+        else:
+            e = ("B", frm, to)
+        out.setdefault(cpu, []).append((e, n))
+    if errors:
+        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
+    return out
+
+
+def show(e):
+    return {"S": "trace start at", "B": "branch", "E": "trace end at", "X": "exception from"}[e[0]] + " " + \
+        " -> ".join(f"{x:#x}" for x in e[1:] if x is not None)
+
+
+def truth_filtered(tc):
+    """The plugin's truth of the last session as trace segments: a gap is a Trace On at its
+    target; taken, not-taken and exception events are P0 elements (an exception from the
+    instruction before its preferred return, or from a taken branch to it). The truth records no
+    gap where the session's trace first starts: that start's address is None (the execution
+    record's comparison has it)."""
+    segs = []
+    for e in tc["events"]:
+        k = e["kind"]
+        if k == "gap":
+            segs.append((int(e["to"], 16), []))
+            continue
+        if not segs:
+            segs.append((None, []))  # the session's first trace start: the truth has no gap for it
+        f = int(e["from"], 16)
+        p0 = segs[-1][1]
+        if k == "taken":
+            p0.append(("taken", f, int(e["to"], 16)))
+        elif k == "not-taken":
+            p0.append(("not-taken", f))
+        elif k == "exception":
+            if p0 and p0[-1][0] == "taken" and p0[-1][2] == f:
+                p0.append(("exception", p0.pop()[1]))
+            else:
+                p0.append(("exception", f - 4))
+    return render(segs)
+
+
+def check_filter(a, d, script, enabled, truth):
+    """The decode of a filtered per-thread recording is exactly what the filter lets through of
+    what the program ran, as the execution record says it ran; and its newest session the truth's."""
+    flt = Filter(a.per_thread, a.filter_range, a.filter_start_stop)
+    per_cpu = perf_filter_events(script)
+    if len(per_cpu) != 1:
+        raise Bad(f"the program's trace comes from CPUs {sorted(per_cpu)}: the guest pins it to one")
+    cpu, got = next(iter(per_cpu.items()))
+    lines = [n for _e, n in got]
+    got = [e for e, _n in got]
+    text = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    last = [ln for ln in text.splitlines() if f"qemu-coresight: etm {cpu}: enabled" in ln]
+    if not last or not flt.programmed(last[-1]):
+        raise Bad(f"the plugin did not see CPU{cpu}'s ETM programmed with {flt} at its last enable: "
+                  f"{last[-1] if last else 'no enable'}")
+    print(f"filter: {flt}; the plugin saw CPU{cpu}'s ETM programmed so")
+    if flt.range_func:
+        for i, e in enumerate(got):
+            bad = [x for x in e[1:] if not flt.lo <= x <= flt.hi]
+            if bad:
+                raise Bad(f"perf's event {i} ({show(e)}, {script}:{lines[i]}) is outside the filter's range "
+                          f"{flt.lo:#x}..{flt.hi:#x}: the trace holds an instruction the filter leaves out")
+    rec = check_exec.Record(os.path.join(d, "exec.rec"))
+    if rec.table_full:
+        raise Bad("the execution record's table filled up: raise exec-record's table=")
+    dis = check_exec.Disassembler()
+    dis.classify(rec.last_words())
+    flow = program_run(rec, dis, cpu, a.per_thread)
+    want = render(filter_segments(flow, flt))
+    entries_got = sum(1 for e in got if e[0] == "S")
+    entries_want = sum(1 for e in want if e[0] == "S")
+    if entries_got != entries_want:
+        raise Bad(f"perf's decode starts the trace {entries_got} times, the execution record enters the filter "
+                  f"{entries_want} times: {'an entry lost' if entries_got < entries_want else 'an entry too many'}")
+    if got != want:
+        i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+        entry = sum(1 for e in want[:i + 1] if e[0] == "S")
+        mine = show(got[i]) + f", {script}:{lines[i]}" if i < len(got) else "the end of the decode"
+        theirs = show(want[i]) if i < len(want) else "nothing more"
+        raise Bad(f"perf's event {i} ({mine}) is not what the filter lets through of what CPU{cpu} ran: the "
+                  f"execution record has {theirs} there (in the filter's entry {entry} of {entries_want})")
+    exc = sum(1 for e in want if e[0] == "X")
+    taken = [e for e in want if e[0] == "B"]
+    kinds = {}
+    for e in taken:
+        kinds[e[1:]] = kinds.get(e[1:], 0) + 1
+    ends = {}
+    for e in want:
+        if e[0] == "E":
+            ends[e[1]] = ends.get(e[1], 0) + 1
+    print(f"CPU{cpu}: {len(want)} samples, every one what the filter lets through of the program's "
+          f"{sum(len(w) for _s, w, _e in flow)} instructions in the execution record: {entries_want} trace "
+          f"starts, taken branches " + ", ".join(f"{f:#x} -> {t:#x} {c} times" for (f, t), c in sorted(kinds.items()))
+          + "; trace ends at " + ", ".join(f"{f:#x} {c} times" for f, c in sorted(ends.items()))
+          + f" (and one last, which perf does not sample); {exc} exceptions inside the filter")
+    if cpu not in truth:
+        raise Bad(f"CPU{cpu}: the plugin's truth has no such CPU")
+    if truth[cpu].get("reason") != "stopped":
+        raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({truth[cpu].get('reason')})")
+    tru = truth_filtered(truth[cpu])
+    if not tru or len(tru) > len(got):
+        raise Bad(f"CPU{cpu}: the plugin's truth of the last session has {len(tru)} samples as perf shows them, "
+                  f"perf decoded {len(got)}")
+    mine = got[-len(tru):]
+    diff = [i for i, (x, y) in enumerate(zip(mine, tru)) if x != y and y != ("S", None)]
+    if diff:
+        i = diff[-1]
+        raise Bad(f"CPU{cpu}: perf's event {len(got) - len(tru) + i} ({show(mine[i])}) differs from the plugin's "
+                  f"ground truth of the last session ({show(tru[i]) if tru[i][1] is not None else 'a trace start'})")
+    print(f"CPU{cpu}: {len(enabled.get(cpu, []))} trace sessions; the truth's last session, {len(tru)} samples "
+          "as perf shows them, is perf's newest")
+    return cpu
+
+
 # --- snapshot mode ----------------------------------------------------------------------------
 
 def snapshots(data, n):
@@ -1126,6 +1481,13 @@ def check(a):
                   f"{', '.join(mods)}"
                   + (f", {n} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if n else ""))
             perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
+    if a.filter_range or a.filter_start_stop:
+        try:
+            truth = check_trace.truth_of(d)
+        except check_trace.Bad as e:
+            raise Bad(str(e))
+        check_filter(a, d, script, enabled, truth)
+        return
     starts, events = decoded(script, per_thread=bool(a.per_thread))
     cpus = sorted(events) if a.per_thread else range(a.cpus)
     for cpu in cpus:
@@ -1181,12 +1543,22 @@ def main():
     ap.add_argument("--snapshot", metavar="FUNCS",
                     help="the snapshot run (perf record --snapshot=e): the kernel function the guest's marker "
                     "calls on every CPU just before each snapshot, in order, the last before the one at exit")
+    ap.add_argument("--filter-range", metavar="FUNC",
+                    help="with --per-thread: perf recorded with --filter 'filter FUNC @ /bin/cspd-loop'; the "
+                    "decode must be exactly what the execution record ran inside the range")
+    ap.add_argument("--filter-start-stop", nargs=2, metavar=("START", "STOP"),
+                    help="with --per-thread: perf recorded with --filter 'start START @ /bin/cspd-loop, stop STOP @ "
+                    "/bin/cspd-loop'; the decode must be exactly what the execution record ran from a start to a stop")
     ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
     ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
                     "possibly altered): judged instead of running perf script")
     a = ap.parse_args()
     if a.snapshot and a.per_thread:
         ap.error("--snapshot and --per-thread exclude each other")
+    if (a.filter_range or a.filter_start_stop) and not a.per_thread:
+        ap.error("--filter-range and --filter-start-stop judge a --per-thread recording")
+    if a.filter_range and a.filter_start_stop:
+        ap.error("--filter-range and --filter-start-stop exclude each other")
     try:
         check(a)
     except Bad as e:

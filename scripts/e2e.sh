@@ -90,6 +90,16 @@
 #                        run with the AUX data cut, one decoded branch changed, one event of the
 #                        truth changed, a trace ID or a byte of the ETF changed; and of
 #                        perf-per-thread's with an iteration or one branch changed
+#   perf-filter          perf record --filter per thread (cspd-loop on CPU 1, user space): the range
+#                        'filter step_b @ /bin/cspd-loop', then in a second boot (run directory
+#                        perf-filter-start-stop) 'start step_a @ ..., stop step_b @ ...'; the decode
+#                        exactly what the filter lets through of what the execution record says the
+#                        program ran, as IHI 0064 defines ViewInst (check_perf.py --filter-range,
+#                        --filter-start-stop)
+#   harness-perf-filter  check_perf.py --filter-range must FAIL with its own message on perf-filter's
+#                        decode with one sample outside the range added, one entry into step_b
+#                        dropped, one parity branch flipped; --filter-start-stop with the trace
+#                        going on past one stop
 #   perf-snapshot        perf's snapshot mode on the ETF: perf record --snapshot=e CPU-wide, two
 #                        snapshots on SIGUSR2 and one at exit, each after its own marker on every CPU;
 #                        each snapshot's whole window in the host perf's decode judged against the
@@ -1187,6 +1197,142 @@ scenario_perf-per-thread() {
 	[ "${PIPESTATUS[0]}" = 0 ]
 }
 
+# perf's address filters on the production ETMv4 driver: the guest's perf records /bin/cspd-loop per
+# thread, user space only, pinned to CPU 1 as perf-per-thread, with --filter: first a range
+# (cspd.perf=filter-range: 'filter step_b @ /bin/cspd-loop'), then, in a second boot, a start and
+# a stop (cspd.perf=filter-start-stop: 'start step_a @ /bin/cspd-loop, stop step_b @
+# /bin/cspd-loop'; run directory perf-filter-start-stop). A boot each: the execution record's ring
+# keeps the newest blocks, not two recordings with the perf processing between them.
+# check_perf.py --filter-range / --filter-start-stop require the decode to be exactly what the
+# filter lets through, as the ETM architecture defines it, of what the execution record says
+# CPU 1 ran of the program, and its newest session the plugin's truth. The execution records stay
+# for harness-perf-filter, which removes them.
+FILTER_RANGE=step_b
+FILTER_START=step_a
+FILTER_STOP=step_b
+scenario_perf-filter() {
+	local mode d disk
+	for mode in range start-stop; do
+		d=$RUNS/perf-filter disk=$RUNS/perf-filter.disk
+		[ $mode = range ] || d=$RUNS/perf-filter-start-stop disk=$RUNS/perf-filter-start-stop.disk
+		mkdir -p "$RUNS"
+		rm -f "$disk"
+		truncate -s 64M "$disk" || return 1
+		cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=filter-$mode" \
+			--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+		grep -q "CSPD: perf: record ok" "$d/console.log" ||
+			{ grep "CSPD: perf: |" "$d/console.log" >&2; echo "perf record with the $mode filter failed in the guest" >&2; return 1; }
+		if [ $mode = range ]; then
+			set -- --filter-range "$FILTER_RANGE"
+		else
+			set -- --filter-start-stop "$FILTER_START" "$FILTER_STOP"
+		fi
+		check_perf "$d" "$disk" --per-thread "$LOOP_BIN" --loops 1000 "$@" 2>&1 | tee "$d/check-perf.txt"
+		[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	done
+}
+
+# check_perf.py's filter judges must each fail with their own message on perf-filter's saved decode
+# (perf script's output, --script) with one sample altered: (a) a branch sample from the first
+# instruction past the range's upper bound added in the middle of the decode, (b) one entry into
+# step_b (its trace start to its trace end) dropped, (c) one odd iteration's parity branch flipped
+# (its taken branch and trace end replaced by an even iteration's trace end); and
+# --filter-start-stop on perf-filter-start-stop's with (d) the trace going on past one stop point
+# (step_b's branch and return after it). The unaltered decodes pass. The execution records
+# perf-filter kept are removed at the end (unless CSPD_KEEP_EXEC is set).
+scenario_harness-perf-filter() {
+	local src=$RUNS/perf-filter ss=$RUNS/perf-filter-start-stop d=$RUNS/harness-perf-filter rc=0 out c
+	[ -f "$src/exec.rec" ] && [ -f "$src/perf/perf-script.txt" ] && [ -f "$ss/exec.rec" ] &&
+		[ -f "$ss/perf/perf-script.txt" ] || scenario_perf-filter || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	local -a range=(--per-thread "$LOOP_BIN" --loops 1000 --filter-range "$FILTER_RANGE")
+	local -a startstop=(--per-thread "$LOOP_BIN" --loops 1000 --filter-start-stop "$FILTER_START" "$FILTER_STOP")
+	judge_copy "$src" "$d/unaltered"
+	check_perf "$d/unaltered" "$RUNS/perf-filter.disk" "${range[@]}" --script "$src/perf/perf-script.txt" \
+		>"$d/unaltered.txt" 2>&1 ||
+		{ tail -n 3 "$d/unaltered.txt"; echo "check_perf.py --filter-range fails on the unaltered copy" >&2; return 1; }
+	judge_copy "$ss" "$d/unaltered-start-stop"
+	check_perf "$d/unaltered-start-stop" "$RUNS/perf-filter-start-stop.disk" "${startstop[@]}" \
+		--script "$ss/perf/perf-script.txt" >"$d/unaltered-start-stop.txt" 2>&1 ||
+		{ tail -n 3 "$d/unaltered-start-stop.txt"; echo "check_perf.py --filter-start-stop fails on the unaltered copy" >&2; return 1; }
+	for c in outside dropped parity; do
+		judge_copy "$src" "$d/$c"
+	done
+	judge_copy "$ss" "$d/past-stop"
+	out=$(python3 - "$src/perf/perf-script.txt" "$ss/perf/perf-script.txt" "$d" "$LOOP_BIN" "$FILTER_RANGE" \
+		"$FILTER_STOP" "$REPO/scripts" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[7])
+import check_perf
+lo, hi = check_perf.functions(sys.argv[4], (sys.argv[5],))[sys.argv[5]]
+stop = check_perf.functions(sys.argv[4], (sys.argv[6],))[sys.argv[6]][0]
+
+
+def load(path):
+    lines = open(path).read().split("\n")
+    return lines, [k for k, l in enumerate(lines) if check_perf.SAMPLE.match(l)]
+
+
+def save(name, lines):
+    path = f"{sys.argv[3]}/{name}/perf-script.txt"
+    open(path, "w").write("\n".join(lines))
+    return path
+
+
+def sample(k, lines):
+    m = check_perf.SAMPLE.match(lines[k])
+    return m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+
+
+lines, idx = load(sys.argv[1])
+starts = [i for i, k in enumerate(idx) if "tr strt" in lines[k]]
+mid = starts[len(starts) // 2]
+# (a) After the middle trace start: a branch from the instruction after the range's upper bound.
+out = lines[:idx[mid] + 1] + [f"[001]   jcc   {hi + 4:x} =>   {hi + 8:x}"] + lines[idx[mid] + 1:]
+path = save("outside", out)
+print(f"perf's event {mid + 1} (branch {hi + 4:#x} -> {hi + 8:#x}, {path}:{idx[mid] + 2}) is outside the filter's range")
+# (b) The middle entry, its trace start to its trace end, dropped.
+end = next(i for i in range(mid, len(idx)) if "tr end" in lines[idx[i]])
+save("dropped", lines[:idx[mid]] + lines[idx[end] + 1:])
+print(f"perf's decode starts the trace {len(starts) - 1} times, the execution record enters the filter {len(starts)} "
+      "times: an entry lost")
+# (c) An odd iteration from the middle on (a taken branch after its trace start) as an even one:
+# the branch and the trace end after it replaced by an even iteration's trace end.
+even = next(sample(idx[i + 1], lines)[1] for i in starts if "tr end" in lines[idx[i + 1]])
+odd = next(i for i in starts[len(starts) // 2:] if "tr" not in sample(idx[i + 1], lines)[0])
+_, frm, to = sample(idx[odd + 1], lines)
+flipped = lines[:idx[odd + 1]] + [f"[001]   tr end  return   {even:x} =>   0"] + lines[idx[odd + 2] + 1:]
+path = save("parity", flipped)
+print(f"perf's event {odd + 1} (trace end at {even:#x}, {path}:{idx[odd + 1] + 1}) is not what the filter lets "
+      f"through of what CPU1 ran: the execution record has branch {frm:#x} -> {to:#x} there (in the filter's entry "
+      f"{starts.index(odd) + 1} of {len(starts)})")
+# (d) Start/stop: the middle stop's trace end replaced by step_b's branch and return after it.
+lines, idx = load(sys.argv[2])
+ends = [i for i, k in enumerate(idx) if "tr end" in lines[idx[i]] and sample(idx[i], lines)[1] == stop]
+i = ends[len(ends) // 2]
+past = lines[:idx[i]] + [f"[001]   jcc   {stop:x} =>   {stop + 0x18:x}", f"[001]   tr end  return   {stop + 0x28:x} =>   0"]
+path = save("past-stop", past + lines[idx[i] + 1:])
+print(f"perf's event {i} (branch {stop:#x} -> {stop + 0x18:#x}, {path}:{idx[i] + 1}) is not what the filter lets "
+      f"through of what CPU1 ran: the execution record has trace end at {stop:#x} there")
+PY
+	) || return 1
+	local -a msg
+	mapfile -t msg <<<"$out"
+	judge_negative "a sample one instruction past the range added" "${msg[0]}" \
+		check_perf "$d/outside" "$RUNS/perf-filter.disk" "${range[@]}" --script "$d/outside/perf-script.txt" || rc=1
+	judge_negative "one entry into $FILTER_RANGE dropped" "${msg[1]}" \
+		check_perf "$d/dropped" "$RUNS/perf-filter.disk" "${range[@]}" --script "$d/dropped/perf-script.txt" || rc=1
+	judge_negative "one parity branch flipped" "${msg[2]}" \
+		check_perf "$d/parity" "$RUNS/perf-filter.disk" "${range[@]}" --script "$d/parity/perf-script.txt" || rc=1
+	judge_negative "the trace going on past a stop point" "${msg[3]}" \
+		check_perf "$d/past-stop" "$RUNS/perf-filter-start-stop.disk" "${startstop[@]}" \
+		--script "$d/past-stop/perf-script.txt" || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec" "$ss/exec.rec"
+	rm -rf "$d"/*/exec.rec
+	return $rc
+}
+
 # check_perf.py's judges must each fail with their own message on a copy of perf-cpu-wide's run
 # with one input altered: (a) the AUX data cut (perf.data without the newest 64 KiB of its AUXTRACE
 # payload, the record and the data section shrunk to match); (b) one branch changed (perf script's
@@ -1974,14 +2120,55 @@ scenario_harness-bad-input() {
 	return $rc
 }
 
+# perf mode with the ETR as the sink (CS_TMC=etr, no tracedata region: each perf session has its
+# own flat DMA buffer, cspd.perf_sink=tmc_etr0): perf-cpu-wide's and perf-snapshot's runs and
+# judges, on a buffer in guest memory the plugin's ETR writes by DMA (tmc.bin is that buffer as
+# the plugin saw it when capture stopped).
+scenario_perf-etr() {
+	local d=$RUNS/perf-etr disk=$RUNS/perf-etr.disk
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide cspd.perf_sink=tmc_etr0" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: event cs_etm/@tmc_etr0," "$d/console.log" || { echo "perf did not record through tmc_etr0" >&2; return 1; }
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
+scenario_perf-etr-snapshot() {
+	local d=$RUNS/perf-etr-snapshot disk=$RUNS/perf-etr-snapshot.disk
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot cspd.perf_sink=tmc_etr0" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: event cs_etm/@tmc_etr0," "$d/console.log" || { echo "perf did not record through tmc_etr0" >&2; return 1; }
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS" 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
+# A panic while perf owns the ETR (perf record --snapshot -a through tmc_etr0): the panic path
+# copies the session's DMA buffer into the dump, judged as perf-panic's.
+scenario_perf-etr-panic() {
+	local d=$RUNS/perf-etr-panic
+	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1 cspd.perf=panic cspd.perf_sink=tmc_etr0" ||
+		return 1
+	grep -q "CSPD: perf: recording" "$d/console.log" || { echo "perf did not record in the guest" >&2; return 1; }
+	check_trace "$d" mod --perf-session --sink tmc_etr0 --etr-from "copied at panic"
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
-	perf-snapshot perf-panic harness-perf-snapshot
-	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr)
+	perf-filter harness-perf-filter perf-snapshot perf-panic harness-perf-snapshot
+	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
+	perf-etr perf-etr-snapshot perf-etr-panic)
 
 main() {
 	ensure_cache_dir
