@@ -2160,6 +2160,35 @@ scenario_perf-etr-panic() {
 	check_trace "$d" mod --perf-session --sink tmc_etr0 --etr-from "copied at panic"
 }
 
+# The ETR's perf runs judged on altered copies, each judge failing with its own message (the
+# unaltered runs pass in their scenarios): (a) perf-etr with one byte of the ETR's buffer as the
+# plugin saw it changed, (b) perf-etr-snapshot the same, (c) perf-etr-panic's dump judged as a
+# sysfs session's. The execution records the three runs kept are removed at the end.
+scenario_harness-perf-etr() {
+	local d=$RUNS/harness-perf-etr rc=0 run
+	for run in perf-etr perf-etr-snapshot perf-etr-panic; do
+		[ -f "$RUNS/$run/exec.rec" ] || "scenario_$run" || return 1
+	done
+	rm -rf "$d"
+	mkdir -p "$d"
+	judge_copy "$RUNS/perf-etr" "$d/tmc"
+	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of the ETR's buffer changed" "the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		check_perf "$d/tmc" "$RUNS/perf-etr.disk" --script "$RUNS/perf-etr/perf/perf-script.txt" || rc=1
+	judge_copy "$RUNS/perf-etr-snapshot" "$d/snapshot-tmc"
+	printf '\x5a' | dd of="$d/snapshot-tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of the ETR's buffer at the last snapshot changed" \
+		"the newest snapshot differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		check_perf "$d/snapshot-tmc" "$RUNS/perf-etr-snapshot.disk" --snapshot "$SNAPSHOT_MARKERS" \
+		--script "$RUNS/perf-etr-snapshot/perf/perf-script.txt" || rc=1
+	judge_copy "$RUNS/perf-etr-panic" "$d/panic-no-flag"
+	judge_negative "perf-etr-panic's run judged as a sysfs session" "enable_sink on tmc_etr0 did not take" \
+		check_trace "$d/panic-no-flag" mod --sink tmc_etr0 --etr-from "copied at panic" || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$RUNS"/perf-etr*/exec.rec
+	rm -rf "$d"/*/exec.rec
+	return $rc
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-gdb trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
@@ -2168,7 +2197,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
-	perf-etr perf-etr-snapshot perf-etr-panic)
+	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr)
 
 main() {
 	ensure_cache_dir
