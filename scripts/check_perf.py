@@ -870,8 +870,9 @@ def program_run(rec, dis, cpu, binary):
     resume) an exception into the kernel (other tasks may run before the program resumes at
     `resume`), or ('end',) the record's end. The record knows no tasks: the program's blocks are
     the user-space blocks whose instruction words are the binary's at those addresses (perf and
-    busybox, static binaries too, run other code at the same addresses); every other block
-    between two of them must be the kernel's."""
+    busybox, static binaries too, run other code at the same addresses); the first other block
+    after one of them must be an exception vector (the kernel and other tasks run only after
+    an exception)."""
     text = elf_text(binary)
     entry, = struct.unpack_from("<Q", open(binary, "rb").read(32), 24)
     ring, wrapped = rec.ring(cpu)
@@ -895,17 +896,16 @@ def program_run(rec, dis, cpu, binary):
     if first is None:
         why = f" (its ring keeps the newest {rec.entries} blocks: a sizing error of the harness)" if wrapped else ""
         raise Bad(f"CPU{cpu}: the execution record never runs {binary}'s entry point {entry:#x}{why}")
-    blocks = []  # (start, words) of the program, with the first other block run before it
+    blocks = []  # ((start, words) of the program, the first other block run before it, or None)
     between = None
     for j in range(first, len(ring)):
-        index = ring[j] & check_exec.INDEX_MASK
-        if ours(index):
-            b = rec.block(index)
+        if ours(index(j)):
+            b = rec.block(index(j))
             for _ in range((ring[j] >> check_exec.INDEX_BITS) + 1):
                 blocks.append((b, between))
                 between = None
         elif between is None:
-            between = rec.block(index)[0]
+            between = rec.block(index(j))[0]
     out = []
     for k, ((start, words), _) in enumerate(blocks):
         end = start + 4 * len(words)
