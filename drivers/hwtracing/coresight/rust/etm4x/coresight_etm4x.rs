@@ -23,7 +23,9 @@
 //! accesses need silicon that implements the trace system registers: the test bench emulates
 //! memory-mapped units only.
 //!
-//! Perf mode is not supported.
+//! In perf mode each unit is enabled, paused, resumed and disabled on its own CPU from perf's
+//! callbacks, with the `cs_etm` format's options and perf's address filters
+//! ([`hw::TraceConfig::for_perf`]).
 
 use kernel::{
     amba,

@@ -11,8 +11,9 @@
 //! unless it is the node's `tracedata` reserved region ([`etr`]). No allocation, no sleeping,
 //! every poll bounded, and a TMC that stops answering leaves a record that says where it stopped.
 //!
-//! Perf mode is not supported (there is no AUX buffer support); the C driver's `/dev` readers are
-//! not provided either: the trace is read from the dump.
+//! Every configuration is also a perf sink: the ETB/ETF hands its RAM to perf's AUX buffer
+//! ([`hw::perf_drain`]), the ETR each session's flat DMA buffer ([`etr::perf_drain`]). The C
+//! driver's `/dev` readers are not provided: the trace is read from the dump.
 
 use kernel::prelude::*;
 
