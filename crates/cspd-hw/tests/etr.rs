@@ -456,7 +456,7 @@ fn perf_drain_of(words: &[u32], room: usize, dba: u64) -> (EtrPerfDrain, Vec<u8>
     let view = SharedMem(&m, Cell::new(0));
     let mut got = Vec::new();
     let d = perf_drain(&mut SharedIo(&m), &view, dba, room, |s: &[u8]| {
-        assert!(!s.is_empty() && s.len() <= 256 && s.len() % 4 == 0);
+        assert!(!s.is_empty() && s.len() <= 256 && s.len().is_multiple_of(4));
         got.extend_from_slice(s)
     });
     assert!(!m.borrow().is_capturing(), "the ETR is stopped");
