@@ -1093,12 +1093,15 @@ def check_filter(a, d, script, enabled, truth):
             if bad:
                 raise Bad(f"perf's event {i} ({show(e)}, {script}:{lines[i]}) is outside the filter's range "
                           f"{flt.lo:#x}..{flt.hi:#x}: the trace holds an instruction the filter leaves out")
-    rec = check_exec.Record(os.path.join(d, "exec.rec"))
-    if rec.table_full:
-        raise Bad("the execution record's table filled up: raise exec-record's table=")
-    dis = check_exec.Disassembler()
-    dis.classify(rec.last_words())
-    flow = program_run(rec, dis, cpu, a.per_thread)
+    try:
+        rec = check_exec.Record(os.path.join(d, "exec.rec"))
+        if rec.table_full:
+            raise Bad("the execution record's table filled up: raise exec-record's table=")
+        dis = check_exec.Disassembler()
+        dis.classify(rec.last_words())
+        flow = program_run(rec, dis, cpu, a.per_thread)
+    except check_exec.Bad as e:
+        raise Bad(str(e))
     want = render(filter_segments(flow, flt))
     entries_got = sum(1 for e in got if e[0] == "S")
     entries_want = sum(1 for e in want if e[0] == "S")
@@ -1125,7 +1128,7 @@ def check_filter(a, d, script, enabled, truth):
           f"{sum(len(w) for _s, w, _e in flow)} instructions in the execution record: {entries_want} trace "
           f"starts, taken branches " + ", ".join(f"{f:#x} -> {t:#x} {c} times" for (f, t), c in sorted(kinds.items()))
           + "; trace ends at " + ", ".join(f"{f:#x} {c} times" for f, c in sorted(ends.items()))
-          + f" (and one last, which perf does not sample); {exc} exceptions inside the filter")
+          + f" (and one last, which perf does not sample); {exc} exception{'' if exc == 1 else 's'} inside the filter")
     if cpu not in truth:
         raise Bad(f"CPU{cpu}: the plugin's truth has no such CPU")
     if truth[cpu].get("reason") != "stopped":
