@@ -216,6 +216,22 @@ def boundaries(rec, ring, at=None):
         prev = blk
 
 
+def following(rec, ring, at, count):
+    """Up to `count` blocks the record runs after the block at position `at` (as boundaries()
+    gives positions), oldest first, as (start, words)."""
+    j, r = at
+    out = []
+    while len(out) < count:
+        if 0 <= j < len(ring) and r < ring[j] >> INDEX_BITS:
+            r += 1
+        else:
+            j, r = j + 1, 0
+            if j >= len(ring):
+                break
+        out.append(rec.block(ring[j] & INDEX_MASK))
+    return out
+
+
 def describe(ev):
     return {"T": "taken branch", "X": "exception", "W": "ISB", "G": "lost flow"}[ev[0]] + " " + \
         " -> ".join(f"{x:#x}" for x in ev[1:] if x is not None)

@@ -413,6 +413,13 @@ def guest_image(d, vmcore, vmlinux, modules_dir, out):
 
 # --- perf's decode ----------------------------------------------------------------------------
 
+def image_summary(patched, mods, alias, pages):
+    """What guest_image gave perf, for the log."""
+    return (f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), "
+            + (f"the text of {', '.join(mods)}" if mods else "no module loaded")
+            + (f", {pages} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if pages else ""))
+
+
 def perf_script(perf, path, image, out, symfs=None):
     """`perf script --itrace=be` (branches, errors) with the kcore, or with --symfs for a user-space
     program (per-thread); its output goes to `out`."""
@@ -608,12 +615,37 @@ class Matcher:
         return matched
 
 
+def trace_end(k, cpu, kind, frm, nxt, dis):
+    """Checks the trace end perf shows between two snapshots (a `kind` at `frm`, no target) against
+    the blocks the record runs after the window's newest event (`nxt`): the ETM stopped in the
+    branch that ends one of them, reached by falling through the ones before (each ends with an
+    ISB or a branch not taken: the next starts right after it); a taken branch on the way would
+    have been a sample of perf's."""
+    for n, (start, words) in enumerate(nxt):
+        last = start + 4 * len(words) - 4
+        if frm == last and dis.cache.get(words[-1], (None, 0))[0] is not None:
+            how = "next" if n == 0 else f"{n} blocks later, falling through ISBs and branches not taken"
+            return f"; its trace end, a {kind} at {frm:#x}, the branch that ends the block the record runs {how}"
+        if n + 1 < len(nxt) and nxt[n + 1][0] != last + 4:
+            break
+    first = nxt[0][0]
+    raise Bad(f"snapshot {k + 1}: CPU{cpu}: perf's decode ends the snapshot's trace with a {kind} at {frm:#x}, "
+              f"but the record runs block {first:#x}..{first + 4 * len(nxt[0][1]):#x} after the window's newest "
+              "event and no branch it falls through to is that one (the branch the ETM stopped in ends it)")
+
+
+# Blocks check_record returns after a window's newest event: enough to walk from it to where the
+# trace ended through ISBs and branches not taken.
+FOLLOWING = 16
+
+
 def check_record(rec, dis, cpu, events, start, ring=None, at=None):
     """Finds perf's decode of `cpu` in the record (the newest place where its newest events match;
     with `at`, a position of check_exec.boundaries, the newest before it) and matches the whole
     window there. Returns (boundaries after its end, counted from `at`, user-space blocks, returns
     to user space, kernel blocks between exceptions (per thread), boundaries the window spans, the
-    position of its oldest boundary, the block the record runs after the window's newest event)."""
+    position of its oldest boundary, the blocks the record runs after the window's newest event:
+    the first and up to FOLLOWING - 1 more)."""
     if ring is None:
         ring, wrapped = rec.ring(cpu)
     else:
@@ -643,7 +675,8 @@ def check_record(rec, dis, cpu, events, start, ring=None, at=None):
         oldest = [pos, 1]
         try:
             m.match_at(from_here(), n - 1)
-            return seen - 1, m.user, m.returns, m.kernel, oldest[1], oldest[0], b
+            return (seen - 1, m.user, m.returns, m.kernel, oldest[1], oldest[0],
+                    [b] + check_exec.following(rec, ring, pos, FOLLOWING)[1:])
         except Short as s:
             why = f"its ring keeps the newest {rec.entries} blocks" if wrapped else "it starts there"
             err = Bad(f"CPU{cpu}: the execution record does not reach back to perf's oldest {s.args[0] + 1} "
@@ -667,8 +700,16 @@ def truth_as_perf(tc, user_only=False):
     newest event is followed by an instruction range that does not end (the ETM stopped in it), so
     that perf makes no sample of it."""
     out, left_out, gone, exc = [], 0, None, None
+    # Kernel traced: an atom after the newest taken branch (a not-taken branch, an ISB's
+    # waypoint) ends the range at its target, so that perf samples the branch.
+    atom_after = False
     for e in tc["events"]:
         k = e["kind"]
+        if not user_only and k in ("not-taken", "waypoint") and gone is None and out \
+                and int(e["from"], 16) >= KERNEL_VA:
+            atom_after = True
+        if k in ("taken", "exception"):
+            atom_after = False
         if user_only and k == "gap" and exc is not None:
             # The kernel is not traced: the exception, then the trace resumes where the program
             # runs on.
@@ -706,7 +747,7 @@ def truth_as_perf(tc, user_only=False):
             gone = f
         else:
             out.append(("B", f, t))
-    return out, left_out, exc is None
+    return out, left_out, exc is None and not atom_after
 
 
 def truth_events(tc, user_only=False):
@@ -1344,8 +1385,7 @@ def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
     if not script:
         script = os.path.join(out, "perf-script.txt")
         patched, mods, alias, na = guest_image(d, vmcore, a.vmlinux, a.modules_dir, os.path.join(out, "kcore_dir"))
-        print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
-              f"{', '.join(mods)}" + (f", {na} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if na else ""))
+        print(image_summary(patched, mods, alias, na))
         perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
     parts, ends = snapshot_decodes(script, snaps, a.cpus)
     decodes = [({c: v[0] for c, v in p.items()}, {c: v[1] for c, v in p.items()}) for p in parts]
@@ -1382,12 +1422,7 @@ def check_snapshot(a, d, out, path, data, enabled, stops, tmc):
             end = ""
             if (k, cpu) in ends:
                 kind, frm = ends[k, cpu]
-                last = nxt[0] + 4 * len(nxt[1]) - 4
-                if frm != last or dis.cache.get(nxt[1][-1], (None, 0))[0] is None:
-                    raise Bad(f"snapshot {k + 1}: CPU{cpu}: perf's decode ends the snapshot's trace with "
-                              f"a {kind} at {frm:#x}, but the record runs block {nxt[0]:#x}..{last + 4:#x} after the "
-                              "window's newest event (the branch the ETM stopped in ends it)")
-                end = f"; its trace end, a {kind} at {frm:#x}, the branch that ends the block the record runs next"
+                end = trace_end(k, cpu, kind, frm, nxt, dis)
             exc = sum(1 for e in ev if e[0] != "B")
             print(f"snapshot {k + 1}, CPU{cpu}: {len(ev)} decoded branches and exceptions compared ({len(ev) - exc} "
                   f"taken branches, {exc} exceptions, {returns} of them returns to user space and the exception back; "
@@ -1480,9 +1515,7 @@ def check(a):
         else:
             patched, mods, alias, n = guest_image(d, os.path.join(d, "vmcore.elf"), a.vmlinux, a.modules_dir,
                                                   os.path.join(out, "kcore_dir"))
-            print(f"kernel text for perf: from the vmcore ({patched} bytes differ from vmlinux), the text of "
-                  f"{', '.join(mods)}"
-                  + (f", {n} pages of it also mapped at {alias:#x} (the KPTI trampoline)" if n else ""))
+            print(image_summary(patched, mods, alias, n))
             perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
     if a.filter_range or a.filter_start_stop:
         try:

@@ -113,6 +113,12 @@
 #                        trace end between two snapshots moved; check_trace.py --perf-session on a copy of
 #                        perf-panic's with an ETM enabled through sysfs or enabled twice, and
 #                        check_trace.py without it on perf-panic's run
+#   perf-etr, perf-etr-snapshot, perf-etr-panic  perf-cpu-wide's, perf-snapshot's and perf-panic's
+#                        runs and judges with the ETR as perf's sink (tmc_etr0: a flat DMA buffer per
+#                        session); harness-perf-etr: a negative for each
+#   upstream-perf, upstream-perf-snapshot  the same perf commands on upstream's C drivers (the
+#                        upstream kernel), judged as perf-cpu-wide's and perf-snapshot's;
+#                        harness-upstream-perf: a negative for each
 #
 # Each scenario leaves console.log, qemu.log, cmdline.txt and the vmcore in
 # $CSPD_CACHE/e2e/<scenario>/ (with the plugin, also its truth.json* and plugin.log).
@@ -2160,6 +2166,58 @@ scenario_perf-etr-panic() {
 	check_trace "$d" mod --perf-session --sink tmc_etr0 --etr-from "copied at panic"
 }
 
+# The same perf commands on upstream's C drivers (the upstream kernel: coresight-tmc and
+# coresight-etm4x built in), judged as perf-cpu-wide's and perf-snapshot's runs are: the C drivers
+# judge the emulation and the judges, as upstream-drivers does for sysfs.
+upstream_perf() {
+	local d=$1 disk=$2 mode=$3
+	shift 3
+	mkdir -p "$RUNS"
+	rm -f "$disk"
+	truncate -s 64M "$disk" || return 1
+	cs_qemu qemu-dump upstream "$d" "cspd.test=panic cspd.perf=$mode" \
+		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
+	check_perf "$d" "$disk" --vmlinux "$CSPD_CACHE/build-upstream/vmlinux" \
+		--modules-dir "$CSPD_CACHE/build-upstream" "$@" 2>&1 | tee "$d/check-perf.txt"
+	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
+scenario_upstream-perf() {
+	upstream_perf "$RUNS/upstream-perf" "$RUNS/upstream-perf.disk" cpu-wide
+}
+
+scenario_upstream-perf-snapshot() {
+	upstream_perf "$RUNS/upstream-perf-snapshot" "$RUNS/upstream-perf-snapshot.disk" snapshot \
+		--snapshot "$SNAPSHOT_MARKERS"
+}
+
+# Both upstream perf runs judged on altered copies: one byte of what the ETF held (tmc.bin) at its
+# last stop changed, each judge failing with its own message. Their execution records go at the end.
+scenario_harness-upstream-perf() {
+	local d=$RUNS/harness-upstream-perf rc=0 run
+	for run in upstream-perf upstream-perf-snapshot; do
+		[ -f "$RUNS/$run/exec.rec" ] || "scenario_$run" || return 1
+	done
+	rm -rf "$d"
+	mkdir -p "$d"
+	local -a up=(--vmlinux "$CSPD_CACHE/build-upstream/vmlinux" --modules-dir "$CSPD_CACHE/build-upstream")
+	judge_copy "$RUNS/upstream-perf" "$d/tmc"
+	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "upstream-perf with one byte of tmc.bin changed" \
+		"the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		check_perf "$d/tmc" "$RUNS/upstream-perf.disk" "${up[@]}" --script "$RUNS/upstream-perf/perf/perf-script.txt" || rc=1
+	judge_copy "$RUNS/upstream-perf-snapshot" "$d/snapshot-tmc"
+	printf '\x5a' | dd of="$d/snapshot-tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "upstream-perf-snapshot with one byte of tmc.bin changed" \
+		"the newest snapshot differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		check_perf "$d/snapshot-tmc" "$RUNS/upstream-perf-snapshot.disk" "${up[@]}" --snapshot "$SNAPSHOT_MARKERS" \
+		--script "$RUNS/upstream-perf-snapshot/perf/perf-script.txt" || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$RUNS"/upstream-perf*/exec.rec
+	rm -rf "$d"/*/exec.rec
+	return $rc
+}
+
 # The ETR's perf runs judged on altered copies, each judge failing with its own message (the
 # unaltered runs pass in their scenarios): (a) perf-etr with one byte of the ETR's buffer as the
 # plugin saw it changed, (b) perf-etr-snapshot the same, (c) perf-etr-panic's dump judged as a
@@ -2197,7 +2255,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
-	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr)
+	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
 
 main() {
 	ensure_cache_dir
