@@ -559,6 +559,19 @@ def check_etms(a, out, recs, enabled, cpus, log, fault):
           + ", ".join(f"CPU{c} {enabled[c][0]:#x}/{enabled[c][1]:#x}" for c in cpus))
 
 
+def check_report_sessions(a, rep, cpus):
+    """Each ETM record says which session its unit traced for (its flags SAVED_SESSION_SYSFS or
+    SAVED_SESSION_PERF), and csdump's report shows it: the guest's, sysfs or (--perf-session)
+    perf."""
+    want = "perf" if a.perf_session else "sysfs"
+    got = {c["cpu"]: c.get("session") for c in rep["cpus"]}
+    bad = {c: got.get(c) for c in cpus if got.get(c) != want}
+    if bad:
+        raise Bad(f"csdump's report says the units of CPUs {bad} traced for other sessions than the guest's "
+                  f"{want} session")
+    print(f"ETM records: every unit traced for the guest's {want} session, as csdump's report says")
+
+
 def check_samples(a, rep, samples, log, fault):
     got = {c["cpu"]: c.get("sample") for c in rep["cpus"]}
     for cpu in range(a.cpus):
@@ -1211,6 +1224,7 @@ def check(a):
         check_tmc_fault(a, fault, log, vmcore, out, recs, stops)
         if fault not in TMC_FAULTS_WITH_TRACE:
             check_etms(a, out, recs, enabled, cpus, log, fault)
+            check_report_sessions(a, rep, cpus)
             print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
             return
     elif a.sink.startswith("tmc_etr"):
@@ -1218,6 +1232,7 @@ def check(a):
     else:
         check_tmc(a, out, recs, stops)
     check_etms(a, out, recs, enabled, cpus, log, fault)
+    check_report_sessions(a, rep, cpus)
     print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
 
     ground = os.path.join(a.dir, "ground" + a.tag)

@@ -69,9 +69,9 @@
 #   harness-trace-ground-truth  the ground-truth comparison must FAIL with one event dropped, added
 #                        or changed
 #   trace-smp8           8 vCPUs, nokaslr, the panic pinned to CPU 5: every CPU's window judged whole
-#   harness-judges       the TMC record, ETM records, phase order, cache clean, C API dump and upstream
-#                        judges must each FAIL with their own message on a copy of a run with one
-#                        input altered (per CPU where the judge is per CPU)
+#   harness-judges       the TMC record, ETM records (and the session they name), phase order, cache clean,
+#                        C API dump and upstream judges must each FAIL with their own message on a copy
+#                        of a run with one input altered (per CPU where the judge is per CPU)
 #   trace-etr-kdump      the TMC as an ETR (plugin tmc=etr) with upstream's tracedata region: the buffer
 #                        stays in place at panic, the capture kernel hands it over as a vmcore device
 #                        dump; the wrapped buffer against the plugin's and the ground truth
@@ -1882,6 +1882,20 @@ open(sys.argv[1], "wb").write(b)
 PY
 	judge_negative "a byte of the TMC's RAM changed" "TMC record differs from the emulated RAM" \
 		"${judge[@]}" --dir "$c" || rc=1
+	# csdump's report of one ETM record read as a perf session's (the session flags of the record).
+	c=$d/session
+	judge_copy "$src" "$c"
+	python3 - "$d/report.json" "$c/report.json" <<'PY' || return 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+cpu = next(c for c in r["cpus"] if c["cpu"] == 1)
+assert cpu.get("session") == "sysfs", f"csdump's report of CPU1: session {cpu.get('session')}"
+cpu["session"] = "perf"
+json.dump(r, open(sys.argv[2], "w"))
+PY
+	judge_negative "CPU1's ETM record read as a perf session's" \
+		"csdump's report says the units of CPUs {1: 'perf'} traced for other sessions than the guest's sysfs session" \
+		"${judge[@]}" --dir "$c" --report "$c/report.json" || rc=1
 	for ((cpu = 0; cpu < SMP; cpu++)); do
 		c=$d/etm$cpu
 		judge_copy "$src" "$c"

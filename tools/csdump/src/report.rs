@@ -110,6 +110,8 @@ pub struct CpuReport {
     pub panic: bool,
     /// Trace ID of its ETM.
     pub trace_id: Option<u8>,
+    /// Who had its ETM tracing at the panic (`sysfs` or `perf`), when the record says.
+    pub session: Option<&'static str>,
     /// The hardware stop of its trace unit, when the dump saved it.
     pub hw_stop: Option<HwStopInfo>,
     /// The CPU debug sample.
@@ -424,6 +426,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             cpu,
             panic: capture.panic_cpu == Some(cpu),
             trace_id: id,
+            session: etm.and_then(|e| e.state.session()),
             hw_stop,
             sample,
             elements,
@@ -543,6 +546,9 @@ pub fn render_text(r: &Report) -> String {
                 c.elements
             ))
         );
+        if let Some(by) = c.session {
+            let _ = writeln!(s, "  traced for a {by} session");
+        }
         if let Some(sm) = &c.sample {
             let _ = writeln!(s, "  CPU debug sample:");
             for l in sm.text.lines() {
@@ -671,6 +677,9 @@ pub fn render_html(r: &Report) -> String {
         );
         if let Some(sm) = &c.sample {
             let _ = writeln!(s, "<pre>{}</pre>", esc(&sm.text));
+        }
+        if let Some(by) = c.session {
+            let _ = writeln!(s, "<p>traced for a {by} session</p>");
         }
         if let Some(h) = &c.hw_stop {
             let _ = writeln!(s, "<p>{}</p>", esc(&hw_stop_line(h)));

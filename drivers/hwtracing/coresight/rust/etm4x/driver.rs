@@ -23,6 +23,8 @@ use kernel::{
             format::etm4x::{
                 SaveOutcome,
                 SavedState,
+                SAVED_SESSION_PERF,
+                SAVED_SESSION_SYSFS,
                 SAVED_STATE_SIZE, //
             },
             DumpCallback,
@@ -93,6 +95,9 @@ pub(crate) struct Etm<B: Backend> {
     /// The locks found by the last enable, to put back at disable: bit 0 OS lock, bit 1
     /// software lock.
     found: Atomic<u32>,
+    /// The session the unit traces for, as its record says it at panic: 0, or
+    /// [`SAVED_SESSION_SYSFS`] or [`SAVED_SESSION_PERF`].
+    session: Atomic<u32>,
     name: CString,
 }
 
@@ -147,6 +152,7 @@ impl<B: Backend> Etm<B> {
             iface,
             ids,
             found: Atomic::new(0),
+            session: Atomic::new(0),
             name,
         })
     }
@@ -422,6 +428,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         etm.note_found(found);
+        etm.session.store(SAVED_SESSION_SYSFS, Relaxed);
         dev_dbg!(
             csdev.as_device(),
             "ETM tracing enabled, trace ID {:#x}\n",
@@ -448,6 +455,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         etm.note_found(found);
+        etm.session.store(SAVED_SESSION_PERF, Relaxed);
         Ok(())
     }
 
@@ -507,6 +515,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 e.to_errno()
             ),
         }
+        etm.session.store(0, Relaxed);
         csdev.set_mode(Mode::Disabled);
         dev_dbg!(csdev.as_device(), "ETM tracing disabled\n");
     }
@@ -518,13 +527,14 @@ pub(crate) struct Save<B: Backend>(pub(crate) Arc<Etm<B>>);
 impl<B: Backend> DumpCallback for Save<B> {
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
         let etm = &*self.0;
-        let saved = etm
+        let mut saved = etm
             .with_at_panic(|u| u.panic_save(etm.cpu))
             .unwrap_or_else(|outcome| SavedState {
                 cpu: etm.cpu,
                 outcome,
                 ..SavedState::default()
             });
+        saved.flags |= etm.session.load(Relaxed);
         *written = saved.encode(buf).map_err(|_| ENOSPC)?;
         if saved.outcome != SaveOutcome::Ok {
             pr_emerg!("{}: {}\n", &*etm.name, saved.outcome.name());

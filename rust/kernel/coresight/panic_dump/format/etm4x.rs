@@ -89,6 +89,11 @@ pub const SAVED_OS_LOCK_RESTORED: u32 = 1 << 2;
 pub const SAVED_SW_LOCK_FOUND: u32 = 1 << 3;
 /// [`SavedState::flags`] bit: `TRCVICTLR` and `TRCVISSCTLR` were read after the stop (version 2).
 pub const SAVED_VIEWINST_VALID: u32 = 1 << 4;
+/// [`SavedState::flags`] bit: the unit was tracing for a sysfs session (`enable_source`).
+pub const SAVED_SESSION_SYSFS: u32 = 1 << 5;
+/// [`SavedState::flags`] bit: the unit was tracing for a perf session (`cs_etm`), with the
+/// configuration perf gave it (the registers saved are that configuration).
+pub const SAVED_SESSION_PERF: u32 = 1 << 6;
 
 /// Version of the [`SavedState`] payload layout this code writes.
 ///
@@ -181,6 +186,18 @@ impl SavedState {
     /// Returns `true` when the configuration and ID registers were read from the unit.
     pub fn regs_valid(&self) -> bool {
         self.flags & SAVED_REGS_VALID != 0
+    }
+
+    /// Returns who had the unit tracing when the panic came: `"sysfs"`, `"perf"`, or `None`
+    /// (not enabled, or a dump from before the session flags).
+    pub fn session(&self) -> Option<&'static str> {
+        if self.flags & SAVED_SESSION_PERF != 0 {
+            Some("perf")
+        } else if self.flags & SAVED_SESSION_SYSFS != 0 {
+            Some("sysfs")
+        } else {
+            None
+        }
     }
 
     /// Returns the hardware stop the unit was programmed with, when its ViewInst registers were
