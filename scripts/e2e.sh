@@ -972,8 +972,14 @@ scenario_trace-etr-warm-reboot() {
 scenario_trace-etr-dma() {
 	local d=$RUNS/trace-etr-dma
 	CS_TMC=etr cs_qemu qemu-dump mod "$d" \
-		"cspd.test=panic $TRACE_MOD_APPEND cspd.cs_attr=tmc_etr0/buffer_size=0x1001,tmc_etr0/buffer_size=0x200000,tmc_etr0/stop_on_flush=1" ||
+		"cspd.test=panic $TRACE_MOD_APPEND cspd.cs_attr=tmc_etr0/buffer_size=0x1001,tmc_etr0/buffer_size=0x200000,tmc_etr0/stop_on_flush=1,tmc_etr0/buf_modes_available=x,tmc_etr0/buf_mode_preferred=tmc-sg,tmc_etr0/buf_mode_preferred=flat" ||
 		return 1
+	# Upstream's buffer mode attributes: a flat buffer only, scatter-gather refused with a reason.
+	grep -q "CSPD: cs_attr tmc_etr0/buf_modes_available rejected x: reads auto flat" "$d/console.log" &&
+		grep -q "CSPD: cs_attr tmc_etr0/buf_mode_preferred rejected tmc-sg: reads auto" "$d/console.log" &&
+		grep -q "buffer mode tmc-sg is not available: this driver gives the ETR a flat DMA buffer (no scatter-gather, no CATU)" "$d/console.log" &&
+		grep -q "CSPD: cs_attr tmc_etr0/buf_mode_preferred set flat: reads flat" "$d/console.log" ||
+		{ echo "buf_modes_available/buf_mode_preferred did not behave as documented: $(grep -a "cs_attr tmc_etr0/buf_mode" "$d/console.log")" >&2; return 1; }
 	grep -q "CSPD: cs_attr tmc_etr0/buffer_size rejected 0x1001: reads 0x100000" "$d/console.log" &&
 		grep -q "CSPD: cs_attr tmc_etr0/buffer_size set 0x200000: reads 0x200000" "$d/console.log" &&
 		grep -q "CSPD: cs_attr tmc_etr0/stop_on_flush set 1: reads 0x1" "$d/console.log" ||

@@ -186,6 +186,8 @@ pub(crate) struct Etr<'a, B: Backend> {
     buffer_size: Atomic<u32>,
     /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
     stop_on_flush: Atomic<bool>,
+    /// `buf_mode_preferred`: an index of [`BUF_MODES`] among those [`Etr::buf_mode_ok`] takes.
+    buf_mode: Atomic<u32>,
     /// A SoC-600 TMC-ETR keeps its pointers across sessions: they are set for each.
     save_restore: bool,
 }
@@ -260,6 +262,18 @@ impl<B: Backend> Etr<'_, B> {
             })
     }
 
+    /// Whether the buffer mode `BUF_MODES[mode]` is one this ETR uses: `auto`; the `tracedata`
+    /// region (`resrv`) when the node has one, else a flat DMA buffer (`flat`). Scatter-gather
+    /// (`tmc-sg`) and the CATU (`catu`) are not implemented.
+    fn buf_mode_ok(&self, mode: usize) -> bool {
+        match BUF_MODES.get(mode) {
+            Some(&"auto") => true,
+            Some(&"flat") => self.reserved.is_none(),
+            Some(&"resrv") => self.reserved.is_some(),
+            _ => false,
+        }
+    }
+
     /// Frees the session's DMA buffer, if any, outside the lock.
     fn free_dma(&self) {
         let old = self.dma.lock().take();
@@ -274,6 +288,15 @@ pub(crate) struct EtrOps<'a, B: Backend>(Arc<Etr<'a, B>>);
 const ATTR_BUFFER_SIZE: usize = 0;
 /// Index of `stop_on_flush` in [`EtrOps`]' attributes.
 const ATTR_STOP_ON_FLUSH: usize = 1;
+/// Index of `buf_modes_available` in [`EtrOps`]' attributes.
+const ATTR_BUF_MODES_AVAILABLE: usize = 2;
+/// Index of `buf_mode_preferred` in [`EtrOps`]' attributes.
+const ATTR_BUF_MODE_PREFERRED: usize = 3;
+
+/// The buffer modes of upstream's `buf_mode_preferred`, by the index [`Etr::buf_mode`] keeps.
+const BUF_MODES: [&str; 5] = ["auto", "flat", "tmc-sg", "catu", "resrv"];
+/// `auto` in [`BUF_MODES`].
+const BUF_MODE_AUTO: u32 = 0;
 
 /// Parses a number as the C driver's `kstrtoul(buf, 0, ...)` does: `0x` for hexadecimal, a
 /// leading `0` for octal, else decimal; a trailing newline is allowed.
@@ -326,6 +349,14 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 name: c_str!("stop_on_flush"),
                 writable: true,
             },
+            Attribute {
+                name: c_str!("buf_modes_available"),
+                writable: false,
+            },
+            Attribute {
+                name: c_str!("buf_mode_preferred"),
+                writable: true,
+            },
         ],
     }];
 
@@ -337,12 +368,47 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 None => show_hex(out, u64::from(this.buffer_size.load(Relaxed))),
             },
             ATTR_STOP_ON_FLUSH => show_hex(out, u64::from(this.stop_on_flush.load(Relaxed))),
+            ATTR_BUF_MODES_AVAILABLE => {
+                for (i, m) in BUF_MODES.iter().enumerate() {
+                    if this.buf_mode_ok(i) {
+                        write!(out, "{m} ").map_err(|_| EINVAL)?;
+                    }
+                }
+                writeln!(out).map_err(|_| EINVAL)
+            }
+            ATTR_BUF_MODE_PREFERRED => {
+                let i = usize::try_from(this.buf_mode.load(Relaxed)).map_err(|_| EINVAL)?;
+                writeln!(out, "{}", BUF_MODES.get(i).ok_or(EINVAL)?).map_err(|_| EINVAL)
+            }
             _ => Err(EINVAL),
         }
     }
 
     fn store(&self, csdev: &CsDevice, index: usize, input: &[u8]) -> Result {
         let this = &*self.0;
+        if index == ATTR_BUF_MODE_PREFERRED {
+            let name = input.strip_suffix(b"\n").unwrap_or(input);
+            let i = BUF_MODES
+                .iter()
+                .position(|m| m.as_bytes() == name)
+                .ok_or(EINVAL)?;
+            if !this.buf_mode_ok(i) {
+                dev_info!(
+                    csdev.as_device(),
+                    "buffer mode {} is not available: this driver gives the ETR {}\n",
+                    BUF_MODES.get(i).copied().unwrap_or("?"),
+                    if this.reserved.is_some() {
+                        "its tracedata region"
+                    } else {
+                        "a flat DMA buffer (no scatter-gather, no CATU)"
+                    }
+                );
+                return Err(EINVAL);
+            }
+            this.buf_mode
+                .store(u32::try_from(i).map_err(|_| EINVAL)?, Relaxed);
+            return Ok(());
+        }
         let v = parse_number(input)?;
         match index {
             ATTR_BUFFER_SIZE => {
@@ -731,6 +797,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             sessions: Arc::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             buffer_size: Atomic::new(ETR_DEFAULT_BUFFER),
             stop_on_flush: Atomic::new(false),
+            buf_mode: Atomic::new(BUF_MODE_AUTO),
             save_restore,
         }),
         GFP_KERNEL,
