@@ -342,22 +342,42 @@ fn update_etf<B: Backend>(
     if let Err(e) = drained.stop.result() {
         dev_warn!(csdev.as_device(), "TMC stop for perf: {e}\n");
     }
+    perf_update_done(
+        csdev,
+        handle,
+        buf.snapshot(),
+        drained.bytes,
+        drained.lost,
+        restarted,
+    )
+}
+
+/// Ends a sink's `update_buffer` that wrote `bytes` into the AUX pages: warns when the capture
+/// an AUX pause restarts (`restarted`) did not start; in snapshot mode moves the head on (perf
+/// finds the newest data by where it ends), else flags the transaction when trace was `lost`;
+/// and makes the trace visible before perf publishes the new head, as upstream's `CS_LOCK()`
+/// barrier does. Returns `bytes`.
+pub(crate) fn perf_update_done<E: fmt::Display>(
+    csdev: &CsDevice,
+    handle: &AuxHandle,
+    snapshot: bool,
+    bytes: usize,
+    lost: bool,
+    restarted: Option<core::result::Result<(), E>>,
+) -> usize {
     if let Some(Err(e)) = restarted {
         dev_warn!(
             csdev.as_device(),
-            "TMC not restarted after an AUX pause: {e}\n"
+            "sink not restarted after an AUX pause: {e}\n"
         );
     }
-    if buf.snapshot() {
-        // perf finds the newest data by where the head ends.
-        handle.advance_head(drained.bytes);
-    } else if drained.lost {
+    if snapshot {
+        handle.advance_head(bytes);
+    } else if lost {
         handle.flag(AuxFlag::Truncated);
     }
-    // The trace in the AUX pages is visible before perf publishes the new head, as upstream's
-    // CS_LOCK() barrier makes it.
     smp_mb(Full);
-    drained.bytes
+    bytes
 }
 
 impl fmt::Display for TmcError {

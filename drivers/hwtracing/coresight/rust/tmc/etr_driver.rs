@@ -31,6 +31,7 @@ use kernel::{
             format::etr::{
                 EtrOutcome,
                 EtrRecord,
+                EtrRecordError,
                 ETR_RECORD_HEADER_LEN, //
             },
             DumpCallback,
@@ -39,7 +40,6 @@ use kernel::{
         },
         perf::{
             AuxBuffer,
-            AuxFlag,
             AuxHandle,
             PerfEvent, //
         },
@@ -77,10 +77,6 @@ use kernel::{
         atomic::{
             Atomic,
             Relaxed, //
-        },
-        barrier::{
-            smp_mb,
-            Full, //
         },
         new_mutex,
         new_spinlock,
@@ -595,20 +591,31 @@ fn update_etr<B: Backend>(
     if let Some(f) = drained.failure {
         dev_warn!(csdev.as_device(), "ETR drain for perf: {}\n", f.name());
     }
-    if let Some(Err(e)) = restarted {
-        dev_warn!(
-            csdev.as_device(),
-            "ETR not restarted after an AUX pause: {e}\n"
-        );
-    }
-    if buf.snapshot() {
-        handle.advance_head(drained.bytes);
-    } else if drained.lost {
-        handle.flag(AuxFlag::Truncated);
-    }
-    // The trace in the AUX pages is visible before perf publishes the new head.
-    smp_mb(Full);
-    drained.bytes
+    crate::driver::perf_update_done(
+        csdev,
+        handle,
+        buf.snapshot(),
+        drained.bytes,
+        drained.lost,
+        restarted,
+    )
+}
+
+/// Writes the record of the stopped ETR with a copy of the DMA buffer `coherent` into `slot`.
+fn record_copy(
+    stop: &etr::EtrStop,
+    coherent: &Coherent<[u8]>,
+    slot: &mut [u8],
+) -> core::result::Result<etr::EtrSummary, EtrRecordError> {
+    let mem = DmaMemory(coherent);
+    let b = PanicBuffer {
+        dba: coherent.dma_address(),
+        paddr: 0,
+        // CAST: `usize` fits in `u64`.
+        size: coherent.size() as u64,
+        copy_from: Some(&mem),
+    };
+    etr::panic_record(stop, Some(&b), slot)
 }
 
 /// The session's DMA buffer, as the panic callback reads it.
@@ -650,17 +657,7 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
         let perf = this.perf.try_lock();
         let perf_buf = perf.as_ref().and_then(|g| (**g).as_deref());
         let summary = match (&this.reserved, perf_buf) {
-            (_, Some(coherent)) => {
-                let mem = DmaMemory(coherent);
-                let b = PanicBuffer {
-                    dba: coherent.dma_address(),
-                    paddr: 0,
-                    // CAST: `usize` fits in `u64`.
-                    size: coherent.size() as u64,
-                    copy_from: Some(&mem),
-                };
-                etr::panic_record(&stop, Some(&b), buf)
-            }
+            (_, Some(coherent)) => record_copy(&stop, coherent, buf),
             (Some(r), None) => {
                 let b = PanicBuffer {
                     dba: r.dma.dma_address(),
@@ -672,17 +669,7 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
             }
             (None, None) => match this.dma.try_lock() {
                 Some(guard) => match (*guard).as_ref() {
-                    Some(coherent) => {
-                        let mem = DmaMemory(coherent);
-                        let b = PanicBuffer {
-                            dba: coherent.dma_address(),
-                            paddr: 0,
-                            // CAST: `usize` fits in `u64`.
-                            size: coherent.size() as u64,
-                            copy_from: Some(&mem),
-                        };
-                        etr::panic_record(&stop, Some(&b), buf)
-                    }
+                    Some(coherent) => record_copy(&stop, coherent, buf),
                     None => etr::panic_record(&stop, None, buf),
                 },
                 // A stopped CPU was changing the buffer: none is known.
