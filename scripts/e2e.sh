@@ -1180,16 +1180,31 @@ check_perf() {
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --modules-dir "$CSPD_CACHE/build-mod" --cpus "$SMP" "$@"
 }
 
-scenario_perf-cpu-wide() {
-	local d=$RUNS/perf-cpu-wide disk=$RUNS/perf-cpu-wide.disk
+# Boots VARIANT with the kernel parameters APPEND (cspd.perf=MODE and what it needs) and a raw
+# disk DISK for perf.data, into the run directory DIR (cs_qemu's environment applies), and requires
+# the guest's perf to have recorded.
+perf_boot() {
+	local d=$1 disk=$2 variant=$3 append=$4
 	mkdir -p "$RUNS"
 	rm -f "$disk"
 	truncate -s 64M "$disk" || return 1
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide" \
+	cs_qemu qemu-dump "$variant" "$d" "cspd.test=panic $append" \
 		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
 	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" 2>&1 | tee "$d/check-perf.txt"
+}
+
+# check_perf on DIR and DISK with the options that follow, its findings kept in DIR/check-perf.txt.
+judge_perf() {
+	local d=$1 disk=$2
+	shift 2
+	check_perf "$d" "$disk" "$@" 2>&1 | tee "$d/check-perf.txt"
 	[ "${PIPESTATUS[0]}" = 0 ]
+}
+
+scenario_perf-cpu-wide() {
+	local d=$RUNS/perf-cpu-wide disk=$RUNS/perf-cpu-wide.disk
+	perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide" &&
+		judge_perf "$d" "$disk"
 }
 
 # perf mode per thread, user space only: the guest's perf records /bin/cspd-loop (scripts/guest/
@@ -1199,14 +1214,8 @@ scenario_perf-cpu-wide() {
 LOOP_BIN=$CSPD_CACHE/cspd-loop/cspd-loop
 scenario_perf-per-thread() {
 	local d=$RUNS/perf-per-thread disk=$RUNS/perf-per-thread.disk
-	mkdir -p "$RUNS"
-	rm -f "$disk"
-	truncate -s 64M "$disk" || return 1
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=per-thread" \
-		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
-	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" --per-thread "$LOOP_BIN" --loops 1000 2>&1 | tee "$d/check-perf.txt"
-	[ "${PIPESTATUS[0]}" = 0 ]
+	perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=per-thread" &&
+		judge_perf "$d" "$disk" --per-thread "$LOOP_BIN" --loops 1000
 }
 
 # perf's address filters on the production ETMv4 driver: the guest's perf records /bin/cspd-loop per
@@ -1511,14 +1520,8 @@ PY
 SNAPSHOT_MARKERS=version_proc_show,loadavg_proc_show,cmdline_proc_show
 scenario_perf-snapshot() {
 	local d=$RUNS/perf-snapshot disk=$RUNS/perf-snapshot.disk
-	mkdir -p "$RUNS"
-	rm -f "$disk"
-	truncate -s 64M "$disk" || return 1
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot" \
-		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
-	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS" 2>&1 | tee "$d/check-perf.txt"
-	[ "${PIPESTATUS[0]}" = 0 ]
+	perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot" &&
+		judge_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS"
 }
 
 # A panic while perf owns the trace session (cspd.perf=panic): the guest's perf record --snapshot
@@ -2150,30 +2153,26 @@ scenario_harness-bad-input() {
 # own flat DMA buffer, cspd.perf_sink=tmc_etr0): perf-cpu-wide's and perf-snapshot's runs and
 # judges, on a buffer in guest memory the plugin's ETR writes by DMA (tmc.bin is that buffer as
 # the plugin saw it when capture stopped).
-scenario_perf-etr() {
-	local d=$RUNS/perf-etr disk=$RUNS/perf-etr.disk
-	mkdir -p "$RUNS"
-	rm -f "$disk"
-	truncate -s 64M "$disk" || return 1
-	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=cpu-wide cspd.perf_sink=tmc_etr0" \
-		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
+# A perf run of MODE through tmc_etr0 with a session buffer of SIZE bytes into DIR and DISK,
+# judged by check_perf with what follows.
+etr_perf() {
+	local d=$1 disk=$2 mode=$3 size=$4
+	shift 4
+	CS_TMC=etr perf_boot "$d" "$disk" mod \
+		"reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=$mode cspd.perf_sink=tmc_etr0 cspd.cs_attr=tmc_etr0/buffer_size=$size" ||
+		return 1
 	grep -q "CSPD: perf: event cs_etm/@tmc_etr0," "$d/console.log" || { echo "perf did not record through tmc_etr0" >&2; return 1; }
-	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" 2>&1 | tee "$d/check-perf.txt"
-	[ "${PIPESTATUS[0]}" = 0 ]
+	judge_perf "$d" "$disk" "$@"
 }
 
+scenario_perf-etr() {
+	etr_perf "$RUNS/perf-etr" "$RUNS/perf-etr.disk" cpu-wide 0x100000
+}
+
+# 256 KiB, as the ETF: each snapshot's window, and the run after it up to the end of the execution
+# record, must fit the record's ring for the oldest snapshot to be judged.
 scenario_perf-etr-snapshot() {
-	local d=$RUNS/perf-etr-snapshot disk=$RUNS/perf-etr-snapshot.disk
-	mkdir -p "$RUNS"
-	rm -f "$disk"
-	truncate -s 64M "$disk" || return 1
-	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot cspd.perf_sink=tmc_etr0" \
-		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
-	grep -q "CSPD: perf: event cs_etm/@tmc_etr0," "$d/console.log" || { echo "perf did not record through tmc_etr0" >&2; return 1; }
-	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS" 2>&1 | tee "$d/check-perf.txt"
-	[ "${PIPESTATUS[0]}" = 0 ]
+	etr_perf "$RUNS/perf-etr-snapshot" "$RUNS/perf-etr-snapshot.disk" snapshot 0x40000 --snapshot "$SNAPSHOT_MARKERS"
 }
 
 # A panic while perf owns the ETR (perf record --snapshot -a through tmc_etr0): the panic path
@@ -2192,15 +2191,9 @@ scenario_perf-etr-panic() {
 upstream_perf() {
 	local d=$1 disk=$2 mode=$3
 	shift 3
-	mkdir -p "$RUNS"
-	rm -f "$disk"
-	truncate -s 64M "$disk" || return 1
-	cs_qemu qemu-dump upstream "$d" "cspd.test=panic cspd.perf=$mode" \
-		--qemu-arg "-drive file=$disk,format=raw,if=none,id=perf -device virtio-blk-pci,drive=perf" || return 1
-	grep -q "CSPD: perf: record ok" "$d/console.log" || { echo "perf record failed in the guest" >&2; return 1; }
-	check_perf "$d" "$disk" --vmlinux "$CSPD_CACHE/build-upstream/vmlinux" \
-		--modules-dir "$CSPD_CACHE/build-upstream" "$@" 2>&1 | tee "$d/check-perf.txt"
-	[ "${PIPESTATUS[0]}" = 0 ]
+	perf_boot "$d" "$disk" upstream "cspd.perf=$mode" &&
+		judge_perf "$d" "$disk" --vmlinux "$CSPD_CACHE/build-upstream/vmlinux" \
+			--modules-dir "$CSPD_CACHE/build-upstream" "$@"
 }
 
 scenario_upstream-perf() {
