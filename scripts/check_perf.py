@@ -132,6 +132,9 @@ BARRIER = struct.pack("<4I", *([0x7FFFFFFF] * 4))
 # CS_AUX_HW_ID (include/linux/coresight-pmu.h): trace ID [7:0], sink ID [39:8], minor version
 # [59:56], major version [63:60]; the kernel writes version 0.1.
 HW_ID_VERSION = (0, 1)
+# A hardware breakpoint event's sample in perf script's output (-F cpu,flags,ip,addr): no CPU
+# (per thread), no flags, no address, the ip.
+BP_SAMPLE = re.compile(r"^\[-01\]\s+0\s+([0-9a-f]+)$")
 SAMPLE = re.compile(r"^\[\s*(\d+)\]\s+(.*?)\s+([0-9a-f]+) =>\s+([0-9a-f]+)$")
 
 
@@ -248,11 +251,13 @@ def build_id(binary):
     return m.group(1)
 
 
-def check_aux(aux, auxtrace, tmc, tmc_stops):
+def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None):
     """The AUX trace is whole: the bytes of every AUX record are in AUXTRACE records, and the
     newest AUX record's bytes are what the ETF held when it last stopped. The AUX buffers are per
     CPU (cpu-wide: AUXTRACE records name their CPU) or per thread (one buffer, its AUXTRACE
-    records name no CPU, the AUX records the CPU each session ran on). Returns a note."""
+    records name no CPU, the AUX records the CPU each session ran on). With `pauses` (perf's AUX
+    pause): one AUX record per pause, in order the sizes of the ETF's drains that held trace.
+    Returns a note."""
     if not aux:
         raise Bad("perf.data has no PERF_RECORD_AUX: the sink gave perf no trace")
     per_thread = all(c == -1 for c, *_ in auxtrace) and auxtrace
@@ -276,6 +281,23 @@ def check_aux(aux, auxtrace, tmc, tmc_stops):
     bad = [f for *_, f in aux if f & ~0x1]
     if bad:
         raise Bad(f"PERF_RECORD_AUX flags {bad[0]:#x}: other than truncated (an ETF that wrapped)")
+    if pauses is not None:
+        # AUX pause: each pause drains the sink into the AUX buffer (an AUX record of what the
+        # ETF held), and the end of the session finds it empty (no record).
+        drains = [n for n, _full in tmc_stops if n]
+        sizes = [n for _c, _o, n, _f in aux]
+        if len(aux) != pauses:
+            raise Bad(f"perf.data has {len(aux)} PERF_RECORD_AUX, the execution record pauses the trace "
+                      f"{pauses} times: each pause drains the sink into an AUX record of its own")
+        if sizes != drains:
+            i = next((i for i in range(min(len(sizes), len(drains))) if sizes[i] != drains[i]), None)
+            at = f"the AUX record {i + 1} holds {sizes[i]} bytes, the ETF's drain {i + 1} {drains[i]}" if i is not None \
+                else f"{len(sizes)} AUX records, {len(drains)} drains of the ETF that held trace"
+            raise Bad(f"the AUX records are not the ETF's drains, in order: {at}")
+        if any(f for *_, f in aux):
+            raise Bad("an AUX record is truncated: a drain of a pause lost trace")
+        return (f"{len(aux)} AUX records, one per pause, each the bytes the ETF held when that pause drained "
+                f"it ({sum(sizes)} bytes, all in {len(auxtrace)} AUXTRACE record(s))")
     if not tmc_stops:
         raise Bad("the plugin never stopped the TMC: no ETF content to compare the AUX data with")
     held, full = tmc_stops[-1]
@@ -865,9 +887,15 @@ class Filter:
     point hit yet), is active for an instruction that causes a start and stays active up to and
     including an instruction that causes a stop."""
 
-    def __init__(self, binary, range_func=None, start_stop=None):
-        self.range_func, self.start_stop = range_func, start_stop
-        if range_func:
+    def __init__(self, binary, range_func=None, start_stop=None, pause=None):
+        self.range_func, self.start_stop, self.pause = range_func, start_stop, pause
+        if pause:
+            # perf's AUX pause (no ETM filter): the trace resumes at a breakpoint on the first
+            # address, before its instruction executes, and pauses at one on any other, before
+            # that instruction executes: traced from the resume's instruction up to, not
+            # including, the next pause's.
+            self.resume, self.pauses = pause[0], set(pause[1:])
+        elif range_func:
             lo, end = functions(binary, (range_func,))[range_func]
             self.lo, self.hi = lo, end
         else:
@@ -875,6 +903,9 @@ class Filter:
             self.start, self.stop = fn[start_stop[0]][0], fn[start_stop[1]][0]
 
     def __str__(self):
+        if self.pause:
+            return (f"AUX pause: resumed at {self.resume:#x}, paused at "
+                    + ", ".join(f"{x:#x}" for x in sorted(self.pauses)) + " (the pause's instruction left out)")
         if self.range_func:
             return f"the range {self.range_func} {self.lo:#x}..{self.hi:#x} (both bounds included)"
         return (f"start at {self.start_stop[0]} {self.start:#x}, stop at {self.start_stop[1]} {self.stop:#x} "
@@ -1020,7 +1051,13 @@ def filter_segments(flow, flt):
         n = len(words)
         for k in range(n):
             a = start + 4 * k
-            if flt.range_func:
+            if flt.pause:
+                if a == flt.resume:
+                    started = True
+                elif a in flt.pauses:
+                    started = False
+                active = started
+            elif flt.range_func:
                 active = flt.lo <= a <= flt.hi
             else:
                 if a == flt.start:
@@ -1038,7 +1075,7 @@ def filter_segments(flow, flt):
             last_active = a
             if k == n - 1 and end[0] in ("taken", "not-taken"):
                 cur[1].append(("taken", a, end[1]) if end[0] == "taken" else ("not-taken", a))
-            if not flt.range_func and not started:
+            if flt.start_stop and not started:
                 # The stop: nothing after it is traced, an exception right after it neither.
                 cur = None
                 last_active = None
@@ -1054,9 +1091,10 @@ def filter_segments(flow, flt):
     return segs
 
 
-def perf_filter_events(path):
+def perf_filter_events(path, breakpoints=None):
     """perf script's output of a filtered per-thread recording: per CPU the samples as render()
-    gives them, with their line numbers."""
+    gives them, with their line numbers. With `breakpoints` (a list), the samples of the hardware
+    breakpoint events (AUX pause) are appended to it, their addresses in order."""
     out, errors = {}, []
     for n, line in enumerate(open(path), 1):
         line = line.rstrip("\n")
@@ -1064,6 +1102,10 @@ def perf_filter_events(path):
             continue
         m = SAMPLE.match(line)
         if not m:
+            b = BP_SAMPLE.match(line) if breakpoints is not None else None
+            if b:
+                breakpoints.append(int(b.group(1), 16))
+                continue
             errors.append(f"line {n}: {line.strip()}")
             continue
         cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
@@ -1112,37 +1154,78 @@ def truth_filtered(tc):
     return render(segs)
 
 
-def check_filter(a, d, script, enabled, truth):
-    """The decode of a filtered per-thread recording is exactly what the filter lets through of
-    what the program ran, as the execution record says it ran; and its newest session the truth's."""
-    flt = Filter(a.per_thread, a.filter_range, a.filter_start_stop)
-    per_cpu = perf_filter_events(script)
-    if len(per_cpu) != 1:
-        raise Bad(f"the program's trace comes from CPUs {sorted(per_cpu)}: the guest pins it to one")
-    cpu, got = next(iter(per_cpu.items()))
-    lines = [n for _e, n in got]
-    got = [e for e, _n in got]
-    text = open(os.path.join(d, "plugin.log"), errors="replace").read()
-    last = [ln for ln in text.splitlines() if f"qemu-coresight: etm {cpu}: enabled" in ln]
-    if not last or not flt.programmed(last[-1]):
-        raise Bad(f"the plugin did not see CPU{cpu}'s ETM programmed with {flt} at its last enable: "
-                  f"{last[-1] if last else 'no enable'}")
-    print(f"filter: {flt}; the plugin saw CPU{cpu}'s ETM programmed so")
-    if flt.range_func:
-        for i, e in enumerate(got):
-            bad = [x for x in e[1:] if not flt.lo <= x <= flt.hi]
-            if bad:
-                raise Bad(f"perf's event {i} ({show(e)}, {script}:{lines[i]}) is outside the filter's range "
-                          f"{flt.lo:#x}..{flt.hi:#x}: the trace holds an instruction the filter leaves out")
+def program_flow(d, cpu, binary):
+    """The program's flow on `cpu` by the execution record (program_run)."""
     try:
         rec = check_exec.Record(os.path.join(d, "exec.rec"))
         if rec.table_full:
             raise Bad("the execution record's table filled up: raise exec-record's table=")
         dis = check_exec.Disassembler()
         dis.classify(rec.last_words())
-        flow = program_run(rec, dis, cpu, a.per_thread)
+        return program_run(rec, dis, cpu, binary)
     except check_exec.Bad as e:
         raise Bad(str(e))
+
+
+def pause_count(flow, flt):
+    """How many times the program resumed and paused the trace (AUX pause), by its flow: (resumes,
+    pauses)."""
+    resumed, res, pau = False, 0, 0
+    for start, words, _end in flow:
+        for k in range(len(words)):
+            a = start + 4 * k
+            if a == flt.resume and not resumed:
+                resumed, res = True, res + 1
+            elif a in flt.pauses and resumed:
+                resumed, pau = False, pau + 1
+    return res, pau
+
+
+def check_filter(a, d, script, enabled, truth, flow=None):
+    """The decode of a filtered per-thread recording is exactly what the filter lets through of
+    what the program ran, as the execution record says it ran; and its newest session the truth's.
+    AUX pause: the same for what the program ran between each resume and the next pause; the
+    breakpoints perf sampled, and the plugin's stops and enables of the ETM, those resumes and
+    pauses."""
+    flt = Filter(a.per_thread, a.filter_range, a.filter_start_stop, a.pause_window)
+    bps = [] if flt.pause else None
+    per_cpu = perf_filter_events(script, bps)
+    if len(per_cpu) != 1:
+        raise Bad(f"the program's trace comes from CPUs {sorted(per_cpu)}: the guest pins it to one")
+    cpu, got = next(iter(per_cpu.items()))
+    lines = [n for _e, n in got]
+    got = [e for e, _n in got]
+    text = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    if flt.pause:
+        flow = flow or program_flow(d, cpu, a.per_thread)
+        res, pau = pause_count(flow, flt)
+        want_bps = [e for start, words, _e in flow for e in
+                    (start + 4 * k for k in range(len(words))) if e == flt.resume or e in flt.pauses]
+        if bps != want_bps:
+            i = next((i for i in range(min(len(bps), len(want_bps))) if bps[i] != want_bps[i]),
+                     min(len(bps), len(want_bps)))
+            raise Bad(f"perf sampled {len(bps)} breakpoint hits, the execution record runs the breakpoints' "
+                      f"instructions {len(want_bps)} times; they part at hit {i + 1}")
+        ups = len(re.findall(rf"qemu-coresight: etm {cpu}: enabled", text))
+        downs = len(re.findall(rf"qemu-coresight: etm {cpu}: stopped", text))
+        if ups != res or downs != pau:
+            raise Bad(f"the plugin saw CPU{cpu}'s ETM enabled {ups} times and stopped {downs} times, the "
+                      f"execution record resumes the trace {res} times and pauses it {pau} times")
+        print(f"{flt}: perf sampled the {len(bps)} breakpoint hits the execution record runs; the plugin saw "
+              f"CPU{cpu}'s ETM enabled at each of the {res} resumes and stopped at each of the {pau} pauses")
+    else:
+        last = [ln for ln in text.splitlines() if f"qemu-coresight: etm {cpu}: enabled" in ln]
+        if not last or not flt.programmed(last[-1]):
+            raise Bad(f"the plugin did not see CPU{cpu}'s ETM programmed with {flt} at its last enable: "
+                      f"{last[-1] if last else 'no enable'}")
+        print(f"filter: {flt}; the plugin saw CPU{cpu}'s ETM programmed so")
+    if flt.range_func:
+        for i, e in enumerate(got):
+            bad = [x for x in e[1:] if not flt.lo <= x <= flt.hi]
+            if bad:
+                raise Bad(f"perf's event {i} ({show(e)}, {script}:{lines[i]}) is outside the filter's range "
+                          f"{flt.lo:#x}..{flt.hi:#x}: the trace holds an instruction the filter leaves out")
+    flow = flow or program_flow(d, cpu, a.per_thread)
     want = render(filter_segments(flow, flt))
     entries_got = sum(1 for e in got if e[0] == "S")
     entries_want = sum(1 for e in want if e[0] == "S")
@@ -1489,7 +1572,13 @@ def check(a):
         check_snapshot(a, d, out, path, data, enabled, stops, tmc)
         return
     aux, auxtrace = aux_records(data)
-    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops)}")
+    flow = pauses = None
+    if a.pause_window:
+        if not aux:
+            raise Bad("perf.data has no PERF_RECORD_AUX: the sink gave perf no trace")
+        flow = program_flow(d, aux[0][0], a.per_thread)
+        pauses = pause_count(flow, Filter(a.per_thread, pause=a.pause_window))[1]
+    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops, pauses)}")
     hw, trouble, maps = perf_dump(a.perf, path)
     if trouble:
         raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")
@@ -1517,12 +1606,12 @@ def check(a):
                                                   os.path.join(out, "kcore_dir"))
             print(image_summary(patched, mods, alias, n))
             perf_script(a.perf, path, os.path.join(out, "kcore_dir"), script)
-    if a.filter_range or a.filter_start_stop:
+    if a.filter_range or a.filter_start_stop or a.pause_window:
         try:
             truth = check_trace.truth_of(d)
         except check_trace.Bad as e:
             raise Bad(str(e))
-        check_filter(a, d, script, enabled, truth)
+        check_filter(a, d, script, enabled, truth, flow)
         return
     starts, events = decoded(script, per_thread=bool(a.per_thread))
     cpus = sorted(events) if a.per_thread else range(a.cpus)
@@ -1585,6 +1674,11 @@ def main():
     ap.add_argument("--filter-start-stop", nargs=2, metavar=("START", "STOP"),
                     help="with --per-thread: perf recorded with --filter 'start START @ /bin/cspd-loop, stop STOP @ "
                     "/bin/cspd-loop'; the decode must be exactly what the execution record ran from a start to a stop")
+    ap.add_argument("--pause-window", nargs="+", metavar="ADDR", type=lambda x: int(x, 0),
+                    help="with --per-thread: perf recorded with AUX pause (the cs_etm event start-paused, a "
+                    "breakpoint event resuming it at the first ADDR and one pausing it at each other); the decode "
+                    "must be exactly what the execution record ran from each resume's instruction up to, not "
+                    "including, the next pause's, one AUX record per pause")
     ap.add_argument("--out", help="where perf.data, the kcore and perf script's output go (default DIR/perf)")
     ap.add_argument("--script", help="perf script's output saved by an earlier run (OUT/perf-script.txt, "
                     "possibly altered): judged instead of running perf script")
@@ -1593,8 +1687,10 @@ def main():
         ap.error("--snapshot and --per-thread exclude each other")
     if (a.filter_range or a.filter_start_stop) and not a.per_thread:
         ap.error("--filter-range and --filter-start-stop judge a --per-thread recording")
-    if a.filter_range and a.filter_start_stop:
-        ap.error("--filter-range and --filter-start-stop exclude each other")
+    if sum(1 for x in (a.filter_range, a.filter_start_stop, a.pause_window) if x) > 1:
+        ap.error("--filter-range, --filter-start-stop and --pause-window exclude each other")
+    if a.pause_window and (not a.per_thread or len(a.pause_window) < 2):
+        ap.error("--pause-window judges a --per-thread recording: a resume address and one or more pause addresses")
     try:
         check(a)
     except Bad as e:
