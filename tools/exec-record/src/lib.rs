@@ -40,6 +40,11 @@
 //! ever ran (QEMU's boot code: a reset) or in a 2 MiB region of RAM no vCPU executed before
 //! running the kernel (the kernel's own boot and idmap code are in those; a kexec'd kernel is
 //! not). The capture kernel and the next boot therefore never overwrite it.
+//!
+//! Once frozen, the record has all it will ever hold, so the plugin then removes its callbacks
+//! (`qemu_plugin_reset`, which also flushes QEMU's translated code once): a kdump capture kernel
+//! or the next boot runs as fast as it would without the recorder, instead of paying an
+//! execution callback on every block and a table entry on every translation.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::fs::OpenOptions;
@@ -51,7 +56,7 @@ use qemu_plugin_sys::{
     qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn_data,
     qemu_plugin_insn_size, qemu_plugin_outs, qemu_plugin_register_vcpu_tb_exec_cb,
     qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_tb, qemu_plugin_tb_get_insn,
-    qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr, QEMU_PLUGIN_VERSION,
+    qemu_plugin_reset, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr, QEMU_PLUGIN_VERSION,
 };
 
 /// The plugin API version this plugin is written for.
@@ -89,6 +94,9 @@ struct Recorder {
 }
 
 static REC: OnceLock<Recorder> = OnceLock::new();
+
+/// The plugin's id, for `qemu_plugin_reset` once the record is frozen.
+static ID: OnceLock<qemu_plugin_id_t> = OnceLock::new();
 
 fn outs(msg: &str) {
     if let Ok(c) = CString::new(format!("exec-record: {msg}\n")) {
@@ -142,14 +150,18 @@ impl Recorder {
     /// Whether running the block at `addr` on `vcpu` freezes the record (see the module
     /// documentation).
     fn freezes(&self, vcpu: usize, addr: u64) -> bool {
-        if vcpu == 0 {
+        // Each flag is read before it is written: a write on every block, or a locked
+        // compare-exchange, would bounce their cache lines between the vCPUs' threads.
+        if vcpu == 0 && self.reset_pc.load(Ordering::Relaxed) == 0 {
             let _ =
                 self.reset_pc
                     .compare_exchange(0, addr + 1, Ordering::Relaxed, Ordering::Relaxed);
         }
         if addr >= KERNEL_VA {
             if let Some(k) = self.kernel_ran.get(vcpu) {
-                k.store(true, Ordering::Relaxed);
+                if !k.load(Ordering::Relaxed) {
+                    k.store(true, Ordering::Relaxed);
+                }
             }
             return false;
         }
@@ -162,7 +174,7 @@ impl Recorder {
             .is_some_and(|k| k.load(Ordering::Relaxed));
         let known = self.known.get(r);
         if !ran {
-            if let Some(k) = known {
+            if let Some(k) = known.filter(|k| !k.load(Ordering::Relaxed)) {
                 k.store(true, Ordering::Relaxed);
             }
             return false;
@@ -184,6 +196,12 @@ impl Recorder {
             {
                 self.word(OFF_FROZEN_AT).store(addr, Ordering::Relaxed);
                 outs(&format!("frozen: vCPU {vcpu} ran {addr:#x}"));
+                if let Some(&id) = ID.get() {
+                    // SAFETY: resetting this plugin's own callbacks, from one of them (QEMU
+                    // does it when every vCPU is out of its translated code); `after_freeze`
+                    // registers none again. Until then the callbacks see the record frozen.
+                    unsafe { qemu_plugin_reset(id, Some(after_freeze)) };
+                }
             }
             return;
         }
@@ -220,6 +238,10 @@ impl Recorder {
         }
         Some(off / 8)
     }
+}
+
+unsafe extern "C" fn after_freeze(_id: qemu_plugin_id_t) {
+    outs("frozen: callbacks removed");
 }
 
 unsafe extern "C" fn tb_exec(vcpu: c_uint, userdata: *mut c_void) {
@@ -380,6 +402,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             return -1;
         }
     }
+    let _ = ID.set(id);
     // SAFETY: this plugin's id.
     unsafe { qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans)) };
     0
