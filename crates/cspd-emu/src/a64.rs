@@ -138,13 +138,23 @@ pub fn is_load_store(insn: u32) -> bool {
 /// Returns `true` for the single-register 32-bit and 64-bit integer loads and stores, the only
 /// instructions device accessors (`readl`/`writel`/`readq`/`writeq`, their relaxed and
 /// acquire/release forms) and `/dev/mem` word accesses compile to: `LDR`/`STR` in every
-/// addressing mode but the literal, `LDUR`/`STUR`, `LDTR`/`STTR`, `LDAR`/`STLR` and the
-/// exclusives. Pairs, bytes, halfwords and SIMD registers are left out.
+/// addressing mode but the literal, `LDUR`/`STUR`, `LDAR`/`STLR` and the exclusives. Pairs,
+/// bytes, halfwords and SIMD registers are left out, and so are the unprivileged `LDTR`/`STTR`:
+/// they are the kernel's user-memory accessors (`copy_to_user`, `copy_from_user`, two of them
+/// per 16 bytes copied), never a device accessor, and a user-space program's own loads and
+/// stores (`devmem`) are plain `LDR`/`STR`. Leaving them out spares a memory callback on every
+/// word a kdump capture kernel copies out of `/proc/vmcore` and onto its disk.
 pub fn is_word_access(insn: u32) -> bool {
-    if insn >> 30 < 2 {
+    if insn >> 30 < 2 || is_unprivileged(insn) {
         return false;
     }
     matches!(insn & 0x3F00_0000, 0x3900_0000 | 0x3800_0000 | 0x0800_0000)
+}
+
+/// Returns `true` for the unprivileged loads and stores (`LDTR*`/`STTR*`, any size): "Load/store
+/// register (unprivileged)", bits 29:24 `111000`, bit 21 clear, bits 11:10 `10`.
+fn is_unprivileged(insn: u32) -> bool {
+    insn & 0x3F20_0C00 == 0x3800_0800
 }
 
 #[cfg(test)]
@@ -160,6 +170,13 @@ mod tests {
             (0xB820_6820, true, "str w0, [x1, x0]"),
             (0x88DF_FC20, true, "ldar w0, [x1]"),
             (0x889F_FC20, true, "stlr w0, [x1]"),
+            (0xB840_0420, true, "ldr w0, [x1], #0"),
+            (0xF800_0C01, true, "str x1, [x0, #0]!"),
+            (0xB840_0820, false, "ldtr w0, [x1]"),
+            (0xF840_0820, false, "ldtr x0, [x1]"),
+            (0xB800_0801, false, "sttr w1, [x0]"),
+            (0xF800_8801, false, "sttr x1, [x0, #8]"),
+            (0x3800_0801, false, "sttrb w1, [x0]"),
             (0xA9BF_7BFD, false, "stp x29, x30, [sp, #-16]!"),
             (0x3940_0020, false, "ldrb w0, [x1]"),
             (0x7940_0020, false, "ldrh w0, [x1]"),
