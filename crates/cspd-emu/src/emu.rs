@@ -100,6 +100,12 @@ struct Devices {
 const WATCH_NONE: u32 = 0;
 const WATCH_NEXT_STORE: u32 = 0x100;
 
+/// A vCPU's state: the block it ran last, its trace session and tracker.
+///
+/// Aligned to 128 bytes (two cache lines, what adjacent-line prefetchers pair) so that no two
+/// vCPUs share a line: each vCPU's thread writes its own `last_pc`, `prev` and `idle_blocks` on
+/// every block it runs, and sharing would bounce the line between the vCPUs' host CPUs.
+#[repr(align(128))]
 struct Vcpu {
     last_pc: AtomicU64,
     prev: AtomicPtr<TbInfo>,
@@ -379,9 +385,10 @@ impl Emu {
             return;
         };
         v.last_pc.store(tb.start, Ordering::Relaxed);
-        let prev = v
-            .prev
-            .swap(std::ptr::from_ref(tb).cast_mut(), Ordering::Relaxed);
+        // Only this vCPU's thread writes `prev`: a load and a store, not a locked swap.
+        let prev = v.prev.load(Ordering::Relaxed);
+        v.prev
+            .store(std::ptr::from_ref(tb).cast_mut(), Ordering::Relaxed);
         // SAFETY: `prev` is null or was stored from a `&'static TbInfo` above.
         let prev: Option<&'static TbInfo> = unsafe { prev.as_ref() };
         if let Some(p) = prev {
