@@ -95,8 +95,21 @@ class Record:
         if sys.byteorder != "little":
             a.byteswap()
         start = n % self.entries if n > self.entries else 0
-        order = (list(a[start:]) + list(a[:start])) if n > self.entries else list(a[:kept])
+        order = (a[start:] + a[:start]) if n > self.entries else a[:kept]
         return order, n > self.entries
+
+    def block_starts(self):
+        """{table index: (start address, instruction count)} of every block in the table, walked
+        in table order; None when the walk does not end exactly at the table's end (an entry
+        with no instruction or one that runs past the table)."""
+        out, off, t = {}, 0, self.table
+        while off + 16 <= len(t):
+            addr, n = struct.unpack_from("<QI", t, off)
+            if n == 0 or off + 16 + 4 * n > len(t):
+                return None
+            out[off // 8] = (addr, n)
+            off += 16 + (4 * n + 7) // 8 * 8
+        return out if off == len(t) else None
 
     def last_words(self):
         """The last instruction word of every block in the table (walked in table order: far
@@ -230,6 +243,72 @@ def following(rec, ring, at, count):
                 break
         out.append(rec.block(ring[j] & INDEX_MASK))
     return out
+
+
+def hits(rec, ring, e, hit):
+    """The boundaries of `ring` where event `e` can have happened, newest first, as
+    ((A, B), position): what walking boundaries(rec, ring) and keeping those where hit(e, A, B)
+    holds gives. Instead of walking every boundary (tens of millions when the ring is full),
+    the ring's bytes are searched for the blocks that can be A or B; when the table cannot be
+    walked cleanly or the host is big-endian, every boundary is walked."""
+    starts = rec.block_starts() if sys.byteorder == "little" else None
+    if starts is None:
+        for (a, b), pos in boundaries(rec, ring):
+            if hit(e, a, b):
+                yield (a, b), pos
+        return
+    if e[0] == "T":
+        can_a = {i for i, (s, n) in starts.items() if s + 4 * n - 4 == e[1]}
+        can_b = {i for i, (s, n) in starts.items() if s == e[2]}
+    elif e[0] == "X":
+        can_a, can_b = None, {i for i, (s, n) in starts.items() if s == e[2]}
+    elif e[0] == "W":
+        can_a, can_b = {i for i, (s, n) in starts.items() if s <= e[1] <= s + 4 * n - 4}, None
+    else:
+        return
+    raw = ring.tobytes()
+    patterns = lambda blocks: [i.to_bytes(5, "little") for i in blocks]
+    # Search the ring for the side with fewer entries: A (the entries j of the boundaries
+    # j -> j + 1) or B (the entries j + 1).
+    by_a = can_b is None or (can_a is not None and sum(map(raw.count, patterns(can_a)))
+                             <= sum(map(raw.count, patterns(can_b))))
+    entries = set()
+    for pat in patterns(can_a if by_a else can_b):
+        at = raw.find(pat)
+        while at >= 0:
+            if at % 8 == 0:
+                # The entry's cross boundary and repetitions; for B also the cross boundary of
+                # the entry before.
+                entries.add(at // 8)
+                if not by_a and at:
+                    entries.add(at // 8 - 1)
+            at = raw.find(pat, at + 1)
+    ok_a = (lambda i: True) if can_a is None else can_a.__contains__
+    ok_b = (lambda i: True) if can_b is None else can_b.__contains__
+    last = len(ring) - 1
+    for j in sorted(entries, reverse=True):
+        idx, reps = ring[j] & INDEX_MASK, ring[j] >> INDEX_BITS
+        if j < last:
+            nxt = ring[j + 1] & INDEX_MASK
+            if ok_a(idx) and ok_b(nxt):
+                a, b = rec.block(idx), rec.block(nxt)
+                if hit(e, a, b):
+                    yield (a, b), (j, reps)
+        if reps and ok_a(idx) and ok_b(idx):
+            a = rec.block(idx)
+            if hit(e, a, a):
+                for r in range(reps - 1, -1, -1):
+                    yield (a, a), (j, r)
+
+
+def walked_to(ring, pos):
+    """How many boundaries boundaries(rec, ring) walks up to and including the one at `pos`."""
+    j, r = pos
+    last = len(ring) - 1
+    reps = lambda x: x >> INDEX_BITS
+    if j == last:
+        return reps(ring[last]) - r
+    return reps(ring[last]) + sum(1 + reps(x) for x in ring[j + 1:last]) + 1 + reps(ring[j]) - r
 
 
 def describe(ev):
@@ -394,11 +473,7 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped):
     n = len(events)
     run = min(ANCHOR_RUN, n)
     best = None
-    seen = 0
-    for (a, b), pos in boundaries(rec, ring):
-        seen += 1
-        if not m.hit(events[-1], a, b):
-            continue
+    for (a, b), pos in hits(rec, ring, events[-1], m.hit):
 
         def from_here():
             yield (a, b)
@@ -415,7 +490,7 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped):
         m.deepest = n
         try:
             total = m.match_at(from_here(), n - 1)
-            return seen - 1, total, m.user_skipped
+            return walked_to(ring, pos) - 1, total, m.user_skipped
         except Short as s:
             why = ("the ring wrapped: the record keeps the newest "
                    f"{rec.entries} blocks" if wrapped else "the record starts there")
