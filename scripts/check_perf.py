@@ -1227,6 +1227,13 @@ def check_filter(a, d, script, enabled, truth, flow=None):
                           f"{flt.lo:#x}..{flt.hi:#x}: the trace holds an instruction the filter leaves out")
     flow = flow or program_flow(d, cpu, a.per_thread)
     want = render(filter_segments(flow, flt))
+    if flt.pause:
+        inside = {x for e in want for x in e[1:]}
+        for i, e in enumerate(got):
+            bad = [x for x in e[1:] if x not in inside]
+            if bad:
+                raise Bad(f"perf's event {i} ({show(e)}, {script}:{lines[i]}) is outside the pause window: "
+                          f"the execution record never runs {bad[0]:#x} between a resume and a pause")
     entries_got = sum(1 for e in got if e[0] == "S")
     entries_want = sum(1 for e in want if e[0] == "S")
     if entries_got != entries_want:

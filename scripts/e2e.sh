@@ -100,6 +100,14 @@
 #                        decode with one sample outside the range added, one entry into step_b
 #                        dropped, one parity branch flipped; --filter-start-stop with the trace
 #                        going on past one stop
+#   perf-pause           perf's AUX pause per thread (cspd-loop on CPU 1, user space): the cs_etm event
+#                        starts paused, a hardware breakpoint at step_b's entry resumes it and one at
+#                        each of step_b's returns pauses it; the decode exactly what the execution
+#                        record ran from each resume up to the pause, one AUX record per pause
+#                        (check_perf.py --pause-window)
+#   harness-perf-pause   check_perf.py --pause-window must FAIL with its own message on perf-pause's
+#                        decode with one resume's segments dropped, one instruction outside the
+#                        window added, one parity branch flipped
 #   perf-snapshot        perf's snapshot mode on the ETF: perf record --snapshot=e CPU-wide, two
 #                        snapshots on SIGUSR2 and one at exit, each after its own marker on every CPU;
 #                        each snapshot's whole window in the host perf's decode judged against the
@@ -1354,6 +1362,126 @@ PY
 	return $rc
 }
 
+# perf's AUX pause on the production ETMv4 driver: the guest's perf records /bin/cspd-loop per
+# thread, user space only, pinned to CPU 1 as perf-per-thread, in a group whose leader, the cs_etm
+# event, starts paused (aux-action=start-paused); a hardware breakpoint at step_b's entry resumes
+# it and one at each of step_b's two returns pauses it (cspd.perf=pause, cspd.perf_pause: the
+# addresses, read here from the static binary). check_perf.py --pause-window requires the decode
+# to be exactly what CPU 1 ran, by the execution record, from a resume up to (not including) the
+# next pause: step_b without its return, 1000 times, each parity branch as executed; every pause
+# drained through the sink into an AUX record of its own, and the plugin to have seen the ETM
+# stopped and enabled again each time. The execution record stays for harness-perf-pause.
+pause_addrs() {
+	local entry
+	entry=$(llvm-nm-19 "$LOOP_BIN" | awk '$3 == "step_b" { print $1 }')
+	[ -n "$entry" ] || { echo "no step_b in $LOOP_BIN" >&2; return 1; }
+	printf '0x%x' "0x$entry"
+	llvm-objdump-19 -d --disassemble-symbols=step_b "$LOOP_BIN" |
+		awk '$NF == "ret" || $(NF) ~ /^ret$/ { sub(":", "", $1); printf ",0x%s", $1 }'
+}
+scenario_perf-pause() {
+	local d=$RUNS/perf-pause disk=$RUNS/perf-pause.disk addrs
+	local -a window
+	addrs=$(pause_addrs) || return 1
+	IFS=, read -ra window <<<"$addrs"
+	[[ $addrs == *,*,* ]] || { echo "step_b's returns not found in $LOOP_BIN ($addrs)" >&2; return 1; }
+	perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=pause cspd.perf_pause=$addrs" ||
+		{ grep "CSPD: perf: |" "$d/console.log" >&2; return 1; }
+	judge_perf "$d" "$disk" --per-thread "$LOOP_BIN" --loops 1000 --pause-window "${window[@]}"
+}
+
+# check_perf.py --pause-window must fail with its own message on perf-pause's saved decode (perf
+# script's output, --script) with one sample altered: (a) the middle resume's segments (its trace
+# starts to its trace ends, up to the next resume) dropped, (b) an even iteration's exception
+# moved from the instruction before step_b's return to the return itself (one instruction outside
+# the window), (c) an odd iteration's parity branch flipped (its trace start after the taken
+# parity branch and the exception that ends it replaced by an even iteration's). The unaltered
+# decode passes. The execution record perf-pause kept is removed at the end (unless
+# CSPD_KEEP_EXEC is set).
+scenario_harness-perf-pause() {
+	local src=$RUNS/perf-pause d=$RUNS/harness-perf-pause rc=0 out addrs c
+	local -a window
+	[ -f "$src/exec.rec" ] && [ -f "$src/perf/perf-script.txt" ] || scenario_perf-pause || return 1
+	addrs=$(pause_addrs) || return 1
+	IFS=, read -ra window <<<"$addrs"
+	rm -rf "$d"
+	mkdir -p "$d"
+	local -a pause=(--per-thread "$LOOP_BIN" --loops 1000 --pause-window "${window[@]}")
+	judge_copy "$src" "$d/unaltered"
+	check_perf "$d/unaltered" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$src/perf/perf-script.txt" \
+		>"$d/unaltered.txt" 2>&1 ||
+		{ tail -n 3 "$d/unaltered.txt"; echo "check_perf.py --pause-window fails on the unaltered copy" >&2; return 1; }
+	for c in dropped outside parity; do
+		judge_copy "$src" "$d/$c"
+	done
+	out=$(python3 - "$src/perf/perf-script.txt" "$d" "$REPO/scripts" "${window[@]}" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import check_perf
+resume = int(sys.argv[4], 0)
+lines = open(sys.argv[1]).read().split("\n")
+idx = [k for k, l in enumerate(lines) if check_perf.SAMPLE.match(l)]
+
+
+def sample(i):
+    m = check_perf.SAMPLE.match(lines[idx[i]])
+    return m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+
+
+def save(name, out):
+    path = f"{sys.argv[2]}/{name}/perf-script.txt"
+    open(path, "w").write("\n".join(out))
+    return path
+
+
+starts = [i for i in range(len(idx)) if "tr strt" in sample(i)[0]]
+resumes = [i for i in starts if sample(i)[2] == resume]
+mid = resumes[len(resumes) // 2]
+# (a) The middle resume's samples, up to the next resume, dropped: two trace starts fewer.
+nxt = resumes[len(resumes) // 2 + 1]
+save("dropped", lines[:idx[mid]] + lines[idx[nxt]:])
+n = sum(1 for i in starts if mid <= i < nxt)
+print(f"perf's decode starts the trace {len(starts) - n} times, the execution record enters the filter "
+      f"{len(starts)} times: an entry lost")
+# The iterations from the middle on: a resume's trace start, its exception, the trace start after
+# the parity branch and the exception before the return.
+later = [i for i in resumes if i > mid and i + 3 < len(idx) and "tr strt" in sample(i + 2)[0]]
+even = next(i for i in later if sample(i + 2)[2] == resume + 4)
+odd = next(i for i in later if sample(i + 2)[2] != resume + 4)
+# (b) An even iteration's exception from the instruction before the return moved to the return.
+_, frm, _ = sample(even + 3)
+ret = frm + 4
+out = list(lines)
+out[idx[even + 3]] = f"[001]   tr end  int   {ret:x} =>   0"
+path = save("outside", out)
+print(f"perf's event {even + 3} (exception from {ret:#x}, {path}:{idx[even + 3] + 1}) is outside the pause window: "
+      f"the execution record never runs {ret:#x} between a resume and a pause")
+# (c) An odd iteration's trace start after the parity branch and the exception ending it, as an
+# even iteration's.
+out = list(lines)
+out[idx[odd + 2]] = lines[idx[even + 2]]
+out[idx[odd + 3]] = lines[idx[even + 3]]
+path = save("parity", out)
+_, _, was = sample(odd + 2)
+entry = sum(1 for i in starts if i <= odd + 2)
+print(f"perf's event {odd + 2} (trace start at {resume + 4:#x}, {path}:{idx[odd + 2] + 1}) is not what the filter "
+      f"lets through of what CPU1 ran: the execution record has trace start at {was:#x} there (in the filter's "
+      f"entry {entry} of {len(starts)})")
+PY
+	) || return 1
+	local -a msg
+	mapfile -t msg <<<"$out"
+	judge_negative "one resume's segments dropped" "${msg[0]}" \
+		check_perf "$d/dropped" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$d/dropped/perf-script.txt" || rc=1
+	judge_negative "one instruction outside the window added" "${msg[1]}" \
+		check_perf "$d/outside" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$d/outside/perf-script.txt" || rc=1
+	judge_negative "one parity branch flipped" "${msg[2]}" \
+		check_perf "$d/parity" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$d/parity/perf-script.txt" || rc=1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec"
+	rm -rf "$d"/*/exec.rec
+	return $rc
+}
+
 # check_perf.py's judges must each fail with their own message on a copy of perf-cpu-wide's run
 # with one input altered: (a) the AUX data cut (perf.data without the newest 64 KiB of its AUXTRACE
 # payload, the record and the data section shrunk to match); (b) one branch changed (perf script's
@@ -2266,7 +2394,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
-	perf-filter harness-perf-filter perf-snapshot perf-panic harness-perf-snapshot
+	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
 
