@@ -101,6 +101,11 @@ __rust_helper bool rust_helper_cspd_perf_event_active(struct perf_event *event)
 	return !READ_ONCE(event->hw.state);
 }
 
+__rust_helper bool rust_helper_cspd_perf_event_aux_paused(struct perf_event *event)
+{
+	return !!READ_ONCE(event->hw.aux_paused);
+}
+
 __rust_helper int rust_helper_cspd_perf_event_owner_pid(struct perf_event *event)
 {
 	struct task_struct *owner = READ_ONCE(event->owner);

@@ -975,3 +975,22 @@ fn resume_reports_a_unit_that_never_starts_within_bound() {
     assert!(matches!(r, Err(Etm4xError::IdleTimeout(s)) if s & TRCSTATR_IDLE != 0));
     assert!(m.sw_locked(), "software lock restored after the failure");
 }
+
+#[test]
+fn enable_paused_programs_the_unit_and_leaves_it_stopped_until_resumed() {
+    for (iface, hw) in INTERFACES {
+        let mut m = Etm4xModel::new(ModelIds::CORTEX_A53, iface);
+        let ids = Etm4x::new(&mut m, hw, T).read_ids().unwrap();
+        let cfg = TraceConfig::default_for(&ids, 0x24, false).unwrap();
+        Etm4x::new(&mut m, hw, T).enable_paused(&cfg).unwrap();
+        assert!(!m.enabled() && m.idle(), "programmed, not tracing: {hw:?}");
+        assert_eq!(m.peek(TRCTRACEIDR), cfg.traceidr);
+        assert_eq!(m.peek(TRCCONFIGR), cfg.configr);
+        assert_eq!(m.peek(TRCVICTLR), cfg.victlr);
+        assert_eq!(m.peek(TRCPRGCTLR), 0);
+        assert!(!m.os_locked());
+        Etm4x::new(&mut m, hw, T).resume().unwrap();
+        assert!(m.enabled() && !m.idle(), "resumed: {hw:?}");
+        assert_eq!(m.peek(TRCTRACEIDR), cfg.traceidr);
+    }
+}

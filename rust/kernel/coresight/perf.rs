@@ -118,6 +118,14 @@ impl PerfEvent {
         unsafe { bindings::cspd_perf_event_active(self.as_raw()) }
     }
 
+    /// Returns whether perf holds the event's AUX output paused (`hw.aux_paused`: started with
+    /// `aux-action=start-paused`, or paused by another event of its group): a source enabled for
+    /// it is programmed but does not trace until perf resumes it.
+    pub fn aux_paused(&self) -> bool {
+        // SAFETY: By the type invariant the event is live.
+        unsafe { bindings::cspd_perf_event_aux_paused(self.as_raw()) }
+    }
+
     /// Returns the process ID of the event's owner (the perf tool's process), or `None` for an
     /// event without one: what makes a sink belong to one session at a time.
     pub fn owner_pid(&self) -> Option<i32> {

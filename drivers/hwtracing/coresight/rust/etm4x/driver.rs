@@ -445,10 +445,20 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         if !csdev.take_mode(Mode::Perf) {
             return Err(EBUSY);
         }
+        // perf holds the event paused (started paused, or paused when it was scheduled out):
+        // programmed, not tracing until perf resumes it, as upstream's `drvdata->paused`.
+        let paused = event.aux_paused();
         let found = etm
             .perf_config(csdev, event, path.trace_id())
             .and_then(|cfg| {
-                etm.with_local(|u| u.enable(&cfg))?.map_err(|e| {
+                etm.with_local(|u| {
+                    if paused {
+                        u.enable_paused(&cfg)
+                    } else {
+                        u.enable(&cfg)
+                    }
+                })?
+                .map_err(|e| {
                     dev_err!(csdev.as_device(), "ETM not enabled for perf: {e}\n");
                     Error::from(e)
                 })

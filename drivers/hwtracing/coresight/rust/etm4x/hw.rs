@@ -770,6 +770,16 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
     /// is left clear (a traced CPU needs it clear); it was found set if the returned
     /// [`FoundLocks`] says so.
     pub fn enable(&mut self, cfg: &TraceConfig) -> Result<FoundLocks, Etm4xError> {
+        self.enable_inner(cfg, true)
+    }
+
+    /// [`Self::enable`] for a perf event perf holds paused: everything is programmed and power
+    /// requested, but `EN` stays clear until [`Self::resume`].
+    pub fn enable_paused(&mut self, cfg: &TraceConfig) -> Result<FoundLocks, Etm4xError> {
+        self.enable_inner(cfg, false)
+    }
+
+    fn enable_inner(&mut self, cfg: &TraceConfig, start: bool) -> Result<FoundLocks, Etm4xError> {
         if !(u32::from(TRACE_ID_MIN)..=u32::from(TRACE_ID_MAX)).contains(&cfg.traceidr) {
             // CAST: the value is reported truncated; it is out of range either way.
             return Err(Etm4xError::InvalidTraceId(cfg.traceidr as u8));
@@ -778,7 +788,7 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
             return Err(Etm4xError::PoweredDown);
         }
         let found = self.unlock()?;
-        let result = self.program_and_start(cfg);
+        let result = self.program_and_start(cfg, start);
         if found.sw_locked {
             self.sw_lock();
         }
@@ -816,12 +826,15 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         }
     }
 
-    fn program_and_start(&mut self, cfg: &TraceConfig) -> Result<(), Etm4xError> {
+    fn program_and_start(&mut self, cfg: &TraceConfig, start: bool) -> Result<(), Etm4xError> {
         self.request_power(true);
         self.io.write_reg(TRCPRGCTLR::from_raw(0));
         self.wait_status(|s| s.idle())
             .map_err(Etm4xError::IdleTimeout)?;
         self.program(cfg);
+        if !start {
+            return Ok(());
+        }
         self.io.write_reg(TRCPRGCTLR::from_raw(0).with_en(true));
         if let (Some(cpu), Interface::SysReg) = (self.own_cpu, self.iface) {
             cpu.isb();
