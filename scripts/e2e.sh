@@ -332,8 +332,10 @@ cs_qemu() {
 		tmc=(--cs-arg tmc=etr --cs-arg truth_bytes=2M)
 	fi
 	make_dtb "$dtb" "$region" coresight || { echo "could not make the coresight device tree" >&2; return 1; }
+	# CS_EXEC_ENTRIES: a longer ring for the execution record, where a run judges windows far
+	# back from its end (perf's snapshots).
 	qemu "$mode" "$variant" "$dir" "$append" --coresight --cs-arg "tmc_size=$CS_TMC_SIZE" "${tmc[@]}" \
-		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $dtb" "$@"
+		--cs-arg "tmc_dump=$dir/tmc.bin" --qemu-arg "-dtb $dtb" ${CS_EXEC_ENTRIES:+--exec-entries "$CS_EXEC_ENTRIES"} "$@"
 }
 
 scenario_cpu-debug-module() {
@@ -1646,9 +1648,13 @@ PY
 # record, tells them apart by the marker's kernel function, and the newest against the plugin's
 # truth and what the ETF held. The execution record stays for harness-perf-snapshot, which removes it.
 SNAPSHOT_MARKERS=version_proc_show,loadavg_proc_show,cmdline_proc_show
+# The oldest snapshot's window ends 12 to 15.5 million blocks before the end of a run on a CPU:
+# the execution record's ring is 32 Mi entries long here, not 16 Mi.
+SNAPSHOT_EXEC_ENTRIES=$((32 << 20))
+
 scenario_perf-snapshot() {
 	local d=$RUNS/perf-snapshot disk=$RUNS/perf-snapshot.disk
-	perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot" &&
+	CS_EXEC_ENTRIES=$SNAPSHOT_EXEC_ENTRIES perf_boot "$d" "$disk" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.perf=snapshot" &&
 		judge_perf "$d" "$disk" --snapshot "$SNAPSHOT_MARKERS"
 }
 
@@ -2300,7 +2306,7 @@ scenario_perf-etr() {
 # 256 KiB, as the ETF: each snapshot's window, and the run after it up to the end of the execution
 # record, must fit the record's ring for the oldest snapshot to be judged.
 scenario_perf-etr-snapshot() {
-	etr_perf "$RUNS/perf-etr-snapshot" "$RUNS/perf-etr-snapshot.disk" snapshot 0x40000 --snapshot "$SNAPSHOT_MARKERS"
+	CS_EXEC_ENTRIES=$SNAPSHOT_EXEC_ENTRIES etr_perf "$RUNS/perf-etr-snapshot" "$RUNS/perf-etr-snapshot.disk" snapshot 0x40000 --snapshot "$SNAPSHOT_MARKERS"
 }
 
 # A panic while perf owns the ETR (perf record --snapshot -a through tmc_etr0): the panic path
@@ -2329,7 +2335,7 @@ scenario_upstream-perf() {
 }
 
 scenario_upstream-perf-snapshot() {
-	upstream_perf "$RUNS/upstream-perf-snapshot" "$RUNS/upstream-perf-snapshot.disk" snapshot \
+	CS_EXEC_ENTRIES=$SNAPSHOT_EXEC_ENTRIES upstream_perf "$RUNS/upstream-perf-snapshot" "$RUNS/upstream-perf-snapshot.disk" snapshot \
 		--snapshot "$SNAPSHOT_MARKERS"
 }
 

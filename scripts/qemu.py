@@ -194,7 +194,8 @@ def base_args(a, workdir):
         # The independent execution record (tools/exec-record), beside the CoreSight plugin.
         plugin += ["-plugin", ",".join([f"file={a.exec_record}",
                                         f"out={os.path.join(workdir, 'exec.rec')}",
-                                        f"ram={RAM_BASE:#x}+{parse_size(a.mem):#x}"])]
+                                        f"ram={RAM_BASE:#x}+{parse_size(a.mem):#x}"]
+                                       + ([f"entries={a.exec_entries}"] if a.exec_entries else []))]
     return [qemu_binary()] + machine + [
         "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
         "-display", "none", "-monitor", "none", "-nic", "none",
@@ -622,6 +623,9 @@ def main():
                    help="with --coresight: the execution recorder plugin, whose record (exec.rec) the "
                    "trace judges compare with (default $CSPD_EXEC_RECORD or "
                    "target/release/libexec_record.so; '' for none)")
+    p.add_argument("--exec-entries", type=int, default=None, metavar="N",
+                   help="ring entries per vCPU of the execution record (exec-record's entries=; its "
+                   "default, 16 Mi, unless given)")
     p.add_argument("--shared-ram", action="store_true",
                    help="guest RAM from a shared file in /dev/shm (implied by --coresight)")
     a = p.parse_args()
