@@ -321,6 +321,12 @@ def check_perf_session(a, log, etms):
     if got != want:
         raise Bad(f"while perf recorded, sysfs read {got}: perf owns the sink and the sources, sysfs should "
                   f"read them as not enabled there ({want})")
+    busy = re.search(r"CSPD: perf: sysfs enable_source etm1 while perf records: (.*)", log)
+    if not busy or "Device or resource busy" not in busy.group(1):
+        raise Bad("a sysfs session on etm1 while perf recorded was not refused with EBUSY: "
+                  + (busy.group(1) if busy else "the guest did not try"))
+    if "CSPD: perf: still recording after the refused sysfs session" not in log:
+        raise Bad("perf stopped answering after the refused sysfs session")
     enables = {}
     for c in re.findall(r"qemu-coresight: etm (\d+): enabled", open(os.path.join(a.dir, "plugin.log"),
                                                                     errors="replace").read()):
@@ -329,7 +335,8 @@ def check_perf_session(a, log, etms):
     if enables != once:
         raise Bad(f"the plugin saw the ETMs enabled {enables} times: one perf session per CPU expected ({once})")
     print(f"perf session: '{m.group(1).strip()}' recorded, sysfs read {a.sink} and {', '.join(etms)} as not "
-          "enabled there, and the plugin saw each ETM enabled once (by perf)")
+          "enabled there and was refused a session on etm1 (EBUSY), and the plugin saw each ETM enabled once "
+          "(by perf)")
 
 
 def check_etr(a, out, recs, stops, rep, region, vmcore=None, truth=None, cpus=()):

@@ -1794,6 +1794,11 @@ PY
 	sed -i '0,/qemu-coresight: etm 0: enabled/{s/^\(qemu-coresight: etm 0: enabled.*\)$/\1\n\1/}' "$d/panic-enables/plugin.log"
 	judge_negative "a second enable of CPU0's ETM" "the plugin saw the ETMs enabled {0: 2, 1: 1} times" \
 		check_trace "$d/panic-enables" mod --perf-session || rc=1
+	judge_copy "$pp" "$d/panic-sysfs-took"
+	sed -i 's/\(CSPD: perf: sysfs enable_source etm1 while perf records: \).*/\1took/' "$d/panic-sysfs-took/console.log"
+	judge_negative "a sysfs session on etm1 taken while perf recorded" \
+		"a sysfs session on etm1 while perf recorded was not refused with EBUSY: took" \
+		check_trace "$d/panic-sysfs-took" mod --perf-session || rc=1
 	judge_copy "$pp" "$d/panic-no-flag"
 	judge_negative "perf-panic's run judged as a sysfs session" "enable_sink on tmc_etf0 did not take" \
 		check_trace "$d/panic-no-flag" mod || rc=1
