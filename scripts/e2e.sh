@@ -37,6 +37,9 @@
 #                        on silicon: the guest reads IDs and drives the TMC with devmem; every
 #                        documented value is checked (scripts/check_coresight.py)
 #   harness-coresight-wrong-id  that check must FAIL when one component ID differs
+#   tmc-sysfs-listing    tmc_etf0's sysfs files and mgmt/ registers as probed: upstream-drivers' and
+#                        trace-builtin's listings the same names and values (one value changed and one
+#                        file left out each fail)
 #   upstream-drivers     the upstream kernel variant (Linux's own C coresight-tmc and coresight-etm4x)
 #                        binds to the plugin's components, traces through sysfs, reads the ETF through
 #                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
@@ -2399,12 +2402,62 @@ scenario_harness-perf-etr() {
 	return $rc
 }
 
+# tmc_etf0's sysfs files as probed (its own and mgmt/, scripts/guest/init tmc_listing) under
+# upstream's C driver (upstream-drivers' run) and under ours (trace-builtin's): the same names,
+# each reading the same. A file only one driver has, or a value that differs, fails with its name.
+compare_tmc_listing() {
+	python3 - "$1" "$2" <<'PY'
+import re, sys
+
+
+def listing(path, prefix):
+    out = {}
+    for line in open(path, errors="replace"):
+        m = re.match(rf"CSPD: {prefix} tmc_etf0 (\S+) (\S*)", line)
+        if m:
+            # The value as printed (spaces and newlines as _), cut where the kernel log's copy of
+            # another line runs into it.
+            out[m.group(1)] = m.group(2).split("_[")[0].rstrip("_")
+    if not out:
+        sys.exit(f"FAIL: {path} has no tmc_etf0 listing ({prefix})")
+    return out
+
+
+up = listing(sys.argv[1], "upstream: tmc listing:")
+ours = listing(sys.argv[2], "tmc listing:")
+for name in sorted(set(up) | set(ours)):
+    if name not in ours:
+        sys.exit(f"FAIL: tmc_etf0/{name}: upstream's driver has it ({up[name]}), ours does not")
+    if name not in up:
+        sys.exit(f"FAIL: tmc_etf0/{name}: ours has it ({ours[name]}), upstream's driver does not")
+    if up[name] != ours[name]:
+        sys.exit(f"FAIL: tmc_etf0/{name}: upstream's driver reads {up[name]}, ours {ours[name]}")
+print(f"tmc_etf0's sysfs as probed: the same {len(up)} files under upstream's driver and ours, each "
+      f"reading the same ({', '.join(f'{k} {v}' for k, v in sorted(up.items()) if k.startswith('mgmt/'))})")
+PY
+}
+
+scenario_tmc-sysfs-listing() {
+	local up=$RUNS/upstream-drivers/console.log ours=$RUNS/trace-builtin/console.log d=$RUNS/tmc-sysfs-listing
+	[ -f "$up" ] || scenario_upstream-drivers || return 1
+	[ -f "$ours" ] || scenario_trace-builtin || return 1
+	compare_tmc_listing "$up" "$ours" || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	sed 's/^\(CSPD: tmc listing: tmc_etf0 mgmt\/rsz \)0x10000/\10x8000/' "$ours" >"$d/rsz.log"
+	judge_negative "ours reading another RAM size" "tmc_etf0/mgmt/rsz: upstream's driver reads 0x10000, ours 0x8000" \
+		compare_tmc_listing "$up" "$d/rsz.log" || return 1
+	grep -v "^CSPD: tmc listing: tmc_etf0 trigger_cntr" "$ours" >"$d/no-trigger.log"
+	judge_negative "ours without trigger_cntr" "tmc_etf0/trigger_cntr: upstream's driver has it (0x0), ours does not" \
+		compare_tmc_listing "$up" "$d/no-trigger.log"
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers harness-judges perf-cpu-wide perf-per-thread harness-perf
+	harness-coresight-wrong-id upstream-drivers tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)

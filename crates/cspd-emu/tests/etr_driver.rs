@@ -108,6 +108,7 @@ fn setup(faults: TmcFaults) -> (Mmio, Arc<Ram>) {
             size: SIZE,
             stop_on_flush: false,
             save_restore: false,
+            trigger: 0,
         },
     )
     .unwrap();

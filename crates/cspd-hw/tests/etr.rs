@@ -47,6 +47,7 @@ fn setup(stop_on_flush: bool) -> EtrSetup {
         size: BUF_BYTES,
         stop_on_flush,
         save_restore: false,
+        trigger: 0,
     }
 }
 

@@ -4,11 +4,16 @@
 //! trace RAM into the dump ([`hw::panic_drain`]). [`crate::probe`] binds it; an ETR is driven by
 //! [`crate::etr_driver`].
 
+use core::fmt::Write;
+
 use kernel::{
     c_str,
     coresight::{
         self,
-        access::CsAccess,
+        access::{
+            CsAccess,
+            AUTHSTATUS, //
+        },
         component::{
             Backend,
             Component,
@@ -30,6 +35,9 @@ use kernel::{
             AuxHandle,
             PerfEvent, //
         },
+        Attribute,
+        AttributeBuf,
+        AttributeGroup,
         CsDevice,
         Kind,
         LinkKind,
@@ -44,8 +52,15 @@ use kernel::{
     },
     fmt,
     prelude::*,
-    str::CString,
+    str::{
+        CStr,
+        CString, //
+    },
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         barrier::{
             smp_mb,
             Full, //
@@ -63,8 +78,22 @@ use crate::{
     },
     regs::{
         TmcConfigType,
+        AXICTL,
+        CTL,
+        DBAHI,
+        DBALO,
         DEVID,
-        RSZ, //
+        FFCR,
+        FFSR,
+        MODE,
+        PSCR,
+        RRP,
+        RRPHI,
+        RSZ,
+        RWP,
+        RWPHI,
+        STS,
+        TRG, //
     },
 };
 
@@ -90,6 +119,10 @@ pub(crate) struct Tmc<B: Backend> {
     users: SpinLockIrq<Users>,
     /// The name on the CoreSight bus and of the dump record.
     pub(crate) name: CString,
+    /// `trigger_cntr`: `TRG` of the next session.
+    pub(crate) trigger_cntr: Atomic<u32>,
+    /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
+    pub(crate) stop_on_flush: Atomic<bool>,
 }
 
 impl<B: Backend> Tmc<B> {
@@ -99,7 +132,73 @@ impl<B: Backend> Tmc<B> {
             regs <- Regs::new(backend),
             users <- new_spinlock_irq!(Users::default(), "coresight_tmc_users"),
             name,
+            trigger_cntr: Atomic::new(0),
+            stop_on_flush: Atomic::new(false),
         })
+    }
+
+    /// Reads register `i` of [`MGMT_ATTRIBUTES`] (`mgmt/`), a pair of registers as one value.
+    fn mgmt(&self, i: usize) -> Result<u64> {
+        self.io(|io| {
+            let r = |v: u32| Some(u64::from(v));
+            let pair = |lo: u32, hi: u32| Some(u64::from(hi) << 32 | u64::from(lo));
+            match i {
+                0 => r(io.read(RSZ).into_raw()),
+                1 => r(io.read(STS).into_raw()),
+                2 => pair(io.read(RRP).into_raw(), io.read(RRPHI).into_raw()),
+                3 => pair(io.read(RWP).into_raw(), io.read(RWPHI).into_raw()),
+                4 => r(io.read(TRG).into_raw()),
+                5 => r(io.read(CTL).into_raw()),
+                6 => r(io.read(FFSR).into_raw()),
+                7 => r(io.read(FFCR).into_raw()),
+                8 => r(io.read(MODE).into_raw()),
+                9 => r(io.read(PSCR).into_raw()),
+                10 => r(io.read(DEVID).into_raw()),
+                11 => pair(io.read(DBALO).into_raw(), io.read(DBAHI).into_raw()),
+                12 => r(io.read(AXICTL).into_raw()),
+                13 => r(io.read(AUTHSTATUS).into_raw()),
+                _ => None,
+            }
+        })?
+        .ok_or(EINVAL)
+    }
+
+    /// Shows attribute `index` of the common ones ([`TMC_ATTRIBUTES`] from `first`, then
+    /// [`MGMT_ATTRIBUTES`]); `None` for another index.
+    pub(crate) fn show_common(
+        &self,
+        first: usize,
+        index: usize,
+        out: &mut AttributeBuf<'_>,
+    ) -> Option<Result> {
+        match index.checked_sub(first)? {
+            TRIGGER_CNTR => Some(show_hex(out, u64::from(self.trigger_cntr.load(Relaxed)))),
+            STOP_ON_FLUSH => Some(show_hex(out, u64::from(self.stop_on_flush.load(Relaxed)))),
+            i => {
+                let m = i.checked_sub(TMC_ATTRIBUTES.len())?;
+                (m < MGMT_ATTRIBUTES.len()).then(|| {
+                    let v = self.mgmt(m)?;
+                    writeln!(out, "{v:#x}").map_err(|_| EINVAL)
+                })
+            }
+        }
+    }
+
+    /// Stores attribute `index` of the common ones from `first` on, as upstream parses them;
+    /// `None` for another index (or `buffer_size`, the configuration's own).
+    pub(crate) fn store_common(&self, first: usize, index: usize, input: &[u8]) -> Option<Result> {
+        match index.checked_sub(first)? {
+            // `kstrtoul(buf, 16)`: hexadecimal, with or without `0x`.
+            TRIGGER_CNTR => Some(parse_hex(input).and_then(|v| {
+                self.trigger_cntr
+                    .store(u32::try_from(v).map_err(|_| ERANGE)?, Relaxed);
+                Ok(())
+            })),
+            STOP_ON_FLUSH => Some(parse_number(input).map(|v| {
+                self.stop_on_flush.store(v != 0, Relaxed);
+            })),
+            _ => None,
+        }
     }
 
     /// Adds a user to an enabled sink.
@@ -184,7 +283,11 @@ impl<B: Backend> Tmc<B> {
     /// Starts capture in Circular Buffer mode for `mode`, which `csdev` was taken for; gives the
     /// mode back on failure.
     fn start_capture(&self, csdev: &CsDevice) -> Result {
-        self.io(|io| hw::enable_circular(io, 0))
+        let (trg, sof) = (
+            self.trigger_cntr.load(Relaxed),
+            self.stop_on_flush.load(Relaxed),
+        );
+        self.io(|io| hw::enable_circular_with(io, trg, sof))
             .and_then(|r| {
                 r.inspect_err(|e| dev_err!(csdev.as_device(), "TMC not enabled: {e}\n"))
                     .map_err(Error::from)
@@ -196,10 +299,142 @@ impl<B: Backend> Tmc<B> {
 /// The TMC as a CoreSight sink (and, for an ETF, a link).
 pub(crate) struct SinkOps<B: Backend>(Arc<Tmc<B>>);
 
+/// The attributes every TMC shows, as upstream's `coresight_tmc_group`, in this order after a
+/// configuration's own (`buffer_size` is each configuration's).
+pub(crate) const TMC_ATTRIBUTES: [Attribute; 2] = [
+    Attribute {
+        name: c_str!("trigger_cntr"),
+        writable: true,
+    },
+    Attribute {
+        name: c_str!("stop_on_flush"),
+        writable: true,
+    },
+];
+/// Index of `trigger_cntr` in [`TMC_ATTRIBUTES`].
+const TRIGGER_CNTR: usize = 0;
+/// Index of `stop_on_flush` in [`TMC_ATTRIBUTES`].
+const STOP_ON_FLUSH: usize = 1;
+
+/// A read-only attribute.
+const fn ro(name: &'static CStr) -> Attribute {
+    Attribute {
+        name,
+        writable: false,
+    }
+}
+
+/// `mgmt/`: the registers upstream's TMC driver shows, by its names and in its order (`rrp`,
+/// `rwp` and `dba` with their high halves).
+pub(crate) const MGMT_ATTRIBUTES: [Attribute; 14] = [
+    ro(c_str!("rsz")),
+    ro(c_str!("sts")),
+    ro(c_str!("rrp")),
+    ro(c_str!("rwp")),
+    ro(c_str!("trg")),
+    ro(c_str!("ctl")),
+    ro(c_str!("ffsr")),
+    ro(c_str!("ffcr")),
+    ro(c_str!("mode")),
+    ro(c_str!("pscr")),
+    ro(c_str!("devid")),
+    ro(c_str!("dba")),
+    ro(c_str!("axictl")),
+    ro(c_str!("authstatus")),
+];
+
+/// The `mgmt/` group.
+pub(crate) const MGMT_GROUP: AttributeGroup = AttributeGroup {
+    name: Some(c_str!("mgmt")),
+    attributes: &MGMT_ATTRIBUTES,
+};
+
+/// Index of `buffer_size` in [`SinkOps`]' attributes; [`TMC_ATTRIBUTES`] follow.
+const ETF_BUFFER_SIZE: usize = 0;
+
+/// Parses a number as `kstrtoul(buf, 0, ...)` does: `0x` for hexadecimal, a leading `0` for
+/// octal, else decimal; a trailing newline is allowed.
+pub(crate) fn parse_number(input: &[u8]) -> Result<u64> {
+    let s = input.strip_suffix(b"\n").unwrap_or(input);
+    let (digits, radix) = if let Some(h) = s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.first() == Some(&b'0') {
+        (s.get(1..).unwrap_or(&[]), 8)
+    } else {
+        (s, 10)
+    };
+    parse_digits(digits, radix)
+}
+
+/// Parses a number as `kstrtoul(buf, 16, ...)` does: hexadecimal, `0x` allowed.
+fn parse_hex(input: &[u8]) -> Result<u64> {
+    let s = input.strip_suffix(b"\n").unwrap_or(input);
+    parse_digits(
+        s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")).unwrap_or(s),
+        16,
+    )
+}
+
+fn parse_digits(digits: &[u8], radix: u32) -> Result<u64> {
+    if digits.is_empty() {
+        return Err(EINVAL);
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        let d = char::from(c).to_digit(radix).ok_or(EINVAL)?;
+        v = v
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+            .ok_or(ERANGE)?;
+    }
+    Ok(v)
+}
+
+/// Writes `v` as the C driver's `sprintf("%#x\n")` does in the kernel (`0x0` for zero too).
+pub(crate) fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
+    writeln!(out, "{v:#x}").map_err(|_| EINVAL)
+}
+
 #[vtable]
 impl<B: Backend> coresight::Operations for SinkOps<B> {
     /// The ETB/ETF keeps nothing per session: it writes where each transaction's head is.
     type PerfBuffer = ();
+
+    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[
+        AttributeGroup {
+            name: None,
+            attributes: &[
+                Attribute {
+                    name: c_str!("buffer_size"),
+                    writable: true,
+                },
+                TMC_ATTRIBUTES[0],
+                TMC_ATTRIBUTES[1],
+            ],
+        },
+        MGMT_GROUP,
+    ];
+
+    fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
+        let tmc = &*self.0;
+        if index == ETF_BUFFER_SIZE {
+            // The RAM's size in bytes, as upstream's `drvdata->size`.
+            let words = tmc.io(|io| io.read(RSZ).words().get())?;
+            return show_hex(out, u64::from(words) * 4);
+        }
+        tmc.show_common(ETF_BUFFER_SIZE + 1, index, out)
+            .unwrap_or(Err(EINVAL))
+    }
+
+    fn store(&self, _csdev: &CsDevice, index: usize, input: &[u8]) -> Result {
+        let tmc = &*self.0;
+        if index == ETF_BUFFER_SIZE {
+            // Only an ETR's buffer has a size to choose, as upstream.
+            return Err(EPERM);
+        }
+        tmc.store_common(ETF_BUFFER_SIZE + 1, index, input)
+            .unwrap_or(Err(EINVAL))
+    }
 
     fn sink_enable(&self, csdev: &CsDevice, mode: Mode, _path: &Path) -> Result {
         let tmc = &*self.0;
@@ -334,7 +569,12 @@ fn update_etf<B: Backend>(
     let mut out = buf.writer(handle.head());
     let Ok((drained, restarted)) = tmc.io(|io| {
         let d = hw::perf_drain(io, room, |w| out.put_u32(w));
-        let r = restart.then(|| hw::disable(io).and_then(|()| hw::enable_circular(io, 0)));
+        let (trg, sof) = (
+            tmc.trigger_cntr.load(Relaxed),
+            tmc.stop_on_flush.load(Relaxed),
+        );
+        let r =
+            restart.then(|| hw::disable(io).and_then(|()| hw::enable_circular_with(io, trg, sof)));
         (d, r)
     }) else {
         return 0;

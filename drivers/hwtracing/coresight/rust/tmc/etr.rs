@@ -110,6 +110,9 @@ pub struct EtrSetup {
     /// The part keeps `RRP`, `RWP` and `STS.Full` across sessions (a SoC-600 TMC-ETR): program
     /// them for a fresh buffer.
     pub save_restore: bool,
+    /// `TRG`: words captured after a trigger before the trigger event (the sysfs
+    /// `trigger_cntr`).
+    pub trigger: u32,
 }
 
 /// Returns the `AXICTL` value for a flat buffer, from the value the ETR holds: the C driver's
@@ -155,7 +158,7 @@ pub fn enable<A: CsAccess>(io: &mut A, setup: &EtrSetup) -> Result<(), TmcError>
         io.write_reg(sts.with_full(false));
     }
     io.write_reg(ffcr_sink().with_stoponfl(setup.stop_on_flush));
-    io.write_reg(TRG::from_raw(0));
+    io.write_reg(TRG::from_raw(setup.trigger));
     io.write_reg(CTL::from_raw(0).with_tracecapten(true));
     lock(io);
     Ok(())

@@ -89,7 +89,13 @@ use kernel::{
 };
 
 use crate::{
-    driver::Tmc,
+    driver::{
+        parse_number,
+        show_hex,
+        Tmc,
+        MGMT_GROUP,
+        TMC_ATTRIBUTES, //
+    },
     etr::{
         self,
         EtrMemory,
@@ -180,8 +186,6 @@ pub(crate) struct Etr<'a, B: Backend> {
     sessions: Arc<Sessions>,
     /// `buffer_size`: bytes of the next session's DMA buffer.
     buffer_size: Atomic<u32>,
-    /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
-    stop_on_flush: Atomic<bool>,
     /// `buf_mode_preferred`: an index of [`BUF_MODES`] among those [`Etr::buf_mode_ok`] takes.
     buf_mode: Atomic<u32>,
     /// A SoC-600 TMC-ETR keeps its pointers across sessions: they are set for each.
@@ -213,8 +217,9 @@ impl<B: Backend> Etr<'_, B> {
         let setup = EtrSetup {
             dba,
             size,
-            stop_on_flush: self.stop_on_flush.load(Relaxed),
+            stop_on_flush: self.tmc.stop_on_flush.load(Relaxed),
             save_restore: self.save_restore,
+            trigger: self.tmc.trigger_cntr.load(Relaxed),
         };
         let r = self.tmc.io(|io| etr::enable(io, &setup)).and_then(|r| {
             r.inspect_err(|e| dev_err!(csdev.as_device(), "ETR not enabled: {e}\n"))
@@ -237,8 +242,9 @@ impl<B: Backend> Etr<'_, B> {
             dba: buf.dma_address(),
             // CAST: `usize` fits in `u64`.
             size: buf.size() as u64,
-            stop_on_flush: self.stop_on_flush.load(Relaxed),
+            stop_on_flush: self.tmc.stop_on_flush.load(Relaxed),
             save_restore: self.save_restore,
+            trigger: self.tmc.trigger_cntr.load(Relaxed),
         }
     }
 
@@ -282,79 +288,44 @@ pub(crate) struct EtrOps<'a, B: Backend>(Arc<Etr<'a, B>>);
 
 /// Index of `buffer_size` in [`EtrOps`]' attributes.
 const ATTR_BUFFER_SIZE: usize = 0;
-/// Index of `stop_on_flush` in [`EtrOps`]' attributes.
-const ATTR_STOP_ON_FLUSH: usize = 1;
 /// Index of `buf_modes_available` in [`EtrOps`]' attributes.
-const ATTR_BUF_MODES_AVAILABLE: usize = 2;
-/// Index of `buf_mode_preferred` in [`EtrOps`]' attributes.
-const ATTR_BUF_MODE_PREFERRED: usize = 3;
+const ATTR_BUF_MODES_AVAILABLE: usize = 1;
+/// Index of `buf_mode_preferred` in [`EtrOps`]' attributes; [`TMC_ATTRIBUTES`] and the `mgmt/`
+/// group follow.
+const ATTR_BUF_MODE_PREFERRED: usize = 2;
 
 /// The buffer modes of upstream's `buf_mode_preferred`, by the index [`Etr::buf_mode`] keeps.
 const BUF_MODES: [&str; 5] = ["auto", "flat", "tmc-sg", "catu", "resrv"];
 /// `auto` in [`BUF_MODES`].
 const BUF_MODE_AUTO: u32 = 0;
 
-/// Parses a number as the C driver's `kstrtoul(buf, 0, ...)` does: `0x` for hexadecimal, a
-/// leading `0` for octal, else decimal; a trailing newline is allowed.
-fn parse_number(input: &[u8]) -> Result<u64> {
-    let s = input.strip_suffix(b"\n").unwrap_or(input);
-    let (digits, radix) = if let Some(h) = s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")) {
-        (h, 16)
-    } else if s.len() > 1 && s.first() == Some(&b'0') {
-        (s.get(1..).unwrap_or(&[]), 8)
-    } else {
-        (s, 10)
-    };
-    if digits.is_empty() {
-        return Err(EINVAL);
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        let d = char::from(c).to_digit(radix).ok_or(EINVAL)?;
-        v = v
-            .checked_mul(u64::from(radix))
-            .and_then(|v| v.checked_add(u64::from(d)))
-            .ok_or(ERANGE)?;
-    }
-    Ok(v)
-}
-
-/// Writes `v` as the C driver's `sprintf("%#x\n")` does (`0` for zero).
-fn show_hex(out: &mut AttributeBuf<'_>, v: u64) -> Result {
-    let r = if v == 0 {
-        writeln!(out, "0")
-    } else {
-        writeln!(out, "{v:#x}")
-    };
-    r.map_err(|_| EINVAL)
-}
-
 #[vtable]
 impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
     /// The session's flat buffer.
     type PerfBuffer = EtrPerfBuffer;
 
-    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[AttributeGroup {
-        name: None,
-        attributes: &[
-            Attribute {
-                name: c_str!("buffer_size"),
-                writable: true,
-            },
-            Attribute {
-                name: c_str!("stop_on_flush"),
-                writable: true,
-            },
-            Attribute {
-                name: c_str!("buf_modes_available"),
-                writable: false,
-            },
-            Attribute {
-                name: c_str!("buf_mode_preferred"),
-                writable: true,
-            },
-        ],
-    }];
+    const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[
+        AttributeGroup {
+            name: None,
+            attributes: &[
+                Attribute {
+                    name: c_str!("buffer_size"),
+                    writable: true,
+                },
+                Attribute {
+                    name: c_str!("buf_modes_available"),
+                    writable: false,
+                },
+                Attribute {
+                    name: c_str!("buf_mode_preferred"),
+                    writable: true,
+                },
+                TMC_ATTRIBUTES[0],
+                TMC_ATTRIBUTES[1],
+            ],
+        },
+        MGMT_GROUP,
+    ];
 
     fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
         let this = &*self.0;
@@ -363,7 +334,6 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 Some(r) => show_hex(out, r.size),
                 None => show_hex(out, u64::from(this.buffer_size.load(Relaxed))),
             },
-            ATTR_STOP_ON_FLUSH => show_hex(out, u64::from(this.stop_on_flush.load(Relaxed))),
             ATTR_BUF_MODES_AVAILABLE => {
                 for (i, m) in BUF_MODES.iter().enumerate() {
                     if this.buf_mode_ok(i) {
@@ -376,7 +346,10 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 let i = usize::try_from(this.buf_mode.load(Relaxed)).map_err(|_| EINVAL)?;
                 writeln!(out, "{}", BUF_MODES.get(i).ok_or(EINVAL)?).map_err(|_| EINVAL)
             }
-            _ => Err(EINVAL),
+            _ => this
+                .tmc
+                .show_common(ATTR_BUF_MODE_PREFERRED + 1, index, out)
+                .unwrap_or(Err(EINVAL)),
         }
     }
 
@@ -405,6 +378,12 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 .store(u32::try_from(i).map_err(|_| EINVAL)?, Relaxed);
             return Ok(());
         }
+        if let Some(r) = this
+            .tmc
+            .store_common(ATTR_BUF_MODE_PREFERRED + 1, index, input)
+        {
+            return r;
+        }
         let v = parse_number(input)?;
         match index {
             ATTR_BUFFER_SIZE => {
@@ -423,10 +402,6 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
                 }
                 this.buffer_size
                     .store(u32::try_from(v).map_err(|_| EINVAL)?, Relaxed);
-                Ok(())
-            }
-            ATTR_STOP_ON_FLUSH => {
-                this.stop_on_flush.store(v != 0, Relaxed);
                 Ok(())
             }
             _ => Err(EINVAL),
@@ -783,7 +758,6 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             perf <- new_spinlock_irq!(None, "coresight_etr_perf"),
             sessions: Arc::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             buffer_size: Atomic::new(ETR_DEFAULT_BUFFER),
-            stop_on_flush: Atomic::new(false),
             buf_mode: Atomic::new(BUF_MODE_AUTO),
             save_restore,
         }),

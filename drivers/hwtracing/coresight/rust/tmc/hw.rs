@@ -288,9 +288,19 @@ fn unlock_ready<A: CsAccess>(io: &mut A) -> Result<(), TmcError> {
 /// `FFCR` = [`ffcr_sink`], `TRG` = `trigger_count`, sets `CTL.TraceCaptEn` and locks again.
 /// On a timeout nothing is programmed and the frame is locked again.
 pub fn enable_circular<A: CsAccess>(io: &mut A, trigger_count: u32) -> Result<(), TmcError> {
+    enable_circular_with(io, trigger_count, false)
+}
+
+/// [`enable_circular`] with `FFCR.StopOnFl` set when `stop_on_flush` (the sysfs
+/// `stop_on_flush`, as the C driver's `__tmc_etb_enable_hw()` sets it).
+pub fn enable_circular_with<A: CsAccess>(
+    io: &mut A,
+    trigger_count: u32,
+    stop_on_flush: bool,
+) -> Result<(), TmcError> {
     unlock_ready(io)?;
     io.write_reg(MODE::from_raw(0).with_mode(TmcMode::CircularBuffer));
-    io.write_reg(ffcr_sink());
+    io.write_reg(ffcr_sink().with_stoponfl(stop_on_flush));
     io.write_reg(TRG::from_raw(trigger_count));
     io.write_reg(CTL::from_raw(0).with_tracecapten(true));
     lock(io);

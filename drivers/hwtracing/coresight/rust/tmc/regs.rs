@@ -213,6 +213,12 @@ register! {
         0:0 enft => bool;
     }
 
+    /// Periodic Synchronization Counter register.
+    pub PSCR(u32) @ 0x308 {
+        /// Log2 of the bytes between synchronizations (0: none).
+        4:0 pscount;
+    }
+
     /// Device Configuration register.
     pub DEVID(u32) @ 0xFC8 {
         /// ETR: no scatter-gather (the buffer must be flat).

@@ -413,6 +413,7 @@ mod etr_kunit {
             size: (BUF_WORDS as u64) * 4,
             stop_on_flush: false,
             save_restore: false,
+            trigger: 0,
         }
     }
 
