@@ -464,22 +464,32 @@ def perf_script(perf, path, image, out, symfs=None):
         raise Bad(f"perf script warned: {' | '.join(worry[:3])}")
 
 
+def perf_samples(path, other=None):
+    """perf script's samples in `path`, in order: (line number, CPU, flags, from, to). A line that
+    is no sample is `other`'s when it takes it (returns True), else a decoder error: once every
+    sample was given, the errors end the walk (Bad)."""
+    errors = []
+    for n, line in enumerate(open(path), 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        m = SAMPLE.match(line)
+        if m:
+            yield n, int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+        elif not (other and other(line)):
+            errors.append(f"line {n}: {line.strip()}")
+    if errors:
+        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
+
+
 def decoded(path, per_thread=False):
     """perf script's output, per CPU: the trace start and the samples, oldest first: ('B', from,
     to) a taken branch, ('X', from, vector) an exception. Per-thread (user space only), an
     exception ends the trace (the kernel is not traced) and the return from it starts it again:
     ('K', from, resume), from the last instruction executed before the exception to where the
     program ran on; the trace's last exception, with nothing after it, is no event."""
-    starts, events, errors, open_end = {}, {}, [], {}
-    for n, line in enumerate(open(path), 1):
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            errors.append(f"line {n}: {line.strip()}")
-            continue
-        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+    starts, events, open_end = {}, {}, {}
+    for n, cpu, flags, frm, to in perf_samples(path):
         exc = re.search(r"\b(int|syscall|async)\b", flags)
         if "tr end" in flags:
             if not per_thread or not exc or cpu in open_end:
@@ -499,8 +509,6 @@ def decoded(path, per_thread=False):
         if cpu not in starts or cpu in open_end:
             raise Bad(f"CPU{cpu}: a sample outside the trace ({path}:{n})")
         events[cpu].append(("X" if exc else "B", frm, to))
-    if errors:
-        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
     return starts, events
 
 
@@ -1095,20 +1103,15 @@ def perf_filter_events(path, breakpoints=None):
     """perf script's output of a filtered per-thread recording: per CPU the samples as render()
     gives them, with their line numbers. With `breakpoints` (a list), the samples of the hardware
     breakpoint events (AUX pause) are appended to it, their addresses in order."""
-    out, errors = {}, []
-    for n, line in enumerate(open(path), 1):
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            b = BP_SAMPLE.match(line) if breakpoints is not None else None
-            if b:
-                breakpoints.append(int(b.group(1), 16))
-                continue
-            errors.append(f"line {n}: {line.strip()}")
-            continue
-        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+    out = {}
+
+    def breakpoint_sample(line):
+        b = BP_SAMPLE.match(line) if breakpoints is not None else None
+        if b:
+            breakpoints.append(int(b.group(1), 16))
+        return b is not None
+
+    for n, cpu, flags, frm, to in perf_samples(path, breakpoint_sample):
         if "tr strt" in flags:
             e = ("S", to)
         elif "tr end" in flags:
@@ -1116,8 +1119,6 @@ def perf_filter_events(path, breakpoints=None):
         else:
             e = ("B", frm, to)
         out.setdefault(cpu, []).append((e, n))
-    if errors:
-        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
     return out
 
 
@@ -1402,16 +1403,8 @@ def snapshot_decodes(path, snaps, cpus):
     strt"), and where the buffer holds a next snapshot, perf ends that CPU's trace with a sample
     of the branch the ETM stopped in ("tr end", no target; at the end of the data it makes no
     sample of it). Any other start or end of the trace is a discontinuity."""
-    segs, errors = {}, []
-    for n, line in enumerate(open(path), 1):
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            errors.append(f"line {n}: {line.strip()}")
-            continue
-        cpu, flags, frm, to = int(m.group(1)), m.group(2), int(m.group(3), 16), int(m.group(4), 16)
+    segs = {}
+    for n, cpu, flags, frm, to in perf_samples(path):
         mine = segs.setdefault(cpu, [])
         if "tr strt" in flags:
             if mine and mine[-1]["end"] is None:
@@ -1428,8 +1421,6 @@ def snapshot_decodes(path, snaps, cpus):
             continue
         exc = re.search(r"\b(int|syscall|async)\b", flags)
         mine[-1]["events"].append(("X" if exc else "B", frm, to))
-    if errors:
-        raise Bad(f"perf's decode has {len(errors)} errors: {' | '.join(errors[:3])}")
     queues = sorted({x["cpu"] for x in snaps})
     order = [k for q in queues for k, x in enumerate(snaps) if x["cpu"] == q]
     out, ends = [{} for _ in snaps], {}
