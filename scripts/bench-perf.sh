@@ -10,11 +10,7 @@
 # The run is kept in $CSPD_CACHE/bench/perf/.
 source "$(dirname "${BASH_SOURCE[0]}")/e2e.sh"
 
-ensure_cache_dir
-command -v qemu-system-aarch64 >/dev/null ||
-	die "qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)"
-[ -f "$(kernel_of mod)" ] || die "no kernel $(kernel_of mod): run scripts/kernel.sh all mod"
-[ -f "$(initrd_of mod)" ] || die "no initramfs $(initrd_of mod): run scripts/initramfs.sh mod"
+require_mod_guest
 
 out=$CSPD_CACHE/bench
 mkdir -p "$out"

@@ -14,11 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/e2e.sh"
 
 n=${1:-3}
 [[ $n =~ ^[1-9][0-9]*$ ]] || die "usage: bench-plugin.sh [RUNS]"
-ensure_cache_dir
-command -v qemu-system-aarch64 >/dev/null ||
-	die "qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)"
-[ -f "$(kernel_of mod)" ] || die "no kernel $(kernel_of mod): run scripts/kernel.sh all mod"
-[ -f "$(initrd_of mod)" ] || die "no initramfs $(initrd_of mod): run scripts/initramfs.sh mod"
+require_mod_guest
 plugin=${CSPD_PLUGIN:-$REPO/target/release/libqemu_coresight.so}
 [ -f "$plugin" ] ||
 	die "the QEMU CoreSight plugin $plugin is missing: build it with cargo build --release -p qemu-coresight"

@@ -2462,6 +2462,16 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
 
+# Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
+# (what the benchmarks' boots need).
+require_mod_guest() {
+	ensure_cache_dir
+	command -v qemu-system-aarch64 >/dev/null ||
+		die "qemu-system-aarch64 is missing: run scripts/setup.sh (package qemu-system-arm)"
+	[ -f "$(kernel_of mod)" ] || die "no kernel $(kernel_of mod): run scripts/kernel.sh all mod"
+	[ -f "$(initrd_of mod)" ] || die "no initramfs $(initrd_of mod): run scripts/initramfs.sh mod"
+}
+
 main() {
 	ensure_cache_dir
 	command -v qemu-system-aarch64 >/dev/null ||
