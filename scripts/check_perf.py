@@ -683,10 +683,13 @@ def check_record(rec, dis, cpu, events, start, ring=None, at=None):
     m = Matcher(rec, dis, cpu, events, start)
     n = len(events)
     run_len = min(check_exec.ANCHOR_RUN, n)
-    best, seen = None, 0
-    for (a, b), pos in check_exec.boundaries(rec, ring, at):
-        seen += 1
-        if not m.hit(events[-1], a, b):
+    best = None
+    # The boundaries where the newest event can be, found by searching the ring (not by walking
+    # every boundary after it): newest first, those before `at` when it is given.
+    newest = events[-1]
+    as_exec = ("T" if newest[0] == "B" else "X", newest[1], newest[2])
+    for (a, b), pos in check_exec.hits(rec, ring, as_exec, lambda _e, a, b: m.hit(newest, a, b)):
+        if at is not None and pos >= at:
             continue
         oldest = [pos, 1]
 
@@ -705,6 +708,7 @@ def check_record(rec, dis, cpu, events, start, ring=None, at=None):
         oldest = [pos, 1]
         try:
             m.match_at(from_here(), n - 1)
+            seen = check_exec.walked_to(ring, pos) - (check_exec.walked_to(ring, at) if at is not None else 0)
             return (seen - 1, m.user, m.returns, m.kernel, oldest[1], oldest[0],
                     [b] + check_exec.following(rec, ring, pos, FOLLOWING)[1:])
         except Short as s:
