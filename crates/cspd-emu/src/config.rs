@@ -72,6 +72,10 @@ pub struct Config {
     /// Where the TMC's trace RAM goes, oldest word first, each time capture stops
     /// (`tmc_dump=`); `None` writes none.
     pub tmc_dump: Option<PathBuf>,
+    /// How many of the first stops also keep their trace memory as `<tmc_dump>.N` (N from 1;
+    /// `tmc_stops=`, default 0), for a run that reads the sink before its last stop (the device
+    /// file).
+    pub tmc_stops: u32,
     /// Faults (`fault=NAME`, `fault=NAME@CPU` or `fault=NAME@all`, repeatable).
     pub faults: Faults,
     /// An address whose first execution by a traced vCPU is logged with the counters
@@ -94,6 +98,7 @@ impl Default for Config {
             truth_bytes: 0,
             log: None,
             tmc_dump: None,
+            tmc_stops: 0,
             faults: Faults::default(),
             mark: None,
         }
@@ -186,6 +191,12 @@ impl Config {
                 }
                 "log" => c.log = Some(PathBuf::from(v)),
                 "tmc_dump" => c.tmc_dump = Some(PathBuf::from(v)),
+                "tmc_stops" => {
+                    c.tmc_stops = u32::try_from(number(key, v)?)
+                        .ok()
+                        .filter(|&n| n <= 64)
+                        .ok_or_else(|| format!("tmc_stops={v}: must be 0..=64"))?;
+                }
                 "fault" => c.fault(v)?,
                 "mark" => c.mark = Some(number(key, v)?),
                 _ => return Err(format!("unknown argument '{key}' (in '{arg}')")),
@@ -294,6 +305,14 @@ mod tests {
         assert!(c.faults.tracker.elr_off && c.faults.tracker.cond_misread);
         assert!(!c.faults.tracker.indirect_as_exception);
         assert!(Config::parse(["fault=tracker-elr-off@all"]).is_err());
+    }
+
+    #[test]
+    fn tmc_stops() {
+        assert_eq!(Config::parse([]).unwrap().tmc_stops, 0);
+        assert_eq!(Config::parse(["tmc_stops=3"]).unwrap().tmc_stops, 3);
+        let e = Config::parse(["tmc_stops=65"]).unwrap_err();
+        assert!(e.contains("tmc_stops=65: must be 0..=64"), "{e}");
     }
 
     #[test]

@@ -199,6 +199,8 @@ pub struct Emu {
     staged_pc: Box<[AtomicU64]>,
     /// The TMC had stopped capture at the last access.
     tmc_stopped: AtomicBool,
+    /// Capture stops seen so far (the `tmc_stops=` copies are numbered by them).
+    tmc_stops: AtomicU32,
     /// The `mark=` address was reached.
     marked: AtomicBool,
     /// Trace bytes the sink took, all CPUs (what a covering ground truth measures age in).
@@ -265,6 +267,7 @@ impl Emu {
             events: Mutex::new(Vec::new()),
             staged_pc: (0..cpus).map(|_| AtomicU64::new(0)).collect(),
             tmc_stopped: AtomicBool::new(false),
+            tmc_stops: AtomicU32::new(0),
             marked: AtomicBool::new(false),
             sink_bytes: AtomicU64::new(0),
             switch: Mutex::new(instrumentation::Switch::new()),
@@ -628,10 +631,21 @@ impl Emu {
                 etr.rsz_words()
             ));
         }
+        let n = self.tmc_stops.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(path) = self.cfg.tmc_dump.as_deref() {
             match fs::write(path, &bytes) {
                 Ok(()) => e.push_str(&format!(", written to {}", path.display())),
                 Err(err) => e.push_str(&format!(", not written to {}: {err}", path.display())),
+            }
+            if n <= self.cfg.tmc_stops {
+                let mut kept = path.as_os_str().to_owned();
+                kept.push(format!(".{n}"));
+                if let Err(err) = fs::write(&kept, &bytes) {
+                    e.push_str(&format!(
+                        ", not kept as {}: {err}",
+                        Path::new(&kept).display()
+                    ));
+                }
             }
         }
         e.push(' ');
