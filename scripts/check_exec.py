@@ -266,12 +266,11 @@ def hits(rec, ring, e, hit):
         can_a, can_b = {i for i, (s, n) in starts.items() if s <= e[1] <= s + 4 * n - 4}, None
     else:
         return
-    raw = ring.tobytes()
+    raw = _ring_bytes(ring)
     patterns = lambda blocks: [i.to_bytes(5, "little") for i in blocks]
-    # Search the ring for the side with fewer entries: A (the entries j of the boundaries
-    # j -> j + 1) or B (the entries j + 1).
-    by_a = can_b is None or (can_a is not None and sum(map(raw.count, patterns(can_a)))
-                             <= sum(map(raw.count, patterns(can_b))))
+    # Search the ring for the side with fewer blocks (each is a scan of the whole ring): A (the
+    # entries j of the boundaries j -> j + 1) or B (the entries j + 1).
+    by_a = can_b is None or (can_a is not None and len(can_a) <= len(can_b))
     entries = set()
     for pat in patterns(can_a if by_a else can_b):
         at = raw.find(pat)
@@ -299,6 +298,18 @@ def hits(rec, ring, e, hit):
             if hit(e, a, a):
                 for r in range(reps - 1, -1, -1):
                     yield (a, a), (j, r)
+
+
+_RING_BYTES = {}
+
+
+def _ring_bytes(ring):
+    """`ring`'s bytes, kept for the ring object (judges search the same ring many times)."""
+    key = id(ring)
+    hit = _RING_BYTES.get(key)
+    if hit is None or hit[0] is not ring:
+        hit = _RING_BYTES[key] = (ring, ring.tobytes())
+    return hit[1]
 
 
 def walked_to(ring, pos):
@@ -331,8 +342,11 @@ def asynchronous(vector):
 
 
 class Matcher:
-    def __init__(self, rec, dis, cpu, events):
+    def __init__(self, rec, dis, cpu, events, unserved=None):
         self.rec, self.dis, self.cpu, self.ev = rec, dis, cpu, events
+        # Code the decoder was not given (user space for a vmcore; a snapshot that holds only
+        # vmlinux's text also lacks the kernel's aliases of it): it decodes none of it.
+        self.unserved = unserved or (lambda x: x < KERNEL_VA)
         self.user_skipped = 0
         # The oldest event index a match reached (for the best candidate's message).
         self.deepest = len(events)
@@ -391,13 +405,13 @@ class Matcher:
                 entered = entry is not None and entry[2:] == (b[0],) and (
                     entry[0] == "X" or (entry[0] == "T" and entry[1] == last))
                 if not entered:
-                    self.user_skipped += start < KERNEL_VA
-                    if entry is None and b[0] < KERNEL_VA <= start and not want:
+                    self.user_skipped += self.unserved(start)
+                    if entry is None and self.unserved(b[0]) and not self.unserved(start) and not want:
                         # The window starts in that code: everything is matched.
                         matched += i + 1
                         i = -1
                         continue
-                    if start >= KERNEL_VA and b[0] >= KERNEL_VA and self.must_report(a, b):
+                    if not self.unserved(start) and not self.unserved(b[0]) and self.must_report(a, b):
                         raise Bad(f"CPU{self.cpu}: csdump lost the flow at event {i} ({describe(e)}), but the "
                                   f"record has the CPU in kernel code meanwhile: block {start:#x} -> {b[0]:#x}")
                     continue
@@ -421,7 +435,7 @@ class Matcher:
                     self.check_branch(kind, off, last, ret, i)
                     i -= 1
                     matched += 1
-                elif (start < KERNEL_VA or (i >= 0 and ev[i][0] == "G")) and (
+                elif (self.unserved(start) or (i >= 0 and ev[i][0] == "G")) and (
                         kind == "indirect" or (kind is not None and last + off == ret)):
                     # From code csdump could not follow (user space): A's last branch, which it
                     # could not see, took the CPU to where the exception returns.
@@ -436,7 +450,7 @@ class Matcher:
                 i -= 1
                 matched += 1
                 took = True
-            elif start < KERNEL_VA and b[0] < KERNEL_VA:
+            elif self.unserved(start) and self.unserved(b[0]):
                 # User space, which the vmcore does not serve: csdump decodes none of it.
                 self.user_skipped += 1
                 continue
@@ -472,11 +486,11 @@ class Short(Exception):
         self.left = left
 
 
-def check_cpu(rec, dis, cpu, events, ring, wrapped):
+def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
     """Finds csdump's decode of `cpu` as a run of the record's boundaries: the newest place
-    where it matches whole. Returns (boundaries after its end, events matched, user-space
-    boundaries skipped)."""
-    m = Matcher(rec, dis, cpu, events)
+    where it matches whole (`unserved`: see Matcher). Returns (boundaries after its end, events
+    matched, boundaries skipped in code the decoder was not given)."""
+    m = Matcher(rec, dis, cpu, events, unserved)
     n = len(events)
     run = min(ANCHOR_RUN, n)
     best = None
@@ -520,7 +534,7 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped):
               "it are nowhere in the record as a run")
 
 
-def self_test(rec, dis, cpu, events, ring, wrapped):
+def self_test(rec, dis, cpu, events, ring, wrapped, unserved=None):
     """The judge must fail a decode that differs from the record by one event: a kernel branch
     whose target is one instruction off, one kernel branch dropped, an exception that returns
     one instruction off (an interrupt's, whose return is exact). Each mutation is made in the
@@ -538,7 +552,7 @@ def self_test(rec, dis, cpu, events, ring, wrapped):
     for what, i, ev in cases:
         mutated = events[:i] + ([ev] if ev else []) + events[i + 1:]
         try:
-            check_cpu(rec, dis, cpu, mutated, ring, wrapped)
+            check_cpu(rec, dis, cpu, mutated, ring, wrapped, unserved)
         except Bad as e:
             print(f"self-test: {what} (CPU{cpu}, event {i}) fails the judge: {str(e)[:160]}")
             continue
