@@ -58,6 +58,7 @@ use core::{
 #[expect(missing_docs)]
 pub mod access;
 pub mod component;
+pub mod devfile;
 pub mod panic_dump;
 pub mod perf;
 pub mod self_hosted;
