@@ -4,7 +4,10 @@
 //! trace RAM into the dump ([`hw::panic_drain`]). [`crate::probe`] binds it; an ETR is driven by
 //! [`crate::etr_driver`].
 
-use core::fmt::Write;
+use core::{
+    fmt::Write,
+    marker::PhantomData, //
+};
 
 use kernel::{
     c_str,
@@ -19,6 +22,10 @@ use kernel::{
             Component,
             ComponentInfo,
             Regs, //
+        },
+        devfile::{
+            DevFile,
+            DevFileRegistration, //
         },
         panic_dump::{
             format::tmc::{
@@ -51,6 +58,7 @@ use kernel::{
         Device, //
     },
     fmt,
+    iov::IovIterDest,
     prelude::*,
     str::{
         CStr,
@@ -97,14 +105,24 @@ use crate::{
     },
 };
 
-/// Who is using a TMC: the sources writing into it and, in perf mode, the perf session.
-#[derive(Clone, Copy, Debug, Default)]
+/// Who is using a TMC: the sources writing into it, in perf mode the perf session, and the
+/// device file's reader.
+#[derive(Default)]
 struct Users {
     /// Sources writing into this sink (or paths through this link).
     count: u32,
     /// The process ID of the perf session that owns the sink, in perf mode: one session at a
     /// time, as upstream's `drvdata->pid`.
     perf_owner: Option<i32>,
+    /// A sysfs session has the TMC as its sink (not as a link).
+    sysfs_sink: bool,
+    /// The device file is open: no session starts until it is released, as upstream's
+    /// `drvdata->reading`.
+    reading: bool,
+    /// What the last sysfs session captured, drained when it stopped or when the device file
+    /// was opened: the device file's contents. Its capacity, the RAM's size, is allocated when
+    /// a sysfs session starts; the open file holds it while it is open.
+    trace: KVVec<u8>,
 }
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
@@ -123,17 +141,21 @@ pub(crate) struct Tmc<B: Backend> {
     pub(crate) trigger_cntr: Atomic<u32>,
     /// `stop_on_flush`: set `FFCR.StopOnFl` for the next session.
     pub(crate) stop_on_flush: Atomic<bool>,
+    /// The trace RAM's size in bytes.
+    ram_bytes: usize,
 }
 
 impl<B: Backend> Tmc<B> {
-    /// Returns a TMC with no users, whose registers `backend` reaches.
-    pub(crate) fn new(backend: B, name: CString) -> impl PinInit<Self> {
+    /// Returns a TMC with no users, whose registers `backend` reaches and whose trace RAM holds
+    /// `ram_bytes` (0 for an ETR, which writes to memory).
+    pub(crate) fn new(backend: B, name: CString, ram_bytes: usize) -> impl PinInit<Self> {
         pin_init!(Self {
             regs <- Regs::new(backend),
             users <- new_spinlock_irq!(Users::default(), "coresight_tmc_users"),
             name,
             trigger_cntr: Atomic::new(0),
             stop_on_flush: Atomic::new(false),
+            ram_bytes,
         })
     }
 
@@ -236,6 +258,9 @@ impl<B: Backend> Tmc<B> {
         start: impl FnOnce() -> Result,
     ) -> Result {
         let mut users = self.users.lock();
+        if users.reading {
+            return Err(EBUSY);
+        }
         match csdev.mode() {
             // sysfs has it: perf waits until it is done.
             Mode::Sysfs => return Err(EBUSY),
@@ -252,10 +277,8 @@ impl<B: Backend> Tmc<B> {
             return Err(EBUSY);
         }
         start().inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        *users = Users {
-            count: 1,
-            perf_owner: Some(pid),
-        };
+        users.count = 1;
+        users.perf_owner = Some(pid);
         drop(users);
         coresight::panic_dump::note_sink_enabled();
         Ok(())
@@ -293,6 +316,80 @@ impl<B: Backend> Tmc<B> {
                     .map_err(Error::from)
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))
+    }
+
+    /// Stops capture and drains the RAM into `trace` (emptied first; never beyond its
+    /// capacity), then disables the TMC: upstream's `tmc_etb_disable_hw()` in sysfs mode.
+    fn drain_and_disable(
+        &self,
+        trace: &mut KVVec<u8>,
+    ) -> Result<core::result::Result<(), TmcError>> {
+        trace.clear();
+        let room = trace.capacity();
+        self.io(|io| {
+            let drained = hw::perf_drain(io, room, |w| {
+                // Within the capacity: `perf_drain` hands over at most `room` bytes.
+                let _ = trace.extend_from_slice(&w.to_le_bytes(), GFP_NOWAIT);
+            });
+            drained.stop.result().and(hw::disable(io))
+        })
+    }
+
+    /// Opens the device file: takes what the last sysfs session captured, stopping the
+    /// session's capture first (it resumes at [`Tmc::close_reader`]). [`EBUSY`] while another
+    /// reader has it; [`EINVAL`] while perf has the sink, while the TMC is a link (a hardware
+    /// FIFO keeps nothing to read) or when no sysfs session captured anything, as upstream's
+    /// `tmc_read_prepare_etb()`.
+    pub(crate) fn open_reader(&self) -> Result<KVVec<u8>> {
+        let mut users = self.users.lock();
+        if users.reading {
+            return Err(EBUSY);
+        }
+        if users.perf_owner.is_some() || (users.count > 0 && !users.sysfs_sink) {
+            return Err(EINVAL);
+        }
+        if users.sysfs_sink {
+            let mut trace = core::mem::take(&mut users.trace);
+            let r = self.drain_and_disable(&mut trace);
+            users.trace = trace;
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => pr_warn!("{}: stop for reading: {e}\n", &*self.name),
+                Err(e) => return Err(e),
+            }
+        }
+        if users.trace.is_empty() {
+            if users.sysfs_sink {
+                self.restart_capture();
+            }
+            return Err(EINVAL);
+        }
+        users.reading = true;
+        Ok(core::mem::take(&mut users.trace))
+    }
+
+    /// Starts the sysfs session's capture again after a read stopped it (the users locked).
+    fn restart_capture(&self) {
+        let (trg, sof) = (
+            self.trigger_cntr.load(Relaxed),
+            self.stop_on_flush.load(Relaxed),
+        );
+        match self.io(|io| hw::enable_circular_with(io, trg, sof)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => pr_warn!("{}: capture not restarted: {e}\n", &*self.name),
+            Err(_) => pr_warn!("{}: capture not restarted: registers busy\n", &*self.name),
+        }
+    }
+
+    /// Releases the device file: gives `trace` back and, when the sysfs session still runs,
+    /// starts its capture again, as upstream's `tmc_read_unprepare_etb()`.
+    pub(crate) fn close_reader(&self, trace: KVVec<u8>) {
+        let mut users = self.users.lock();
+        users.reading = false;
+        users.trace = trace;
+        if users.sysfs_sink {
+            self.restart_capture();
+        }
     }
 }
 
@@ -441,7 +538,16 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         if mode != Mode::Sysfs {
             return Err(EINVAL);
         }
+        // The device file's buffer, allocated before the lock (kept from an earlier session).
+        let mut spare = if tmc.users.lock().trace.capacity() < tmc.ram_bytes {
+            KVVec::with_capacity(tmc.ram_bytes, GFP_KERNEL)?
+        } else {
+            KVVec::new()
+        };
         let mut users = tmc.users.lock();
+        if users.reading {
+            return Err(EBUSY);
+        }
         if csdev.mode() == Mode::Sysfs {
             users.count = users.count.saturating_add(1);
             return Ok(());
@@ -451,7 +557,12 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
         }
         tmc.start_capture(csdev)?;
         users.count = 1;
+        users.sysfs_sink = true;
+        if users.trace.capacity() < spare.capacity() {
+            core::mem::swap(&mut users.trace, &mut spare);
+        }
         drop(users);
+        drop(spare);
         dev_dbg!(csdev.as_device(), "TMC-ETB/ETF enabled\n");
         coresight::panic_dump::note_sink_enabled();
         Ok(())
@@ -487,10 +598,22 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
             return Err(EBUSY);
         }
         users.perf_owner = None;
+        let sysfs = core::mem::replace(&mut users.sysfs_sink, false);
         if csdev.mode() == Mode::Disabled {
             return Ok(());
         }
-        let r = tmc.io(hw::disable);
+        // A sysfs session's trace stays readable through the device file; a reader stopped
+        // the TMC already.
+        let r = if users.reading {
+            tmc.io(hw::disable_if_capturing)
+        } else if sysfs {
+            let mut trace = core::mem::take(&mut users.trace);
+            let r = tmc.drain_and_disable(&mut trace);
+            users.trace = trace;
+            r
+        } else {
+            tmc.io(hw::disable)
+        };
         csdev.set_mode(Mode::Disabled);
         drop(users);
         match r {
@@ -673,12 +796,39 @@ impl<B: Backend> DumpCallback for Drain<B> {
 /// A bound TMC.
 pub(crate) type TmcDevice<B> = Component<SinkOps<B>, Drain<B>>;
 
+/// The device file of an ETB or ETF (`/dev/tmc_etf0`): what the last sysfs session captured,
+/// as upstream's `tmc_fops`.
+pub(crate) struct TmcFile<B: Backend>(PhantomData<B>);
+
+#[vtable]
+impl<B: Backend> DevFile for TmcFile<B> {
+    type Data = Arc<Tmc<B>>;
+    type State = KVVec<u8>;
+
+    fn open(tmc: &Arc<Tmc<B>>) -> Result<KVVec<u8>> {
+        tmc.open_reader()
+    }
+
+    fn read(
+        _tmc: &Arc<Tmc<B>>,
+        trace: &KVVec<u8>,
+        pos: &mut i64,
+        out: &mut IovIterDest<'_>,
+    ) -> Result<usize> {
+        out.simple_read_from_buffer(pos, trace)
+    }
+
+    fn release(tmc: &Arc<Tmc<B>>, trace: KVVec<u8>) {
+        tmc.close_reader(trace);
+    }
+}
+
 /// Probes a TMC in its ETB or ETF configuration whose registers `backend` reaches.
 pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
     dev: &'a Device<Core<'_>>,
     mut backend: B,
     devid: DEVID,
-) -> Result<impl PinInit<TmcDevice<B>, Error> + 'a> {
+) -> Result<(impl PinInit<TmcDevice<B>, Error> + 'a, Arc<Tmc<B>>)> {
     // Probe owns the registers until they are put behind the lock below.
     let rsz: RSZ = backend.with_io(|io| io.read(RSZ))?;
     let config = devid.configtype();
@@ -705,7 +855,11 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
     let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
     let bound: &Device<Bound> = dev;
     let name = coresight::alloc_device_name(prefix, bound)?;
-    let tmc = Arc::pin_init(Tmc::new(backend, name), GFP_KERNEL)?;
+    let ram_bytes = usize::try_from(rsz)
+        .ok()
+        .and_then(|w| w.checked_mul(4))
+        .ok_or(EINVAL)?;
+    let tmc = Arc::pin_init(Tmc::new(backend, name, ram_bytes), GFP_KERNEL)?;
     dev_info!(
         dev,
         "{}: {} KiB trace RAM, dump slot {} bytes\n",
@@ -714,7 +868,7 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
         slot
     );
     let for_dump = tmc.clone();
-    Ok(Component::new(
+    let component = Component::new(
         bound,
         ComponentInfo {
             name: CString::try_from_fmt(fmt!("{}", &*tmc.name))?,
@@ -726,5 +880,14 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
         },
         SinkOps(tmc.clone()),
         Drain(for_dump),
-    ))
+    );
+    Ok((component, tmc))
+}
+
+/// The device file of the ETB or ETF `tmc`, named after it.
+pub(crate) fn tmc_file<B: Backend>(
+    tmc: Arc<Tmc<B>>,
+) -> Result<impl PinInit<DevFileRegistration<TmcFile<B>>, Error>> {
+    let name = CString::try_from_fmt(fmt!("{}", &*tmc.name))?;
+    Ok(DevFileRegistration::register(name, tmc))
 }

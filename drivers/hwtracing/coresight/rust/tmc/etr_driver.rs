@@ -751,7 +751,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
     let record_name = CString::try_from_fmt(fmt!("{}", &*name))?;
     let etr = Arc::pin_init(
         try_pin_init!(Etr {
-            tmc <- Tmc::new(backend, name),
+            tmc <- Tmc::new(backend, name, 0),
             dev: bound,
             reserved,
             dma <- new_spinlock!(None),

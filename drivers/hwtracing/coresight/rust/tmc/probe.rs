@@ -10,7 +10,8 @@ use kernel::{
             CsAccess,
             FRAME, //
         },
-        component::Backend, //
+        component::Backend,
+        devfile::DevFileRegistration, //
     },
     device::{
         Core,
@@ -24,7 +25,9 @@ use kernel::{
 use crate::{
     driver::{
         probe_tmc,
-        TmcDevice, //
+        tmc_file,
+        TmcDevice,
+        TmcFile, //
     },
     etr_driver::{
         probe_etr,
@@ -56,6 +59,8 @@ kernel::amba_device_table!(
 
 /// A bound TMC: a buffer (ETB, ETF) or a router to memory (ETR), registered until unbound.
 pub(crate) struct TmcData<'bound> {
+    /// An ETB's or ETF's device file, removed first.
+    _file: Option<Pin<KBox<DevFileRegistration<TmcFile<IoMem<'bound, FRAME>>>>>>,
     /// An ETB or ETF.
     _buffer: Option<Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>>,
     /// An ETR.
@@ -76,12 +81,16 @@ impl amba::Driver for TmcAmba {
         let devid: DEVID = iomem.with_io(|io| io.read(DEVID))?;
         Ok(if devid.configtype() == TmcConfigType::Etr {
             TmcData {
+                _file: None,
                 _buffer: None,
                 _router: Some(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?),
             }
         } else {
+            let (buffer, tmc) = probe_tmc(dev, iomem, devid)?;
+            let buffer = KBox::pin_init(buffer, GFP_KERNEL)?;
             TmcData {
-                _buffer: Some(KBox::pin_init(probe_tmc(dev, iomem, devid)?, GFP_KERNEL)?),
+                _file: Some(KBox::pin_init(tmc_file(tmc)?, GFP_KERNEL)?),
+                _buffer: Some(buffer),
                 _router: None,
             }
         })
