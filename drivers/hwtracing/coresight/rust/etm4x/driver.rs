@@ -10,7 +10,10 @@ use kernel::{
     amba, c_str,
     coresight::{
         self,
-        access::FRAME,
+        access::{
+            CsAccess,
+            FRAME, //
+        },
         component::{
             Backend,
             Component,
@@ -80,7 +83,11 @@ use crate::{
         TraceConfig, //
     },
     module_parameters,
-    regs::MAX_ADDR_COMPARATORS,
+    regs::{
+        MAX_ADDR_COMPARATORS,
+        TRCCONFIGR,
+        TRCTRACEIDR, //
+    },
 };
 
 /// One trace unit, shared by its CoreSight operations and its panic callback.
@@ -179,6 +186,18 @@ impl<B: Backend> Etm<B> {
             None => run(),
             Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run)?,
         }
+    }
+
+    /// Reads trace registers with `f` on the unit's CPU, the locks cleared for the read and put
+    /// back as found.
+    fn read_unlocked(&self, f: impl FnOnce(&mut B::Io) -> u32 + Send) -> Result<u32> {
+        self.with(|u| {
+            let found = u.unlock()?;
+            let v = f(u.io());
+            u.restore_locks(found);
+            Ok(v)
+        })?
+        .map_err(|e: Etm4xError| Error::from(e))
     }
 
     /// Runs `f` on the trace unit at panic time, on the panicking CPU with the others stopped.
@@ -332,10 +351,15 @@ pub(crate) struct SourceOps<B: Backend>(Arc<Etm<B>>);
 
 /// Index of `ts_source` in [`SourceOps`]' attributes.
 const ATTR_TS_SOURCE: usize = 0;
-/// Index of `mgmt/trcauthstatus`; `mgmt/trcdevarch` and `mgmt/trcdevtype` follow.
-const ATTR_MGMT: usize = 1;
+/// Index of `cpu`.
+const ATTR_CPU: usize = 1;
+/// Index of `mgmt/trcauthstatus`; `mgmt/trcdevarch` and `mgmt/trcdevtype` follow, then
+/// `mgmt/trcconfig` ([`ATTR_TRCCONFIG`]) and `mgmt/trctraceid`.
+const ATTR_MGMT: usize = 2;
+/// Index of `mgmt/trcconfig`, read live; `mgmt/trctraceid` follows.
+const ATTR_TRCCONFIG: usize = 5;
 /// Index of `trcidr/trcidr0`; the ID registers of [`TRCIDR_LISTED`] follow, in its order.
-const ATTR_TRCIDR: usize = 4;
+const ATTR_TRCIDR: usize = 7;
 /// The ID registers listed in `trcidr/`, as upstream lists them (6 and 7 are reserved).
 const TRCIDR_LISTED: [usize; 12] = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
 
@@ -357,7 +381,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
     const ATTRIBUTE_GROUPS: &'static [AttributeGroup] = &[
         AttributeGroup {
             name: None,
-            attributes: &[ro(c_str!("ts_source"))],
+            attributes: &[ro(c_str!("ts_source")), ro(c_str!("cpu"))],
         },
         AttributeGroup {
             name: Some(c_str!("mgmt")),
@@ -365,6 +389,8 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 ro(c_str!("trcauthstatus")),
                 ro(c_str!("trcdevarch")),
                 ro(c_str!("trcdevtype")),
+                ro(c_str!("trcconfig")),
+                ro(c_str!("trctraceid")),
             ],
         },
         AttributeGroup {
@@ -392,6 +418,13 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             // Upstream shows the timestamp source of TRFCR_EL1's TS field, -1 when the driver
             // leaves it alone; this one does (the emulated unit has no timestamps).
             ATTR_TS_SOURCE => return writeln!(out, "-1").map_err(|_| EINVAL),
+            ATTR_CPU => return writeln!(out, "{}", self.0.cpu).map_err(|_| EINVAL),
+            // What the unit is programmed with, read on its CPU as upstream does; with the OS
+            // lock clear for the read (trace registers read as zero under it), then put back.
+            ATTR_TRCCONFIG => self.0.read_unlocked(|io| io.read(TRCCONFIGR).into_raw())?,
+            i if i == ATTR_TRCCONFIG + 1 => {
+                self.0.read_unlocked(|io| io.read(TRCTRACEIDR).into_raw())?
+            }
             ATTR_MGMT => ids.authstatus,
             i if i == ATTR_MGMT + 1 => ids.devarch,
             i if i == ATTR_MGMT + 2 => ids.devtype,
