@@ -33,8 +33,10 @@ Exits 1 on any difference, naming it.
 """
 
 import argparse
+import bisect
 import hashlib
 import json
+import mmap
 import os
 import re
 import shutil
@@ -43,6 +45,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_exec  # noqa: E402  (the execution record and its matcher)
 import check_trace  # noqa: E402  (the whole-window comparison with the ground truth)
 
 TRUTH_KINDS = ("taken", "waypoint", "exception")
@@ -51,7 +54,7 @@ TRCIDR_OFFSET = {**{n: 0x1E0 + 4 * n for n in range(8)}, **{n: 0x180 + 4 * (n - 
 TRCCONFIGR, TRCTRACEIDR, TRCAUTHSTATUS = 0x010, 0x040, 0xFB8
 DRIVER_TROUBLE = re.compile(
     r"(timeout while waiting|coresight.*(fail|error|timed out|not supported)|"
-    r"probe of .*(etm|etf|funnel|tmc).* failed|TRCDEVARCH doesn't match|WARNING:|Oops|BUG:|"
+    r"probe of .*(etm|etf|funnel|tmc).* failed|TRCDEVARCH doesn't match|\bWARNING:|\bOops|\bBUG:|"
     r"Unable to handle|Call trace:)", re.I)
 
 
@@ -203,8 +206,14 @@ def exec_sections(path):
     return out
 
 
+def map_file(path):
+    """The file's bytes, mapped read-only (a vmcore is the guest's whole RAM)."""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
 def kernel_text(vmcore, vmlinux):
-    data = open(vmcore, "rb").read()
+    data = map_file(vmcore)
     info = vmcoreinfo(data)
     try:
         koff = int(info.get("KERNELOFFSET", "0"), 16)
@@ -221,6 +230,60 @@ def kernel_text(vmcore, vmlinux):
     return images, koff, patched
 
 
+def module_text(vmcore, console):
+    """The text of each loaded module as it ran, read from the vmcore through the kernel's page
+    tables (swapper_pg_dir, 4 KiB pages, 48-bit VAs): from the address the guest listed
+    ("CSPD: module: NAME ADDR"), page by page until a page is not mapped, at most 1 MiB.
+    Returns [(name, address, bytes)]."""
+    mods = re.findall(r"CSPD: module: (\S+) (0x[0-9a-f]+)", open(console, errors="replace").read())
+    if not mods:
+        return []
+    data = map_file(vmcore)
+    info = vmcoreinfo(data)
+    try:
+        pgd = int(info["SYMBOL(swapper_pg_dir)"], 16) - int(info["NUMBER(kimage_voffset)"], 16)
+        va_bits, page = int(info["NUMBER(VA_BITS)"]), int(info["PAGESIZE"])
+    except (KeyError, ValueError):
+        raise Bad("VMCOREINFO lacks swapper_pg_dir, kimage_voffset, VA_BITS or PAGESIZE")
+    if va_bits != 48 or page != 4096:
+        raise Bad(f"module text: a {va_bits}-bit, {page}-byte page walk is not implemented")
+    out_mask = 0x0000_FFFF_FFFF_F000
+
+    def phys(va):
+        table = pgd & out_mask
+        for level, shift in enumerate((39, 30, 21, 12)):
+            raw = read_phys(data, table + ((va >> shift) & 511) * 8, 8)
+            if raw is None:
+                return None
+            d, = struct.unpack("<Q", raw)
+            if not d & 1:
+                return None
+            if level in (1, 2) and not d & 2:  # a block
+                size = 1 << shift
+                return (d & out_mask & ~(size - 1)) | (va & (size - 1))
+            table = d & out_mask
+        return table | (va & 0xFFF)
+
+    images = []
+    seen = set()
+    for name, addr in mods:
+        base = int(addr, 16)
+        if base in seen:
+            continue
+        seen.add(base)
+        text = bytearray()
+        while len(text) < 1 << 20:
+            pa = phys(base + len(text))
+            chunk = read_phys(data, pa, 4096) if pa is not None else None
+            if chunk is None:
+                break
+            text += chunk
+        if not text:
+            raise Bad(f"module {name}: its text at {base:#x} is not mapped in the vmcore's page tables")
+        images.append((f"module {name}", base, bytes(text)))
+    return images
+
+
 # --- the snapshot and the decode -------------------------------------------------------------
 
 def write_snapshot(d, etf, images, etms):
@@ -234,7 +297,7 @@ def write_snapshot(d, etf, images, etms):
                 f"PC(size:64)=0x{images[0][1]:X}\nSP(size:64)=0\nSCTLR_EL1=0x1007\nCPSR=0x1C5\n")
         # OpenCSD keeps one memory map for all cores: the images go with the first core only.
         for i, (name, addr, b) in enumerate(images if k == 0 else []):
-            fname = f"kernel{name.replace('.', '_')}.bin"
+            fname = f"kernel{re.sub(r'[^A-Za-z0-9]', '_', name)}.bin"
             with open(os.path.join(d, fname), "wb") as f:
                 f.write(b)
             core += f"\n[dump{i + 1}]\nfile={fname}\naddress=0x{addr:X}\nlength=0x{len(b):X}\n"
@@ -361,12 +424,113 @@ def branches(elems, tail, word):
     return out, lost
 
 
+ISB = 0xD5033FDF
+
+
+def exec_events(elems, tail, word):
+    """The decode as check_exec.py's events, oldest first: ('T', from, to) for a taken branch,
+    ('X', from, to) for an exception, ('W', at) for an ISB (a waypoint that does not branch),
+    ('G', at) where the decoder lost the flow (code the snapshot does not hold), in the order the
+    decoder gave them; the last branch's target as branches() finds it (a last branch whose
+    target the trace does not give is left out)."""
+    out = []
+    pending = None
+
+    def close(to):
+        frm, exc, _ = pending
+        if exc:
+            out.append(("X", frm, to))
+        elif word(frm) == ISB:
+            out.append(("W", frm))
+        else:
+            out.append(("T", frm, to))
+
+    for kind, body in elems:
+        addr = None
+        if kind == "INSTR_RANGE":
+            m = re.search(r"exec range=0x([0-9a-f]+):\[0x([0-9a-f]+)\] num_i\(\d+\) last_sz\((\d+)\) "
+                          r"\(ISA=\w+\) ([EN]) ?(.*)$", body)
+            if not m:
+                raise Bad(f"cannot read the decoder's range {body!r}")
+            start, end, size, flag, br = int(m.group(1), 16), int(m.group(2), 16), int(m.group(3)), \
+                m.group(4), m.group(5).strip()
+            addr = start
+        elif kind == "ADDR_NACC":
+            m = re.search(r"0x([0-9a-fA-F]+)", body)
+            addr = int(m.group(1), 16) if m else None
+        elif kind == "EXCEPTION":
+            m = re.search(r"ret addr:(0x[0-9a-f]+)", body)
+            addr = int(m.group(1), 16) if m else None
+        elif kind in ("NO_SYNC", "TRACE_ON"):
+            pending = None
+            continue
+        else:
+            continue
+        if addr is not None and pending is not None:
+            close(addr)
+        pending = None
+        if kind == "ADDR_NACC" and addr is not None:
+            out.append(("G", addr))
+        elif kind == "INSTR_RANGE" and flag == "E" and br and not br.startswith("---"):
+            pending = (end - size, False, br.startswith("iBR"))
+        elif kind == "EXCEPTION" and addr is not None:
+            pending = (addr, True, False)
+    if pending is not None and not pending[1]:
+        frm, _, indirect = pending
+        w = word(frm)
+        to = tail if indirect else (direct_target(w, frm) if w is not None else None)
+        if w == ISB:
+            out.append(("W", frm))
+        elif to is not None:
+            out.append(("T", frm, to))
+    return out
+
+
+def check_exec_record(d, cpu, events, what, images, self_test=False):
+    """`events` (exec_events()) against the execution record the recorder plugin wrote
+    (exec.rec; check_exec.py's matcher): the newest place in the record where the decode matches
+    whole. Returns a note."""
+    rec = getattr(check_exec_record, "rec", None)
+    if rec is None:
+        rec = check_exec_record.rec = check_exec.Record(os.path.join(d, "exec.rec"))
+        check_exec_record.dis = check_exec.Disassembler()
+        check_exec_record.dis.classify(rec.last_words())
+    if not events:
+        raise Bad(f"CPU{cpu}: {what}: no event to judge against the execution record")
+    rings = check_exec_record.__dict__.setdefault("rings", {})
+    if cpu not in rings:
+        rings[cpu] = rec.ring(cpu)
+    ring, wrapped = rings[cpu]
+    try:
+        unserved = unserved_by(images)
+        after, total, user = check_exec.check_cpu(rec, check_exec_record.dis, cpu, events, ring, wrapped,
+                                                  unserved)
+        if self_test:
+            # The judge fails this decode changed by one event (check_exec.py's self-test).
+            check_exec.self_test(rec, check_exec_record.dis, cpu, events, ring, wrapped, unserved)
+    except check_exec.Bad as e:
+        raise Bad(f"{what}: {e}")
+    return (f"all {total} decoded events are what the execution record says the CPU did; the trace ends "
+            f"{after} block boundaries before the record's end ({user} boundaries in code the snapshot does not hold)")
+
+
+def unserved_by(images):
+    """Whether an address is outside every image (code the snapshot does not hold)."""
+    spans = sorted((base, base + len(b)) for _, base, b in images)
+    starts = [a for a, _ in spans]
+
+    def unserved(x):
+        i = bisect.bisect_right(starts, x) - 1
+        return i < 0 or x >= spans[i][1]
+    return unserved
+
+
 def compare(cpu, dec, lost, tc, images):
     """Returns a note, or raises Bad naming the first difference (check_trace.compare_window:
     the whole decoded window against the truth's newest events). The snapshot holds vmlinux's
     text only: user space and the kernel's aliases of it (the KPTI trampoline's vectors at their
     fixmap address) are code the decoder is not given."""
-    unserved = lambda a: not any(base <= a < base + len(b) for _, base, b in images)
+    unserved = unserved_by(images)
     what = "code the snapshot does not hold (user space, the trampoline's fixmap alias)"
     try:
         return check_trace.compare_window(cpu, dec, lost, tc, unserved, what)
@@ -382,6 +546,11 @@ def main():
     p.add_argument("--cpus", type=int, required=True)
     p.add_argument("--trc-pkt-lister", default=shutil.which("trc_pkt_lister") or "trc_pkt_lister")
     p.add_argument("--etr", action="store_true", help="the ETR crash-data path (scenario upstream-etr)")
+    p.add_argument("--exec", action="store_true",
+                   help="also judge each decode against the execution record (exec.rec)")
+    p.add_argument("--devfile", action="store_true",
+                   help="also the read of /dev/tmc_etf0 while the session traced (cspd.devfile=1: devfile.disk, "
+                        "the plugin's tmc.bin.1)")
     a = p.parse_args()
     d = a.dir
     if a.etr:
@@ -398,6 +567,7 @@ def main():
             raise Bad(f"etf.disk does not hold the {etf_len} bytes the guest read (md5 {etf_md5})")
         if etf_len == 0 or etf_len % 16:
             raise Bad(f"/dev/tmc_etf0 gave {etf_len} bytes: want a non-zero number of 16-byte frames")
+        devfile = devfile_read(d) if a.devfile else None
         t = regs.get("tmc_etf0", {})
         print("tmc_etf0 as the driver's sysfs shows it after the read: "
               + ", ".join(f"{k.split('/')[-1]} {v:#x}" if isinstance(v, int) else f"{k} {v}"
@@ -416,6 +586,11 @@ def main():
         images, koff, patched = kernel_text(os.path.join(d, "vmcore.elf"), a.vmlinux)
         print(f"kernel text from the vmcore: {sum(len(b) for _, _, b in images)} bytes in {len(images)} "
               f"sections at KASLR offset {koff:#x}; {patched} bytes differ from vmlinux (patched at boot)")
+        mods = module_text(os.path.join(d, "vmcore.elf"), os.path.join(d, "console.log"))
+        if mods:
+            print("module text from the vmcore (the kernel's page tables): "
+                  + ", ".join(f"{n.split()[-1]} {len(b)} bytes at {base:#x}" for n, base, b in mods))
+        images += mods
         snap = os.path.join(d, "snapshot")
         write_snapshot(snap, etf, images, etms)
         by_id, tails, errors, log = decode(snap, a.trc_pkt_lister)
@@ -423,6 +598,8 @@ def main():
             raise Bad(f"the decode has {len(errors)} decoder errors, first: {errors[0]} (decode: {log})")
 
         truth = {c["cpu"]: c for c in json.load(open(os.path.join(d, "truth.json")))["cpus"]}
+        if a.devfile:
+            check_devfile(a, d, devfile, images, etms, ids, truth)
         failed = []
         for cpu, tid in sorted(ids.items()):
             dec, lost = branches(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
@@ -432,6 +609,9 @@ def main():
                 note = compare(cpu, dec, lost, truth[cpu], images)
                 print(f"ground truth CPU{cpu} (trace ID {tid:#x}): {len(dec)} branches, waypoints and "
                       f"exceptions decoded; {note}")
+                if a.exec:
+                    ev = exec_events(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
+                    print(f"execution record CPU{cpu}: {check_exec_record(d, cpu, ev, 'the ETF read', images)}")
             except Bad as e:
                 failed.append(str(e))
         if failed:
@@ -439,9 +619,131 @@ def main():
     except (Bad, OSError) as e:
         print(f"check_upstream: FAIL: {e}", file=sys.stderr)
         return 1
-    print("check_upstream: upstream's C drivers bound, traced and read the ETF; OpenCSD decodes it to "
-          "the plugin's ground truth on every CPU")
+    print("check_upstream: the kernel's drivers bound, traced and read the ETF; OpenCSD decodes it to "
+          "the plugin's ground truth on every CPU" + (" and to the execution record" if a.exec else ""))
     return 0
+
+
+def devfile_read(d):
+    """The read of /dev/tmc_etf0 while the session traced (upstream's semantics): the open
+    stopped capture (the plugin's first TMC stop, whose RAM it kept as tmc.bin.1), a second
+    reader was refused with EBUSY, the read gave the RAM as the drain reads it, and the close
+    started capture again (the plugin saw capture stop a second time, when the sources were
+    disabled). The read decodes, on every CPU, to a run of the plugin's ground truth: that
+    session's events before the stop (the truth keeps the whole session's newest events,
+    truth_bytes)."""
+    text = open(os.path.join(d, "console.log"), errors="replace").read()
+    for line in ("devfile open while tracing", "devfile closed: "):
+        if f"CSPD: upstream: {line}" not in text:
+            raise Bad(f"device file: no 'upstream: {line}' (see the console)")
+    m = re.search(r"CSPD: upstream: devfile second reader: (.*)", text)
+    if not m or not m.group(1).startswith("refused") or "busy" not in m.group(1):
+        raise Bad(f"device file: a second reader was not refused with EBUSY ({m.group(1) if m else 'not tried'})")
+    m = re.search(r"CSPD: upstream: devfile (\d+) bytes, md5 ([0-9a-f]{32})", text)
+    if not m:
+        raise Bad("device file: the guest did not read it while tracing (no 'upstream: devfile N bytes' line)")
+    n, md5 = int(m.group(1)), m.group(2)
+    data = open(os.path.join(d, "devfile.disk"), "rb").read()[:n]
+    if len(data) != n or hashlib.md5(data).hexdigest() != md5:
+        raise Bad(f"devfile.disk does not hold the {n} bytes the guest read (md5 {md5})")
+    if n == 0 or n % 16:
+        raise Bad(f"the device file gave {n} bytes: want a non-zero number of 16-byte frames")
+    held_path = os.path.join(d, "tmc.bin.1")
+    held = open(held_path, "rb").read() if os.path.exists(held_path) else None
+    if held is None:
+        raise Bad("the plugin kept no RAM of the first TMC stop (tmc.bin.1): the open did not stop capture")
+    stop_lines = re.findall(r"tmc stopped: (\d+) bytes held, full (true|false)",
+                            open(os.path.join(d, "plugin.log"), errors="replace").read())
+    stops = len(stop_lines)
+    if not stop_lines:
+        raise Bad("plugin.log has no TMC stop")
+    # A RAM that wrapped is read with the barrier packet over its oldest 16 bytes.
+    want = BARRIER + held[16:] if stop_lines[0][1] == "true" else held
+    if data != want:
+        at = next((i for i in range(min(len(data), len(want))) if data[i] != want[i]), min(len(data), len(want)))
+        raise Bad(f"the device file's {n} bytes are not what the ETF held when the open stopped it "
+                  f"({len(held)} bytes, tmc.bin.1"
+                  f"{', wrapped: the barrier packet first' if stop_lines[0][1] == 'true' else ''}): "
+                  f"they differ at byte {at:#x}")
+    if stops < 2:
+        raise Bad(f"the plugin saw capture stop {stops} times: the close did not start it again "
+                  "(want the open's stop, then the sources' disable)")
+    print(f"device file while tracing: {n} bytes, what the ETF held when the open stopped capture "
+          f"(the plugin's tmc.bin.1){' (wrapped: barrier packet first)' if data[:16] == BARRIER else ''}; a second "
+          f"reader refused (EBUSY); capture started again at the close (the plugin saw {stops} stops)")
+    return data
+
+
+def check_devfile(a, d, data, images, etms, ids, truth):
+    """The read's decode against the truth and (--exec) the execution record."""
+    n = len(data)
+    # The truth keeps the events of the newest cover_bytes of sink input: it reaches back to the
+    # read's window only if the input after the open's stop and the window fit in it.
+    plog = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    at_stop = re.search(r"tmc stopped: \d+ bytes held.*?trace bytes (\d+)", plog)
+    at_end = re.findall(r"etm \d+: stopped.*?trace bytes (\d+)", plog)
+    cover = min((c.get("cover_bytes") or 0) for c in truth.values()) if truth else 0
+    if at_stop and at_end:
+        need = int(at_end[-1]) - int(at_stop.group(1)) + n
+        if need > cover:
+            raise Bad(f"the truth keeps the events of the newest {cover} bytes of sink input, the read's window "
+                      f"ends {need - n} bytes before the sources stopped: a sizing error of the harness "
+                      "(truth_bytes), not a verdict on the trace")
+    snap = os.path.join(d, "snapshot-devfile")
+    write_snapshot(snap, data, images, etms)
+    by_id, tails, errors, log = decode(snap, a.trc_pkt_lister)
+    if errors:
+        raise Bad(f"the device file's decode has {len(errors)} decoder errors, first: {errors[0]} (decode: {log})")
+    for cpu, tid in sorted(ids.items()):
+        dec, lost = branches(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
+        if cpu not in truth:
+            raise Bad(f"CPU{cpu}: no ground truth in truth.json")
+        print(f"device file, CPU{cpu}: {compare_run(cpu, dec, lost, truth[cpu], images)}")
+        if a.exec:
+            ev = exec_events(by_id.get(tid, []), tails.get(tid), lambda x: word_at(images, x))
+            note = check_exec_record(d, cpu, ev, "the device file", images, self_test=cpu == min(ids))
+            print(f"device file, CPU{cpu}: {note}")
+
+
+BARRIER = struct.pack("<4I", *[0x7FFFFFFF] * 4)
+
+
+def compare_run(cpu, dec, lost, tc, images):
+    """A decode of a sink read while its session went on (`dec`, oldest first) against the
+    session's truth: the whole decode is a run of the truth's events (branches from code the
+    snapshot does not hold left out, as compare() does), ending where capture stopped: its last
+    branch's target is compared when the trace gives it. Returns a note, or raises Bad with the
+    closest candidate's first difference."""
+    unserved = unserved_by(images)
+    served_lost = [x for x in lost if x is None or not unserved(x)]
+    if served_lost:
+        raise Bad(f"CPU{cpu}: the decoder lost the flow at {served_lost[0]:#x}, which the snapshot holds")
+    if not dec:
+        raise Bad(f"CPU{cpu}: no branch decoded from the device file")
+    tru = [(int(e["from"], 16), int(e["to"], 16), e["kind"] == "exception") for e in tc["events"]
+           if e["kind"] in TRUTH_KINDS and (e["kind"] == "exception" or not unserved(int(e["from"], 16)))]
+    n = len(dec)
+    last = dec[-1]
+    best = None
+    for k in range(len(tru) - 1, n - 2, -1):
+        t = tru[k]
+        if t[0] != last[0] or t[2] != last[2] or (last[1] is not None and t[1] != last[1]):
+            continue
+        window = tru[k - n + 1:k]
+        if window == dec[:-1]:
+            return (f"all {n} decoded events are a run of the truth, ending {len(tru) - 1 - k} events before "
+                    "its end (the session went on after the read)")
+        i = next(i for i in range(n - 2, -1, -1) if window[i] != dec[i])
+        if best is None or i < best[0]:
+            best = (i, window[i], dec[i])
+    if best is None:
+        raise Bad(f"CPU{cpu}: the device file's last decoded event ({check_trace.hx(last[0])} -> "
+                  f"{check_trace.hx(last[1])}) is nowhere in the truth ({len(tru)} events; "
+                  "truth_bytes must reach back to the read)")
+    i, t, e = best
+    raise Bad(f"CPU{cpu}: the device file's decoded event {i} of {n} differs from the truth where its "
+              f"newest event is: decoded {check_trace.hx(e[0])}->{check_trace.hx(e[1])}, "
+              f"truth {check_trace.hx(t[0])}->{check_trace.hx(t[1])}")
 
 
 def etm_registers(regs, cpus, enabled):

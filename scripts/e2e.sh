@@ -42,7 +42,10 @@
 #                        file left out each fail)
 #   upstream-drivers     the upstream kernel variant (Linux's own C coresight-tmc and coresight-etm4x)
 #                        binds to the plugin's components, traces through sysfs, reads the ETF through
-#                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
+#                        /dev/tmc_etf0 while tracing (a second reader refused) and after; OpenCSD
+#                        decodes both reads to the plugin's ground truth (check_upstream.py --devfile)
+#   devfile-etf          the same on this project's drivers (the module variant)
+#   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py),
 #                        on the raw /proc/vmcore copy and on makedumpfile's three files of that panic
@@ -1141,19 +1144,104 @@ scenario_harness-coresight-wrong-id() {
 # text the vmcore holds, decodes it with trc_pkt_lister and compares each CPU's last 64 branches
 # with the ground truth.
 scenario_upstream-drivers() {
-	local d=$RUNS/upstream-drivers
+	sysfs_devfile_run "$RUNS/upstream-drivers" upstream ""
+}
+
+# sysfs_devfile_run DIR VARIANT APPEND: the guest's cspd.upstream=1 sequence on VARIANT's kernel
+# (APPEND: what its drivers need), with the device file read while the session traces
+# (cspd.devfile=1) onto devfile.disk; the plugin keeps the RAM of the first two TMC stops and a
+# truth that reaches back to that read. check_upstream.py --devfile judges both reads.
+sysfs_devfile_run() {
+	local d=$1 variant=$2 append=$3
 	mkdir -p "$RUNS"
 	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
-	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
-		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1" --workdir "$d" --vmcore "$d/vmcore.elf" \
-		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
+	truncate -s 8M "$d/devfile.disk"
+	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of "$variant")" --initrd "$(initrd_of "$variant")" \
+		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 cspd.devfile=1 $append" --workdir "$d" --vmcore "$d/vmcore.elf" \
+		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
+		--exec-entries $((64 << 20)) \
+		--qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
 		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
+		--qemu-arg "-drive file=$d/devfile.disk,format=raw,if=none,id=devfile -device virtio-blk-pci,drive=devfile,serial=cspd-devfile" \
 		--panic-timeout 300 || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
-		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec \
+		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" || return 1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+}
+
+# The same sequence on this project's TMC and ETM drivers (the module variant): /dev/tmc_etf0 read
+# while the session traces and after it, each decoding to the plugin's truth, as upstream's C
+# drivers' do in upstream-drivers.
+scenario_devfile-etf() {
+	sysfs_devfile_run "$RUNS/devfile-etf" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS"
+}
+
+# check_upstream.py --devfile fails with its own message on a copy of devfile-etf's run with one
+# input altered: the RAM the plugin kept at the open's stop (one byte), a second reader that took,
+# the close's restart missing from plugin.log, and one event of the truth inside the window the
+# device file's read decodes to. (Its execution-record judge has its own self-test, in every run.)
+scenario_harness-devfile() {
+	local src=$RUNS/devfile-etf d=$RUNS/harness-devfile c rc=0
+	[ -f "$src/truth.json" ] && [ -f "$src/tmc.bin.1" ] || scenario_devfile-etf || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	local -a judge=(python3 "$REPO/scripts/check_upstream.py" --cpus "$SMP" --devfile
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux")
+	c=$d/unaltered
+	judge_copy "$src" "$c"
+	"${judge[@]}" --dir "$c" >"$c.txt" 2>&1 ||
+		{ tail -n 5 "$c.txt"; echo "check_upstream.py --devfile fails on an unaltered copy of devfile-etf" >&2; return 1; }
+	c=$d/held
+	judge_copy "$src" "$c"
+	printf '\x5a' | dd of="$c/tmc.bin.1" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of the RAM the plugin kept at the open's stop changed" \
+		"are not what the ETF held when the open stopped it" "${judge[@]}" --dir "$c" || rc=1
+	c=$d/second
+	judge_copy "$src" "$c"
+	sed -i 's/devfile second reader: refused: .*/devfile second reader: took/' "$c/console.log"
+	judge_negative "a second reader that took" "a second reader was not refused with EBUSY" \
+		"${judge[@]}" --dir "$c" || rc=1
+	c=$d/restart
+	judge_copy "$src" "$c"
+	python3 - "$c/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read().split("\n")
+stops = [i for i, l in enumerate(text) if re.search(r"tmc stopped: \d+ bytes held", l)]
+if len(stops) < 2:
+    sys.exit("plugin.log has fewer than two TMC stops")
+del text[stops[-1]]
+open(sys.argv[1], "w").write("\n".join(text))
+PY
+	judge_negative "the close's restart missing (one TMC stop)" "the close did not start it again" \
+		"${judge[@]}" --dir "$c" || rc=1
+	c=$d/truth
+	judge_copy "$src" "$c"
+	rm "$c/truth.json"
+	python3 - "$src/truth.json" "$c/truth.json" "$d/unaltered.txt" <<'PY' || return 1
+import json, re, sys
+t = json.load(open(sys.argv[1]))
+m = re.search(r"device file, CPU(\d+): all (\d+) decoded events are a run of the truth, ending (\d+) events",
+              open(sys.argv[3]).read())
+if not m:
+    sys.exit("the unaltered judge did not place the device file's decode in the truth")
+cpu, n, back = map(int, m.groups())
+c = next(c for c in t["cpus"] if c["cpu"] == cpu)
+kernel = [i for i, e in enumerate(c["events"]) if e["kind"] in ("taken", "waypoint")
+          and int(e["from"], 16) >= 0xFFFF000000000000 and int(e["to"], 16) >= 0xFFFF000000000000]
+# The judge's list holds these and exceptions; a kernel branch in the window's middle moves.
+allk = [i for i, e in enumerate(c["events"]) if e["kind"] == "exception" or
+        (e["kind"] in ("taken", "waypoint") and int(e["from"], 16) >= 0xFFFF000000000000)]
+target = allk[len(allk) - 1 - back - n // 2]
+k = next(i for i in kernel if i >= target)
+c["events"][k]["to"] = hex(int(c["events"][k]["to"], 16) + 4)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+	judge_negative "one event of the truth in the device file's window changed" \
+		"differs from the truth where its newest event is" "${judge[@]}" --dir "$c" || rc=1
+	return $rc
 }
 
 # Upstream's C ETR crash-data path on the same emulated ETR (the upstream kernel): the device tree's
@@ -2457,7 +2545,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
+	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
