@@ -2560,6 +2560,21 @@ require_mod_guest() {
 	[ -f "$(initrd_of mod)" ] || die "no initramfs $(initrd_of mod): run scripts/initramfs.sh mod"
 }
 
+# keep_failed NAME: what a failed scenario's guest said (its last "CSPD:" lines), in the log, and
+# its run directory's small files kept in NAME.failed (a later scenario may run NAME again).
+keep_failed() {
+	local d=$RUNS/$1 f
+	[ -d "$d" ] || return 0
+	if [ -f "$d/console.log" ]; then
+		echo "--- $1: the guest's last words (console.log):"
+		grep -a "^CSPD: " "$d/console.log" | grep -av "^CSPD: module: \|tmc listing:" | tail -n 25
+	fi
+	rm -rf "$d.failed"
+	mkdir -p "$d.failed"
+	(cd "$d" && find . -maxdepth 2 -type f -size -64M -exec cp --parents -t "$d.failed" {} +) 2>/dev/null
+	return 0
+}
+
 main() {
 	ensure_cache_dir
 	command -v qemu-system-aarch64 >/dev/null ||
@@ -2587,6 +2602,7 @@ main() {
 			say "e2e: $s FAILED ($((SECONDS - start)) s; logs in $RUNS/$s)"
 			failed=$((failed + 1))
 			failures+=("$s")
+			keep_failed "$s"
 		fi
 	done
 	echo "e2e: $passed passed, $failed failed"
