@@ -61,8 +61,8 @@ pub trait DevFile: Sized {
 /// # Invariants
 ///
 /// - `misc` is registered with `misc_register()` from [`DevFileRegistration::register`] until
-///   [`PinnedDrop::drop`] deregisters it, exactly once; its `name` points into `name`, its
-///   `fops` to `DevFileVTable::<T>::VTABLE`.
+///   its drop deregisters it, exactly once; its `name` points into `name`, its `fops` to
+///   `DevFileVTable::<T>::VTABLE`.
 /// - `opens` counts the files opened and not yet released; the registration is not freed
 ///   before it is zero.
 #[pin_data(PinnedDrop)]
