@@ -42,9 +42,10 @@
 #                        file left out each fail)
 #   upstream-drivers     the upstream kernel variant (Linux's own C coresight-tmc and coresight-etm4x)
 #                        binds to the plugin's components, traces through sysfs, reads the ETF through
-#                        /dev/tmc_etf0 while tracing (a second reader refused) and after; OpenCSD
-#                        decodes both reads to the plugin's ground truth (check_upstream.py --devfile)
-#   devfile-etf          the same on this project's drivers (the module variant)
+#                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
+#   devfile-etf          the same on this project's drivers (the module variant), /dev/tmc_etf0 also
+#                        read while tracing (a second reader refused); both reads decode to the truth
+#                        and the execution record (check_upstream.py --devfile --exec)
 #   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py),
@@ -1144,39 +1145,46 @@ scenario_harness-coresight-wrong-id() {
 # text the vmcore holds, decodes it with trc_pkt_lister and compares each CPU's last 64 branches
 # with the ground truth.
 scenario_upstream-drivers() {
-	sysfs_devfile_run "$RUNS/upstream-drivers" upstream ""
+	local d=$RUNS/upstream-drivers
+	mkdir -p "$RUNS"
+	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	rm -rf "$d"
+	mkdir -p "$d"
+	truncate -s 8M "$d/etf.disk"
+	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
+		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1" --workdir "$d" --vmcore "$d/vmcore.elf" \
+		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
+		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
+		--panic-timeout 300 || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
+		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
 }
 
-# sysfs_devfile_run DIR VARIANT APPEND: the guest's cspd.upstream=1 sequence on VARIANT's kernel
-# (APPEND: what its drivers need), with the device file read while the session traces
-# (cspd.devfile=1) onto devfile.disk; the plugin keeps the RAM of the first two TMC stops and a
-# truth that reaches back to that read. check_upstream.py --devfile judges both reads.
-sysfs_devfile_run() {
-	local d=$1 variant=$2 append=$3
+# The guest's cspd.upstream=1 sequence on this project's drivers (the module variant), with the
+# device file read while the session traces (cspd.devfile=1) onto devfile.disk: /dev/tmc_etf0
+# during the session and after it, each decoding to the plugin's truth and to the execution
+# record, as upstream's C drivers' read decodes in upstream-drivers. The plugin keeps the RAM of
+# the first two TMC stops and a truth that reaches back to the first read (the input after it,
+# about 1.4 MiB, measured); the record's ring reaches back to it too.
+scenario_devfile-etf() {
+	local d=$RUNS/devfile-etf
 	mkdir -p "$RUNS"
 	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
 	truncate -s 8M "$d/devfile.disk"
-	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of "$variant")" --initrd "$(initrd_of "$variant")" \
-		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 cspd.devfile=1 $append" --workdir "$d" --vmcore "$d/vmcore.elf" \
+	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
+		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 cspd.devfile=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+		--workdir "$d" --vmcore "$d/vmcore.elf" \
 		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((64 << 20)) \
-		--qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
+		--exec-entries $((64 << 20)) --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
 		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
 		--qemu-arg "-drive file=$d/devfile.disk,format=raw,if=none,id=devfile -device virtio-blk-pci,drive=devfile,serial=cspd-devfile" \
 		--panic-timeout 300 || return 1
 	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec \
-		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" || return 1
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" || return 1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
-}
-
-# The same sequence on this project's TMC and ETM drivers (the module variant): /dev/tmc_etf0 read
-# while the session traces and after it, each decoding to the plugin's truth, as upstream's C
-# drivers' do in upstream-drivers.
-scenario_devfile-etf() {
-	sysfs_devfile_run "$RUNS/devfile-etf" mod "reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS"
 }
 
 # check_upstream.py --devfile fails with its own message on a copy of devfile-etf's run with one
@@ -1190,10 +1198,7 @@ scenario_harness-devfile() {
 	mkdir -p "$d"
 	local -a judge=(python3 "$REPO/scripts/check_upstream.py" --cpus "$SMP" --devfile
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux")
-	c=$d/unaltered
-	judge_copy "$src" "$c"
-	"${judge[@]}" --dir "$c" >"$c.txt" 2>&1 ||
-		{ tail -n 5 "$c.txt"; echo "check_upstream.py --devfile fails on an unaltered copy of devfile-etf" >&2; return 1; }
+	judge_baseline "$src" "$d/unaltered" "check_upstream.py --devfile" "${judge[@]}" || return 1
 	c=$d/held
 	judge_copy "$src" "$c"
 	printf '\x5a' | dd of="$c/tmc.bin.1" bs=1 seek=4096 conv=notrunc status=none
@@ -2075,6 +2080,16 @@ judge_copy() {
 	[ ! -f "$dst/plugin.log" ] || sed -i "s#$src/#$dst/#g" "$dst/plugin.log"
 }
 
+# judge_baseline SRC COPY WHAT CMD...: CMD --dir COPY passes on COPY, an unaltered copy of run SRC
+# (its output in COPY.txt), so that each failure a harness provokes after is its one alteration's.
+judge_baseline() {
+	local src=$1 c=$2 what=$3
+	shift 3
+	judge_copy "$src" "$c"
+	"$@" --dir "$c" >"$c.txt" 2>&1 ||
+		{ tail -n 5 "$c.txt"; echo "$what fails on an unaltered copy of ${src##*/}" >&2; return 1; }
+}
+
 # judge_negative WHAT MESSAGE CMD...: CMD (a judge on an altered copy) must fail with MESSAGE.
 judge_negative() {
 	local what=$1 msg=$2
@@ -2106,10 +2121,7 @@ scenario_harness-judges() {
 		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic
 		--report "$d/report.json")
 	# The unaltered copy passes: each failure below is the one alteration's.
-	c=$d/unaltered
-	judge_copy "$src" "$c"
-	"${judge[@]}" --dir "$c" >"$c.txt" 2>&1 ||
-		{ tail -n 5 "$c.txt"; echo "check_trace.py fails on an unaltered copy of trace-builtin" >&2; return 1; }
+	judge_baseline "$src" "$d/unaltered" "check_trace.py" "${judge[@]}" || return 1
 	c=$d/tmc
 	judge_copy "$src" "$c"
 	python3 - "$c/tmc.bin" <<'PY' || return 1
