@@ -1146,18 +1146,31 @@ scenario_harness-coresight-wrong-id() {
 # with the ground truth.
 scenario_upstream-drivers() {
 	local d=$RUNS/upstream-drivers
+	sysfs_run "$d" upstream "" --cs-arg truth_bytes=256K &&
+		python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
+			--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
+}
+
+# sysfs_run DIR VARIANT APPEND [QEMU.PY ARGS...]: the guest's cspd.upstream=1 sequence on VARIANT's
+# kernel (APPEND: what else its command line has), the ETF read onto etf.disk and, with
+# cspd.devfile=1, the read during the session onto devfile.disk; a QMP vmcore at its panic.
+sysfs_run() {
+	local d=$1 variant=$2 append=$3
+	shift 3
+	local -a disks=(--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf")
 	mkdir -p "$RUNS"
 	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
-	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of upstream)" --initrd "$(initrd_of upstream)" \
-		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1" --workdir "$d" --vmcore "$d/vmcore.elf" \
-		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
-		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
-		--panic-timeout 300 || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" \
-		--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
+	if [[ $append == *cspd.devfile=1* ]]; then
+		truncate -s 8M "$d/devfile.disk"
+		disks+=(--qemu-arg "-drive file=$d/devfile.disk,format=raw,if=none,id=devfile -device virtio-blk-pci,drive=devfile,serial=cspd-devfile")
+	fi
+	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of "$variant")" --initrd "$(initrd_of "$variant")" \
+		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 $append" --workdir "$d" --vmcore "$d/vmcore.elf" \
+		--coresight --cs-arg tmc_size=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" "${disks[@]}" \
+		--panic-timeout 300 "$@"
 }
 
 # The guest's cspd.upstream=1 sequence on this project's drivers (the module variant), with the
@@ -1165,23 +1178,12 @@ scenario_upstream-drivers() {
 # during the session and after it, each decoding to the plugin's truth and to the execution
 # record, as upstream's C drivers' read decodes in upstream-drivers. The plugin keeps the RAM of
 # the first two TMC stops and a truth that reaches back to the first read (the input after it,
-# about 1.4 MiB, measured); the record's ring reaches back to it too.
+# about 1.5 MiB, measured); the record's ring reaches back to it too.
 scenario_devfile-etf() {
 	local d=$RUNS/devfile-etf
-	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
-	rm -rf "$d"
-	mkdir -p "$d"
-	truncate -s 8M "$d/etf.disk"
-	truncate -s 8M "$d/devfile.disk"
-	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
-		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 cspd.devfile=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
-		--workdir "$d" --vmcore "$d/vmcore.elf" \
-		--coresight --cs-arg tmc_size=256K --cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((64 << 20)) --qemu-arg "-dtb $RUNS/virt-coresight.dtb" \
-		--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf" \
-		--qemu-arg "-drive file=$d/devfile.disk,format=raw,if=none,id=devfile -device virtio-blk-pci,drive=devfile,serial=cspd-devfile" \
-		--panic-timeout 300 || return 1
+	sysfs_run "$d" mod "cspd.devfile=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+		--cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
+		--exec-entries $((64 << 20)) || return 1
 	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec \
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" || return 1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
