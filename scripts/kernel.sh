@@ -253,6 +253,14 @@ cmd_build() {
 	[ -f "$out/.config" ] || die "build-$variant is not configured: run '$0 config $variant'"
 	say "building Image and modules in build-$variant (log: $log)"
 	local start=$SECONDS
+	# The files an earlier build warned about are compiled again, so that a rebuild that would
+	# compile nothing cannot pass over their warnings.
+	local warned="$out/.cspd-warned-files" f
+	if [ -f "$warned" ]; then
+		while read -r f; do
+			[ -f "$f" ] && touch "$f"
+		done <"$warned"
+	fi
 	# shellcheck disable=SC2046
 	if ! KOUT=$out kmake -j"$(nproc)" $(variant_make_flags "$variant") Image modules >"$log" 2>&1; then
 		tail -n 40 "$log" >&2
@@ -263,8 +271,10 @@ cmd_build() {
 	ours=$(cd "$REPO" && { find "${OVERLAY_DIRS[@]}" -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
 	if [ -n "$ours" ] && grep -qE -- "($ours)" <(grep -B2 -A12 -E '^(warning|error)' "$log"); then
 		grep -B2 -A12 -E '^(warning|error)' "$log" | grep -B6 -A8 -E -- "($ours)" >&2 || true
+		grep -B2 -A12 -E '^(warning|error)' "$log" | grep -oE -- "/[^ :]*($ours)" | sort -u >"$warned" || true
 		die "the build warns about this project's code (build-$variant, $log)"
 	fi
+	rm -f "$warned"
 	say "built build-$variant in $((SECONDS - start)) s: $(ls -la "$out/arch/arm64/boot/Image" | awk '{print $5}') byte Image"
 }
 
