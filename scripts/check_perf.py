@@ -251,7 +251,7 @@ def build_id(binary):
     return m.group(1)
 
 
-def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None):
+def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None, off_cpu=0):
     """The AUX trace is whole: the bytes of every AUX record are in AUXTRACE records, and the
     newest AUX record's bytes are what the ETF held when it last stopped. The AUX buffers are per
     CPU (cpu-wide: AUXTRACE records name their CPU) or per thread (one buffer, its AUXTRACE
@@ -283,12 +283,16 @@ def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None):
         raise Bad(f"PERF_RECORD_AUX flags {bad[0]:#x}: other than truncated (an ETF that wrapped)")
     if pauses is not None:
         # AUX pause: each pause drains the sink into the AUX buffer (an AUX record of what the
-        # ETF held), and the end of the session finds it empty (no record).
+        # ETF held), and the end of the session finds it empty (no record). So does a stop of
+        # the unit while the trace runs (`off_cpu`: the scheduler took the thread off its CPU),
+        # when the sink held trace by then.
         drains = [n for n, _full in tmc_stops if n]
         sizes = [n for _c, _o, n, _f in aux]
-        if len(aux) != pauses:
+        if not pauses <= len(aux) <= pauses + off_cpu:
             raise Bad(f"perf.data has {len(aux)} PERF_RECORD_AUX, the execution record pauses the trace "
-                      f"{pauses} times: each pause drains the sink into an AUX record of its own")
+                      f"{pauses} times and the plugin saw the unit stopped {off_cpu} more times (the thread "
+                      "off its CPU): each pause, and each such stop with trace, drains the sink into an AUX "
+                      "record of its own")
         if sizes != drains:
             i = next((i for i in range(min(len(sizes), len(drains))) if sizes[i] != drains[i]), None)
             at = f"the AUX record {i + 1} holds {sizes[i]} bytes, the ETF's drain {i + 1} {drains[i]}" if i is not None \
@@ -296,8 +300,11 @@ def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None):
             raise Bad(f"the AUX records are not the ETF's drains, in order: {at}")
         if any(f for *_, f in aux):
             raise Bad("an AUX record is truncated: a drain of a pause lost trace")
-        return (f"{len(aux)} AUX records, one per pause, each the bytes the ETF held when that pause drained "
-                f"it ({sum(sizes)} bytes, all in {len(auxtrace)} AUXTRACE record(s))")
+        more = len(aux) - pauses
+        return (f"{len(aux)} AUX records, one per pause"
+                + (f" and {more} for the thread's time off the CPU" if more else "")
+                + f", each the bytes the ETF held when it was drained ({sum(sizes)} bytes, all in "
+                f"{len(auxtrace)} AUXTRACE record(s))")
     if not tmc_stops:
         raise Bad("the plugin never stopped the TMC: no ETF content to compare the AUX data with")
     held, full = tmc_stops[-1]
@@ -1586,7 +1593,12 @@ def check(a):
             raise Bad("perf.data has no PERF_RECORD_AUX: the sink gave perf no trace")
         flow = program_flow(d, aux[0][0], a.per_thread)
         pauses = pause_count(flow, Filter(a.per_thread, pause=a.pause_window))[1]
-    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops, pauses)}")
+        downs = len(re.findall(r"qemu-coresight: etm \d+: stopped",
+                               open(os.path.join(d, "plugin.log"), errors="replace").read()))
+        off_cpu = max(downs - pauses, 0)
+    else:
+        off_cpu = 0
+    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops, pauses, off_cpu)}")
     hw, trouble, maps = perf_dump(a.perf, path)
     if trouble:
         raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")

@@ -1471,8 +1471,9 @@ PY
 # addresses, read here from the static binary). check_perf.py --pause-window requires the decode
 # to be exactly what CPU 1 ran, by the execution record, from a resume up to (not including) the
 # next pause: step_b without its return, 1000 times, each parity branch as executed; every pause
-# drained through the sink into an AUX record of its own, and the plugin to have seen the ETM
-# stopped and enabled again each time. The execution record stays for harness-perf-pause.
+# drained through the sink into an AUX record of its own (and any stop of the unit while the thread
+# was off its CPU, when the sink held trace), and the plugin to have seen the ETM stopped and
+# enabled again each time. The execution record stays for harness-perf-pause.
 pause_addrs() {
 	local entry
 	entry=$(llvm-nm-19 "$LOOP_BIN" | awk '$3 == "step_b" { print $1 }')
