@@ -323,19 +323,16 @@ PY
 # CS_TMC=etr makes the TMC an ETR (the plugin's tmc=etr, the node named etr@...), and
 # CS_TRACEDATA=1 gives it upstream's crash-data regions ("tracedata", "metadata"; see
 # coresight_nodes).
-CS_DTB=$RUNS/virt-coresight.dtb
 CS_TMC_SIZE=256K
 cs_qemu() {
-	local mode=$1 variant=$2 dir=$3 append=$4 region=${CS_REGION:-none} dtb=$CS_DTB
+	local mode=$1 variant=$2 dir=$3 append=$4 region=${CS_REGION:-none} dtb=$3.dtb
 	shift 4
-	mkdir -p "$RUNS"
-	[ "$region" = none ] || dtb=$RUNS/virt-coresight-region.dtb
+	mkdir -p "${dir%/*}"
 	# The plugin's truth keeps every event whose bytes the sink may still hold (truth_bytes: the
 	# ETF's RAM, or the largest ETR buffer a scenario uses), so that check_trace.py compares the
 	# whole decoded window.
 	local -a tmc=(--cs-arg "truth_bytes=$CS_TMC_SIZE")
 	if [ "${CS_TMC:-etf}" = etr ]; then
-		dtb=${dtb%.dtb}-etr${CS_TRACEDATA:+-tracedata}.dtb
 		tmc=(--cs-arg tmc=etr --cs-arg truth_bytes=2M)
 	fi
 	make_dtb "$dtb" "$region" coresight || { echo "could not make the coresight device tree" >&2; return 1; }
@@ -592,9 +589,9 @@ DTS
 scenario_dump-dt-region() {
 	local d=$RUNS/dump-dt-region
 	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	make_dtb "$d.dtb" || { echo "could not make the device tree" >&2; return 1; }
 	qemu warm mod "$d" "panic=1 cspd.test=warm cspd.insmod=rust_dump_client.ko,c_dump_client.ko" \
-		--qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+		--qemu-arg "-dtb $d.dtb" || return 1
 	grep -q "coresight_panic_dump: dump region at $DT_REGION, 1024 KiB (device tree)" "$d/console.log" ||
 		{ echo "the core did not take the device-tree region" >&2; return 1; }
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
@@ -621,8 +618,8 @@ check_device_dump() {
 scenario_dump-dt-kdump() {
 	local d=$RUNS/dump-dt-kdump
 	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
-	qemu kdump mod "$d" "$DT_KDUMP_APPEND" --qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+	make_dtb "$d.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	qemu kdump mod "$d" "$DT_KDUMP_APPEND" --qemu-arg "-dtb $d.dtb" || return 1
 	grep -q "coresight_panic_dump: dump region at $DT_REGION, 1024 KiB (device tree)" "$d/console.log" ||
 		{ echo "the core did not take the device-tree region" >&2; return 1; }
 	check_dump "$d" && check_device_dump "$d"
@@ -633,9 +630,9 @@ scenario_dump-dt-kdump() {
 scenario_harness-dt-kdump-no-core() {
 	local d=$RUNS/harness-dt-kdump-no-core
 	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-cspd.dtb" || { echo "could not make the device tree" >&2; return 1; }
+	make_dtb "$d.dtb" || { echo "could not make the device tree" >&2; return 1; }
 	qemu kdump mod "$d" "$DT_KDUMP_APPEND cspd.capture_append=initcall_blacklist=__coresight_panic_dump_init" \
-		--qemu-arg "-dtb $RUNS/virt-cspd.dtb" || return 1
+		--qemu-arg "-dtb $d.dtb" || return 1
 	# The capture kernel's log starts at its own command line; in a capture kernel the core always
 	# says what it did with the region, so no line of it means it did not run.
 	local capture
@@ -773,7 +770,7 @@ scenario_trace-builtin() {
 # through the crash into panic(), and csdump finds no KASLR offset.
 scenario_trace-smp8() {
 	local d=$RUNS/trace-smp8
-	SMP=8 CS_DTB=$RUNS/virt-coresight-smp8.dtb cs_qemu qemu-dump builtin "$d" \
+	SMP=8 cs_qemu qemu-dump builtin "$d" \
 		"nokaslr cspd.test=panic cspd.trigger_cpu=5 $TRACE_APPEND coresight_cpu_debug.enable=1" --smp 8 &&
 		grep -q "CSPD: triggering panic on CPU 5" "$d/console.log" &&
 		SMP=8 check_trace "$d" builtin --nokaslr --panic-cpu 5
@@ -1109,12 +1106,12 @@ scenario_trace-etm-os-lock() {
 scenario_coresight-devmem() {
 	local d=$RUNS/coresight-devmem
 	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	make_dtb "$d.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
 	rm -rf "$d"
 	mkdir -p "$d"
 	python3 "$REPO/scripts/qemu.py" boot --kernel "$(kernel_of mod)" --initrd "$(initrd_of mod)" \
 		--append "$BASE_APPEND cspd.test=devmem" --workdir "$d" --coresight \
-		--qemu-arg "-dtb $RUNS/virt-coresight.dtb" --wait-for "CSPD: devmem done" --panic-timeout 180 ||
+		--qemu-arg "-dtb $d.dtb" --wait-for "CSPD: devmem done" --panic-timeout 180 ||
 		return 1
 	grep -a "qemu-coresight: exit" "$d/plugin.log" "$d/qemu.log" 2>/dev/null | head -n 3
 	python3 "$REPO/scripts/check_coresight.py" --console "$d/console.log" --cpus "$SMP" \
@@ -1159,7 +1156,7 @@ sysfs_run() {
 	shift 3
 	local -a disks=(--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf")
 	mkdir -p "$RUNS"
-	make_dtb "$RUNS/virt-coresight.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	make_dtb "$d.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
@@ -1169,7 +1166,7 @@ sysfs_run() {
 	fi
 	python3 "$REPO/scripts/qemu.py" qemu-dump --kernel "$(kernel_of "$variant")" --initrd "$(initrd_of "$variant")" \
 		--append "$BASE_APPEND cspd.test=panic cspd.upstream=1 $append" --workdir "$d" --vmcore "$d/vmcore.elf" \
-		--coresight --cs-arg tmc_size=256K --qemu-arg "-dtb $RUNS/virt-coresight.dtb" "${disks[@]}" \
+		--coresight --cs-arg tmc_size=256K --qemu-arg "-dtb $d.dtb" "${disks[@]}" \
 		--panic-timeout 300 "$@"
 }
 
@@ -1260,7 +1257,7 @@ PY
 # copied to the disk; a memory dump of that boot gives the kernel text. check_upstream.py --etr:
 # the crash data is the plugin's buffer, and decodes to the ground truth on every CPU.
 scenario_upstream-etr() {
-	local d=$RUNS/upstream-etr dtb=$RUNS/virt-coresight-etr-tracedata.dtb
+	local d=$RUNS/upstream-etr dtb=$RUNS/upstream-etr.dtb
 	mkdir -p "$RUNS"
 	CS_TMC=etr CS_TRACEDATA=1 make_dtb "$dtb" none coresight ||
 		{ echo "could not make the device tree" >&2; return 1; }
@@ -2016,11 +2013,19 @@ import json, os, sys
 rep = json.load(open(sys.argv[1]))
 def kernel(b):
     return b["kind"] != "target" and b["from"] and int(b["from"]["addr"], 16) >= 0xFFFF << 48
+def key(e):
+    return (e["kind"], e["from"] and e["from"]["addr"], e["to"] and e["to"]["addr"])
+def lone(b, i):
+    # Not in a run of equal events: dropping it, or adding an event unlike it next to it, is a
+    # change of the flow, not a window one event longer or shorter (a CPU that polls runs the
+    # same branch thousands of times).
+    return 0 < i < len(b) - 6 and kernel(b[i]) and key(b[i]) not in (key(b[i - 1]), key(b[i + 1])) \
+        and key(b[i + 5]) not in (key(b[i - 1]), key(b[i]))
 def altered(c, what, fn):
     # A report of that CPU alone (the comparison takes the CPUs the report has), its list a
     # shallow copy: an altered event is replaced by an altered copy, the original stays as it is.
     b = list(c["branches"])
-    fn(b, lambda at: next(i for i in range(at, len(b)) if kernel(b[i])))
+    fn(b, lambda at: next(i for i in range(at, len(b)) if lone(b, i)))
     r = dict(rep, cpus=[dict(c, branches=b)])
     # json.dumps: json.dump encodes in pure Python, several times slower.
     with open(os.path.join(sys.argv[2], f"cpu{c['cpu']}-{what}.json"), "w") as fh:
@@ -2592,6 +2597,102 @@ keep_failed() {
 	return 0
 }
 
+# The scenarios whose runs a scenario reads (it runs them itself when their files are missing): in
+# a parallel run (CSPD_E2E_JOBS) it starts after them, and never beside another that needs the same.
+declare -A NEEDS=(
+	[dump-warm-corrupt]="dump-warm-reboot"
+	[harness-wrong-record]="sample-qemu-dump"
+	[harness-trace-ground-truth]="trace-builtin"
+	[trace-gdb]="trace-kdump trace-builtin trace-module-oops"
+	[harness-coresight-wrong-id]="coresight-devmem"
+	[harness-devfile]="devfile-etf"
+	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
+	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
+	[harness-perf]="perf-cpu-wide perf-per-thread"
+	[perf-filter]="perf-filter-start-stop"
+	[harness-perf-filter]="perf-filter perf-filter-start-stop"
+	[harness-perf-pause]="perf-pause"
+	[harness-perf-snapshot]="perf-snapshot perf-panic"
+	[harness-perf-etr]="perf-etr perf-etr-snapshot perf-etr-panic"
+	[harness-upstream-perf]="upstream-perf upstream-perf-snapshot"
+)
+
+# run_scenario NAME: runs it, says how it went and how long it took.
+run_scenario() {
+	local s=$1 start=$SECONDS
+	if "scenario_$s"; then
+		say "e2e: $s passed ($((SECONDS - start)) s)"
+	else
+		say "e2e: $s FAILED ($((SECONDS - start)) s; logs in $RUNS/$s)"
+		keep_failed "$s"
+		return 1
+	fi
+}
+
+# run_parallel JOBS NAME...: the scenarios JOBS at a time, each after the ones it NEEDS that are in
+# the list; a scenario's output is printed whole when it ends. Sets `failures`.
+run_parallel() {
+	local jobs=$1 s n pid rc ready bad
+	shift
+	local -a pending=("$@")
+	local -A state=() running=() log=()
+	local logs=$RUNS/.logs
+	mkdir -p "$logs"
+	for s in "$@"; do state[$s]=pending; done
+	while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
+		while [ ${#running[@]} -lt "$jobs" ]; do
+			ready=""
+			for s in "${pending[@]}"; do
+				scenario_ready "$s" && { ready=$s; break; }
+			done
+			[ -n "$ready" ] || break
+			local -a left=()
+			for n in "${pending[@]}"; do [ "$n" = "$ready" ] || left+=("$n"); done
+			pending=("${left[@]}")
+			log[$ready]=$logs/$ready.log
+			bad=""
+			for n in ${NEEDS[$ready]:-}; do
+				[ "${state[$n]:-}" != failed ] || bad=$n
+			done
+			if [ -n "$bad" ]; then
+				say "e2e: $ready FAILED (not run: it needs $bad's run, which failed)"
+				state[$ready]=failed
+				failures+=("$ready")
+				continue
+			fi
+			state[$ready]=running
+			say "e2e: $ready started"
+			run_scenario "$ready" >"${log[$ready]}" 2>&1 &
+			running[$!]=$ready
+		done
+		[ ${#running[@]} -gt 0 ] || die "e2e: none of ${pending[*]} can start (NEEDS)"
+		rc=0
+		wait -n -p pid "${!running[@]}" || rc=$?
+		s=${running[$pid]}
+		unset "running[$pid]"
+		cat "${log[$s]}"
+		if [ $rc = 0 ]; then state[$s]=passed; else state[$s]=failed; failures+=("$s"); fi
+	done
+}
+
+# scenario_ready NAME (in run_parallel): every scenario NAME needs from the list has ended, and
+# no running scenario is one NAME needs or needs one of those NAME needs that are not in the list.
+scenario_ready() {
+	local s=$1 n r
+	for n in ${NEEDS[$s]:-}; do
+		case ${state[$n]:-unlisted} in
+		pending | running) return 1 ;;
+		unlisted)
+			for r in "${running[@]}"; do
+				[ "$r" != "$n" ] || return 1
+				[[ " ${NEEDS[$r]:-} " != *" $n "* ]] || return 1
+			done
+			;;
+		esac
+	done
+	return 0
+}
+
 main() {
 	ensure_cache_dir
 	command -v qemu-system-aarch64 >/dev/null ||
@@ -2604,26 +2705,25 @@ main() {
 		die "could not build the vmcore oracle"
 	local -a list=("$@")
 	[ ${#list[@]} -gt 0 ] || list=("${ALL[@]}")
-	local s passed=0 failed=0 start
-	local -a failures=()
+	local s n jobs=${CSPD_E2E_JOBS:-$(nproc)}
+	failures=()
 	for s in "${list[@]}"; do
 		declare -F "scenario_$s" >/dev/null || die "unknown scenario '$s' (known: ${ALL[*]})"
 	done
-	for s in "${list[@]}"; do
-		say "e2e: $s"
-		start=$SECONDS
-		if "scenario_$s"; then
-			say "e2e: $s passed ($((SECONDS - start)) s)"
-			passed=$((passed + 1))
-		else
-			say "e2e: $s FAILED ($((SECONDS - start)) s; logs in $RUNS/$s)"
-			failed=$((failed + 1))
-			failures+=("$s")
-			keep_failed "$s"
-		fi
-	done
-	echo "e2e: $passed passed, $failed failed"
-	[ $failed = 0 ] || die "failed scenarios: ${failures[*]}"
+	[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "CSPD_E2E_JOBS=$jobs: give the number of scenarios to run at once (1 or more)"
+	# Two at a time by default: a scenario's guest and judges keep about one core busy on average.
+	[ -n "${CSPD_E2E_JOBS:-}" ] || [ "$jobs" -le 2 ] || jobs=2
+	if [ "$jobs" = 1 ] || [ ${#list[@]} = 1 ]; then
+		for s in "${list[@]}"; do
+			say "e2e: $s"
+			run_scenario "$s" || failures+=("$s")
+		done
+	else
+		say "e2e: ${#list[@]} scenarios, $jobs at a time (CSPD_E2E_JOBS)"
+		run_parallel "$jobs" "${list[@]}"
+	fi
+	echo "e2e: $((${#list[@]} - ${#failures[@]})) passed, ${#failures[@]} failed"
+	[ ${#failures[@]} = 0 ] || die "failed scenarios: ${failures[*]}"
 }
 
 # scripts/bench-plugin.sh sources this file for make_dtb and the run settings.
