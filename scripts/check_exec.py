@@ -486,10 +486,9 @@ class Short(Exception):
         self.left = left
 
 
-def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
-    """Finds csdump's decode of `cpu` as a run of the record's boundaries: the newest place
-    where it matches whole (`unserved`: see Matcher). Returns (boundaries after its end, events
-    matched, boundaries skipped in code the decoder was not given)."""
+def _newest_match(rec, dis, cpu, events, ring, wrapped, unserved=None):
+    """check_cpu's search: (the position of the boundary of the decode's newest event, events
+    matched, boundaries skipped in code the decoder was not given, the matcher)."""
     m = Matcher(rec, dis, cpu, events, unserved)
     n = len(events)
     run = min(ANCHOR_RUN, n)
@@ -511,7 +510,7 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
         m.deepest = n
         try:
             total = m.match_at(from_here(), n - 1)
-            return walked_to(ring, pos) - 1, total, m.user_skipped
+            return pos, total, m.user_skipped, m
         except Short as s:
             why = ("the ring wrapped: the record keeps the newest "
                    f"{rec.entries} blocks" if wrapped else "the record starts there")
@@ -534,6 +533,50 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
               "it are nowhere in the record as a run")
 
 
+# A decode that ends in a run of one event this long (a CPU that polls) is matched without it
+# first, then the run is checked on the blocks the record has after that place.
+TRAIL_RUN = 64
+
+
+def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
+    """Finds csdump's decode of `cpu` as a run of the record's boundaries: the newest place
+    where it matches whole (`unserved`: see Matcher). Returns (boundaries after its end, events
+    matched, boundaries skipped in code the decoder was not given).
+
+    A decode that ends in a long run of one event (a CPU polling a flag when the trace stopped:
+    thousands of iterations of one loop) would be tried at every iteration the record holds,
+    each try walking the run back. The decode without the run is found instead (its newest event
+    is not the loop's), and the run must follow it in the record: that many iterations of the
+    loop, and no branch, exception or block the trace must show in between."""
+    n = len(events)
+    trail = trail_of(events)
+    if trail < TRAIL_RUN or trail == n:
+        pos, total, skipped, _ = _newest_match(rec, dis, cpu, events, ring, wrapped, unserved)
+        return walked_to(ring, pos) - 1, total, skipped
+    head = events[:n - trail]
+    pos, total, skipped, m = _newest_match(rec, dis, cpu, head, ring, wrapped, unserved)
+    loop, seen, walked = events[-1], 0, 0
+    at = pos
+    while seen < trail:
+        nxt = following(rec, ring, at, 2)
+        if len(nxt) < 2:
+            raise Bad(f"CPU{cpu}: the record ends {seen} of the {trail} {describe(loop)} that csdump decodes "
+                      f"after its event {n - trail - 1}: a sizing error of the harness, not a verdict")
+        # `at` moves one block on: the position after the block at `at`.
+        j, r = at
+        at = (j, r + 1) if 0 <= j < len(ring) and r < ring[j] >> INDEX_BITS else (j + 1, 0)
+        prev, b = nxt
+        walked += 1
+        if m.hit(loop, prev, b):
+            seen += 1
+            continue
+        m.dis.classify([prev[1][-1]])
+        if m.must_report(prev, b) and not (m.unserved(prev[0]) and m.unserved(b[0])):
+            raise Bad(f"CPU{cpu}: csdump decodes {trail} {describe(loop)} after its event {n - trail - 1}, but "
+                      f"after {seen} of them the record has block {prev[0]:#x} -> {b[0]:#x}")
+    return walked_to(ring, pos) - 1 - walked, total + trail, skipped
+
+
 def self_test(rec, dis, cpu, events, ring, wrapped, unserved=None):
     """The judge must fail a decode that differs from the record by one event: a kernel branch
     whose target is one instruction off, one kernel branch dropped, an exception that returns
@@ -549,8 +592,33 @@ def self_test(rec, dis, cpu, events, ring, wrapped, unserved=None):
     if x is not None:
         cases.append(("an exception that returns one instruction off", x,
                       ("X", events[x][1] + 4, events[x][2])))
-    for what, i, ev in cases:
-        mutated = events[:i] + ([ev] if ev else []) + events[i + 1:]
+    mutations = [(what, i, events[:i] + ([ev] if ev else []) + events[i + 1:]) for what, i, ev in cases]
+    _fails(rec, dis, cpu, mutations + _trail_mutations(events), ring, wrapped, unserved)
+
+
+def trail_of(events):
+    """How many events the decode ends with that are its newest one (a CPU polling)."""
+    n = len(events)
+    return next((k for k in range(1, n) if events[n - 1 - k] != events[-1]), n)
+
+
+def _trail_mutations(events):
+    """For a decode that ends in a polling loop (TRAIL_RUN events or more, checked on their own
+    by check_cpu): the run with each branch's target one instruction off."""
+    n, last, trail = len(events), events[-1], trail_of(events)
+    if not (TRAIL_RUN <= trail < n and last[0] == "T"):
+        return []
+    return [(f"the trailing run of {trail} branches each one instruction off", n - trail,
+             events[:n - trail] + [("T", last[1], last[2] + 4)] * trail)]
+
+
+def self_test_trail(rec, dis, cpu, events, ring, wrapped, unserved=None):
+    """self_test's check of a decode's trailing polling loop alone (none when it has none)."""
+    _fails(rec, dis, cpu, _trail_mutations(events), ring, wrapped, unserved)
+
+
+def _fails(rec, dis, cpu, mutations, ring, wrapped, unserved):
+    for what, i, mutated in mutations:
         try:
             check_cpu(rec, dis, cpu, mutated, ring, wrapped, unserved)
         except Bad as e:
@@ -639,6 +707,8 @@ def main():
                   f"record says the CPU did; the trace ends {skipped} block boundaries before the "
                   f"record's end; {m_user} user-space boundaries csdump could not decode")
             judged += 1
+            if a.self_test and judged > 1:
+                self_test_trail(rec, dis, cpu, events, ring, wrapped)
             if a.self_test and judged == 1:
                 self_test(rec, dis, cpu, events, ring, wrapped)
                 try:
