@@ -47,6 +47,9 @@
 #                        read while tracing (a second reader refused); both reads decode to the truth
 #                        and the execution record (check_upstream.py --devfile --exec)
 #   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
+#   harness-last-dump    trace-warm-reboot's readback check must FAIL on its console with one line
+#                        altered (a kernel with debugfs, the dump read from debugfs, a clear that
+#                        failed either way)
 #   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
 #                        the dump against the emulated hardware and its ground truth (check_trace.py),
 #                        on the raw /proc/vmcore copy and on makedumpfile's three files of that panic
@@ -361,23 +364,40 @@ scenario_cpu-debug-builtin() {
 }
 
 # Warm reboot: the first boot panics and reboots itself (panic=1) with its RAM; the second boot
-# finds the dump in debugfs, saves it to the disk (the host's region file), then clears it.
+# finds the dump, saves it to the disk (the host's region file), then clears it: here through
+# debugfs (last_dump, clear), elsewhere through /dev/coresight_panic_dump.
 WARM_APPEND="panic=1 reserve_mem=1M:4096:coresight_dump cspd.test=warm cspd.insmod=rust_dump_client.ko,c_dump_client.ko"
+LAST_DEV=/dev/coresight_panic_dump
+LAST_DEBUGFS=/sys/kernel/debug/coresight_panic_dump/last_dump
+
+# check_readback CONSOLE SIZE FROM [no-debugfs]: the second boot read the previous dump (SIZE
+# bytes) from FROM, a bad clear request left it whole, clearing (through the same file system)
+# emptied it; with no-debugfs, the kernel had no debugfs.
+check_readback() {
+	local log=$1 size=$2 from=$3 debugfs=${4:-}
+	grep -q "coresight_panic_dump: previous dump: .*records.*read it from $LAST_DEV" "$log" ||
+		{ echo "the second boot did not report the previous dump and its device file" >&2; return 1; }
+	if [ "$debugfs" = no-debugfs ]; then
+		grep -q "CSPD: debugfs: not in this kernel" "$log" ||
+			{ echo "the kernel had debugfs: the readback without it is not shown" >&2; return 1; }
+	fi
+	grep -qF "CSPD: last dump read from $from" "$log" ||
+		{ echo "the previous dump was not read from $from ($(grep -a "CSPD: last dump read from" "$log" || echo "no read"))" >&2; return 1; }
+	grep -q "CSPD: clear rejected a bad value; last dump still $size bytes" "$log" ||
+		{ echo "writing 2 to clear was not rejected, or changed the dump" >&2; return 1; }
+	grep -q "CSPD: last dump after clear: 0 bytes" "$log" ||
+		{ echo "clearing did not empty $from" >&2; return 1; }
+	echo "warm reboot: $size byte dump read back from $from${debugfs:+ (a kernel without debugfs)}, bad clear value rejected, clear emptied it"
+}
 
 scenario_dump-warm-reboot() {
 	local d=$RUNS/dump-warm-reboot
-	qemu warm mod "$d" "$WARM_APPEND" || return 1
+	qemu warm mod "$d" "$WARM_APPEND cspd.last_from=debugfs" || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
 	check_dump "$d" || return 1
-	local size
-	size=$(stat -c %s "$d/vmcore.elf")
 	grep -q "coresight_panic_dump: previous dump: 7 records" "$d/console.log" ||
 		{ echo "the second boot did not report the previous dump" >&2; return 1; }
-	grep -q "CSPD: clear rejected a bad value; last dump still $size bytes" "$d/console.log" ||
-		{ echo "writing 2 to clear was not rejected, or changed the dump" >&2; return 1; }
-	grep -q "CSPD: last dump after clear: 0 bytes" "$d/console.log" ||
-		{ echo "clear did not empty last_dump" >&2; return 1; }
-	echo "warm reboot: $size byte dump read back from debugfs, bad clear value rejected, clear emptied it"
+	check_readback "$d/console.log" "$(stat -c %s "$d/vmcore.elf")" "$LAST_DEBUGFS"
 }
 
 # A callback that never returns: the first boot hangs in its panic path; the harness resets the
@@ -595,7 +615,7 @@ scenario_dump-dt-region() {
 	grep -q "coresight_panic_dump: dump region at $DT_REGION, 1024 KiB (device tree)" "$d/console.log" ||
 		{ echo "the core did not take the device-tree region" >&2; return 1; }
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
-	check_dump "$d"
+	check_dump "$d" && check_readback "$d/console.log" "$(stat -c %s "$d/vmcore.elf")" "$LAST_DEV"
 }
 
 # kdump with the device-tree region (no-map): the crash ELF headers leave the region out of
@@ -867,11 +887,36 @@ scenario_trace-warm-reboot() {
 	cs_qemu warm builtin "$d" "panic=-1 cspd.test=warm cspd.text_dump=1 $TRACE_APPEND coresight_cpu_debug.enable=1" \
 		--dump-at "$TEXT_DUMP_AT" --second-vmcore "$d/text.vmcore" || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
-	grep -q "coresight_panic_dump: previous dump: [0-9]* records" "$d/console.log" ||
-		{ echo "the second boot did not report the previous dump" >&2; return 1; }
+	check_readback "$d/console.log" "$(stat -c %s "$d/vmcore.elf")" "$LAST_DEV" no-debugfs || return 1
 	local rc=0
 	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --text-from "$d/text.vmcore" || rc=1
 	rm -f "$d/text.vmcore"
+	return $rc
+}
+
+# check_readback fails, each with its own message, on a copy of trace-warm-reboot's console with
+# one line altered: a kernel with debugfs, the dump read from debugfs, a bad clear request that
+# took, a clear that left the dump.
+scenario_harness-last-dump() {
+	local src=$RUNS/trace-warm-reboot d=$RUNS/harness-last-dump rc=0 size
+	[ -f "$src/vmcore.elf" ] || scenario_trace-warm-reboot || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	size=$(stat -c %s "$src/vmcore.elf")
+	check_readback "$src/console.log" "$size" "$LAST_DEV" no-debugfs >"$d/unaltered.txt" 2>&1 ||
+		{ cat "$d/unaltered.txt"; echo "check_readback fails on trace-warm-reboot's console" >&2; return 1; }
+	sed 's/CSPD: debugfs: not in this kernel/CSPD: debugfs: in this kernel/' "$src/console.log" >"$d/debugfs.log"
+	judge_negative "a kernel with debugfs" "the kernel had debugfs" \
+		check_readback "$d/debugfs.log" "$size" "$LAST_DEV" no-debugfs || rc=1
+	sed "s|CSPD: last dump read from .*|CSPD: last dump read from $LAST_DEBUGFS|" "$src/console.log" >"$d/from.log"
+	judge_negative "the dump read from debugfs" "the previous dump was not read from $LAST_DEV" \
+		check_readback "$d/from.log" "$size" "$LAST_DEV" no-debugfs || rc=1
+	sed 's/CSPD: clear rejected a bad value.*/CSPD: clear accepted a bad value/' "$src/console.log" >"$d/bad-clear.log"
+	judge_negative "a bad clear request that took" "writing 2 to clear was not rejected" \
+		check_readback "$d/bad-clear.log" "$size" "$LAST_DEV" no-debugfs || rc=1
+	sed "s/CSPD: last dump after clear: 0 bytes/CSPD: last dump after clear: $size bytes/" "$src/console.log" >"$d/kept.log"
+	judge_negative "a clear that left the dump" "clearing did not empty $LAST_DEV" \
+		check_readback "$d/kept.log" "$size" "$LAST_DEV" no-debugfs || rc=1
 	return $rc
 }
 
@@ -970,8 +1015,9 @@ scenario_trace-etr-warm-reboot() {
 		"panic=-1 cspd.test=warm cspd.text_dump=1 $TRACE_APPEND coresight_cpu_debug.enable=1" \
 		--dump-at "$TEXT_DUMP_AT" --second-vmcore "$d/text.vmcore" || return 1
 	[ -f "$d/vmcore.elf" ] || { echo "the second boot found no dump" >&2; return 1; }
-	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region into last_dump" \
-		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to last_dump" >&2; return 1; }
+	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region behind the dump" \
+		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to the previous dump" >&2; return 1; }
+	check_readback "$d/console.log" "$(stat -c %s "$d/vmcore.elf")" "$LAST_DEV" no-debugfs || return 1
 	local rc=0
 	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" \
 		--etr-wrapped --text-from "$d/text.vmcore" || rc=1
@@ -2564,7 +2610,7 @@ scenario_tmc-sysfs-listing() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
@@ -2603,6 +2649,7 @@ declare -A NEEDS=(
 	[dump-warm-corrupt]="dump-warm-reboot"
 	[harness-wrong-record]="sample-qemu-dump"
 	[harness-trace-ground-truth]="trace-builtin"
+	[harness-last-dump]="trace-warm-reboot"
 	[trace-gdb]="trace-kdump trace-builtin trace-module-oops"
 	[harness-coresight-wrong-id]="coresight-devmem"
 	[harness-devfile]="devfile-etf"

@@ -197,9 +197,9 @@ cmd_overlay() {
 
 variant_fragments() {
 	case $1 in
-	mod) echo "$REPO/configs/base.config $REPO/configs/modules.config" ;;
+	mod) echo "$REPO/configs/base.config $REPO/configs/debugfs.config $REPO/configs/modules.config" ;;
 	builtin) echo "$REPO/configs/base.config $REPO/configs/builtin.config" ;;
-	upstream) echo "$REPO/configs/base.config $REPO/configs/upstream.config" ;;
+	upstream) echo "$REPO/configs/base.config $REPO/configs/debugfs.config $REPO/configs/upstream.config" ;;
 	*) die "unknown kernel variant '$1' (use mod, builtin or upstream)" ;;
 	esac
 }

@@ -14,8 +14,14 @@
 
 use crate::{
     bindings,
-    error::to_result,
-    iov::IovIterDest,
+    error::{
+        to_result,
+        VTABLE_DEFAULT_ERROR, //
+    },
+    iov::{
+        IovIterDest,
+        IovIterSource, //
+    },
     module::this_module,
     new_condvar, new_spinlock,
     prelude::*,
@@ -51,6 +57,17 @@ pub trait DevFile: Sized {
         pos: &mut i64,
         out: &mut IovIterDest<'_>,
     ) -> Result<usize>;
+
+    /// Writes what `input` holds to the open file at `*pos`; returns the bytes taken. A file
+    /// whose [`DevFile`] has no `write` cannot be written.
+    fn write(
+        _data: &Self::Data,
+        _state: &Self::State,
+        _pos: &mut i64,
+        _input: &mut IovIterSource<'_>,
+    ) -> Result<usize> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Releases the open file.
     fn release(data: &Self::Data, state: Self::State);
@@ -237,10 +254,41 @@ impl<T: DevFile> DevFileVTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// `kiocb` is of a file that [`Self::open`] opened and has not released; `iter` is a
+    /// valid `struct iov_iter` to read from.
+    unsafe extern "C" fn write_iter(
+        kiocb: *mut bindings::kiocb,
+        iter: *mut bindings::iov_iter,
+    ) -> isize {
+        // SAFETY: The caller gives a valid `struct kiocb` of an open file.
+        let raw_file = unsafe { (*kiocb).ki_filp };
+        // SAFETY: As in `read_iter`, the private data is the open file, not released during
+        // a write.
+        let open = unsafe { &*(*raw_file).private_data.cast::<OpenFile<T>>() };
+        // SAFETY: The registration outlives the open file (its drop waits for the release).
+        let r = unsafe { open.reg.as_ref() };
+        // SAFETY: `iter` is a valid `struct iov_iter` for reading.
+        let input = unsafe { IovIterSource::from_raw(iter) };
+        // SAFETY: `kiocb` is valid for the call, and nothing else moves its position.
+        let pos = unsafe { &mut (*kiocb).ki_pos };
+        match T::write(&r.data, &open.state, pos, input) {
+            // CAST: a write takes at most the bytes `input` holds, which fit `isize`.
+            Ok(n) => n as isize,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
+
     const VTABLE: bindings::file_operations = bindings::file_operations {
         open: Some(Self::open),
         release: Some(Self::release),
         read_iter: Some(Self::read_iter),
+        write_iter: if T::HAS_WRITE {
+            Some(Self::write_iter)
+        } else {
+            None
+        },
         owner: this_module::<T::OwnerModule>().as_ptr(),
         ..pin_init::zeroed()
     };

@@ -892,7 +892,7 @@ pub struct EtrTrace {
 ///
 /// A buffer copied at panic is in the record, oldest byte first. A buffer left in reserved
 /// memory ([`ETR_REC_IN_PLACE`]) is looked for, `RSZ` words from its physical address, in the
-/// trace buffers attached behind a region file (`last_dump` after a warm reboot), in the vmcore's
+/// trace buffers attached behind a region file (`/dev/coresight_panic_dump` after a warm reboot), in the vmcore's
 /// device dumps (`coresight_tracedata@ADDRESS`, which a kdump capture kernel adds for a `no-map`
 /// region), then in the vmcore's memory; it is unwrapped as the record's registers say
 /// (`STS.Full`: the oldest byte at `RWP`, else from `DBA` to `RWP`). Either way, a trace that
@@ -964,7 +964,7 @@ fn find_buffer(located: &Located<'_>, paddr: u64, len: u64) -> Result<(Vec<u8>, 
     }
     let Some(core) = located.core.as_ref() else {
         return Err(format!(
-            "the trace stayed in the reserved buffer at {paddr:#x} ({len:#x} bytes), which a region file does not hold: after a warm reboot, take last_dump, which carries it"
+            "the trace stayed in the reserved buffer at {paddr:#x} ({len:#x} bytes), which a region file does not hold: after a warm reboot, take /dev/coresight_panic_dump, which carries it"
         ));
     };
     for dd in core.device_dumps() {

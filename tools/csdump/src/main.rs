@@ -35,14 +35,14 @@ temporary files of an unfinished run.
 Input: a vmcore as kdump saves it -- makedumpfile's flattened format (-F, Debian's kdump-tools:
 /var/crash/<stamp>/dump.<stamp>, also gzip'ed), its kdump-compressed format (-c/-l/-p/-z, any
 dump level: Fedora's and RHEL's /var/crash/<host>-<date>/vmcore), an ELF64 vmcore (a copy of
-/proc/vmcore, QEMU's dump-guest-memory) -- or a raw image (the region itself, e.g. debugfs'
-last_dump after a warm reboot, with the trace buffers the next boot attached behind it, or a
-memory image that holds it). In a vmcore the region is the
+/proc/vmcore, QEMU's dump-guest-memory) -- or a raw image (the region itself, e.g. a copy of
+/dev/coresight_panic_dump after a warm reboot, with the trace buffers the next boot attached
+behind it, or a memory image that holds it). In a vmcore the region is the
 capture kernel's device dump coresight_panic_dump when there is one, else the one the
 CSPD_REGION_PADDR/CSPD_REGION_SIZE keys of VMCOREINFO name (checked against its container
 header), else found by scanning the vmcore's page starts for the container magic; the output
 says which, and which format it read. A TMC-ETR's buffer left in reserved memory is read from
-the trace buffer attached to last_dump, the capture kernel's device dump
+the trace buffer attached to the previous dump, the capture kernel's device dump
 coresight_tracedata@ADDRESS, or the vmcore's memory, and unwrapped as its record says.";
 
 /// Reads a coresight-panic-dump from a vmcore or a region file.

@@ -140,7 +140,7 @@ pub enum LocateError {
     },
 }
 
-/// A trace buffer carried behind the region in a region file (`last_dump` after a warm reboot):
+/// A trace buffer carried behind the region in a region file (`/dev/coresight_panic_dump` after a warm reboot):
 /// an ETR's reserved buffer, read by the next boot from where the ETR left it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attachment {

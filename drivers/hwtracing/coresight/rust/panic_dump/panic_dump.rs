@@ -19,12 +19,17 @@
 //! the `memory-region` named "dump" of a device-tree node compatible with
 //! "linux,coresight-panic-dump", or (when `kernel_buffer_kib` is not zero) a kernel buffer, which
 //! only a kdump vmcore can read back. A persistent region that holds a committed dump from the
-//! previous boot is copied to debugfs (`coresight_panic_dump/last_dump`) before it is reset, with
-//! the trace buffers its ETR records left in reserved memory ([`tracedata`]); writing 1 to
-//! `coresight_panic_dump/clear` frees that copy.
+//! previous boot is copied out before it is reset, with the trace buffers its ETR records left in
+//! reserved memory ([`tracedata`]): `/dev/coresight_panic_dump` reads that copy, and writing 1 to
+//! it frees the copy. With debugfs, `coresight_panic_dump/last_dump` and
+//! `coresight_panic_dump/clear` do the same.
 
 use kernel::{
     c_str,
+    coresight::devfile::{
+        DevFile,
+        DevFileRegistration, //
+    },
     coresight::panic_dump::{
         format::{
             self,
@@ -52,6 +57,10 @@ use kernel::{
     },
     cpu::CpuId,
     crash_dump, debugfs,
+    iov::{
+        IovIterDest,
+        IovIterSource, //
+    },
     panic_notifier::{
         self,
         Counter,
@@ -66,6 +75,7 @@ use kernel::{
         Origin,
         ReservedRegion, //
     },
+    str::CString,
     sync::{
         atomic::{
             Acquire,
@@ -786,12 +796,12 @@ impl PanicHandler for Notifier {
 /// A previous boot's dump, copied out of the region before it was reset.
 type LastDump = Arc<Mutex<KVVec<u8>>>;
 
-/// The `clear` file: frees the previous boot's dump.
-fn clear_last_dump(last: &LastDump, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 8];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(&mut buf[..n])?;
-    match buf[..n].trim_ascii() {
+/// The longest request to clear the previous dump (`1`, with white space around it).
+const CLEAR_MAX: usize = 8;
+
+/// Frees the previous boot's dump when `request` is `1` (white space around it allowed).
+fn clear_last_dump(last: &LastDump, request: &[u8]) -> Result {
+    match request.trim_ascii() {
         b"1" => {
             *last.lock() = KVVec::new();
             pr_info!("previous dump cleared\n");
@@ -801,11 +811,70 @@ fn clear_last_dump(last: &LastDump, reader: &mut UserSliceReader) -> Result {
     }
 }
 
+/// The debugfs `clear` file: [`clear_last_dump`].
+fn clear_from_debugfs(last: &LastDump, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; CLEAR_MAX];
+    if reader.len() > buf.len() {
+        return Err(EINVAL);
+    }
+    let n = reader.len();
+    reader.read_slice(&mut buf[..n])?;
+    clear_last_dump(last, &buf[..n])
+}
+
+/// `/dev/coresight_panic_dump`: reads the previous boot's dump; writing `1` frees it.
+struct LastDumpFile;
+
+#[vtable]
+impl DevFile for LastDumpFile {
+    type Data = LastDump;
+    type State = ();
+
+    fn open(_last: &LastDump) -> Result {
+        Ok(())
+    }
+
+    fn read(
+        last: &LastDump,
+        _state: &(),
+        pos: &mut i64,
+        out: &mut IovIterDest<'_>,
+    ) -> Result<usize> {
+        out.simple_read_from_buffer(pos, &last.lock())
+    }
+
+    fn write(
+        last: &LastDump,
+        _state: &(),
+        _pos: &mut i64,
+        input: &mut IovIterSource<'_>,
+    ) -> Result<usize> {
+        let mut buf = [0u8; CLEAR_MAX];
+        let n = input.len();
+        if n > buf.len() {
+            return Err(EINVAL);
+        }
+        if input.copy_from_iter(&mut buf[..n]) != n {
+            return Err(EFAULT);
+        }
+        clear_last_dump(last, &buf[..n])?;
+        Ok(n)
+    }
+
+    fn release(_last: &LastDump, _state: ()) {}
+}
+
 struct PanicDump {
     _notifier: Pin<KBox<panic_notifier::Registration<Notifier>>>,
     #[cfg(CONFIG_MODULES)]
     _modules: Pin<KBox<module_notifier::Registration<ModuleList>>>,
-    _debugfs: Option<DebugFiles>,
+    _last: Option<LastDumpFiles>,
+}
+
+/// The previous boot's dump, as the device file and (with debugfs) its files show it.
+struct LastDumpFiles {
+    _dev: Pin<KBox<DevFileRegistration<LastDumpFile>>>,
+    _debugfs: DebugFiles,
 }
 
 struct DebugFiles {
@@ -924,7 +993,7 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
     match format::validate(&copy) {
         Ok(s) if s.is_clean() => {
             pr_info!(
-                "previous dump: {} records ({} ok); read it from debugfs coresight_panic_dump/last_dump\n",
+                "previous dump: {} records ({} ok); read it from /dev/coresight_panic_dump\n",
                 s.records,
                 s.ok
             );
@@ -1027,8 +1096,8 @@ impl kernel::Module for PanicDump {
             GFP_KERNEL,
         )?;
 
-        let debugfs = match previous {
-            Some(dump) => Some(debug_files(dump)?),
+        let last = match previous {
+            Some(dump) => Some(last_dump_files(dump)?),
             None => None,
         };
         pr_info!(
@@ -1046,20 +1115,33 @@ impl kernel::Module for PanicDump {
             _notifier: notifier,
             #[cfg(CONFIG_MODULES)]
             _modules: modules,
-            _debugfs: debugfs,
+            _last: last,
         })
     }
 }
 
-fn debug_files(dump: KVVec<u8>) -> Result<DebugFiles> {
+fn last_dump_files(dump: KVVec<u8>) -> Result<LastDumpFiles> {
     let last: LastDump = Arc::pin_init(new_mutex!(dump), GFP_KERNEL)?;
+    let name = CString::try_from_fmt(fmt!("coresight_panic_dump"))?;
+    let dev = KBox::pin_init(
+        DevFileRegistration::register(name, last.clone()),
+        GFP_KERNEL,
+    )?;
+    Ok(LastDumpFiles {
+        _dev: dev,
+        _debugfs: debug_files(last)?,
+    })
+}
+
+/// The debugfs files of the previous boot's dump (none without debugfs).
+fn debug_files(last: LastDump) -> Result<DebugFiles> {
     let dir = debugfs::Dir::new(c_str!("coresight_panic_dump"));
     let last_file = KBox::pin_init(
         dir.read_binary_file(c_str!("last_dump"), last.clone()),
         GFP_KERNEL,
     )?;
     let clear = KBox::pin_init(
-        dir.write_callback_file(c_str!("clear"), last, &clear_last_dump),
+        dir.write_callback_file(c_str!("clear"), last, &clear_from_debugfs),
         GFP_KERNEL,
     )?;
     Ok(DebugFiles {

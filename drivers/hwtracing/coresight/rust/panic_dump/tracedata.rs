@@ -13,7 +13,7 @@
 //!   ([`tracedata_dump_name`](kernel::coresight::panic_dump::format::etr::tracedata_dump_name));
 //! - after a warm reboot, [`attach_in_place`] reads each buffer a record of the previous dump
 //!   left in place, from its reserved region, and appends it to the copy of that dump that
-//!   `last_dump` exposes, as a
+//!   `/dev/coresight_panic_dump` (and debugfs' `last_dump`) reads, as a
 //!   [`TracedataAttachment`](kernel::coresight::panic_dump::format::etr::TracedataAttachment):
 //!   the one file holds the dump and its trace.
 //!
@@ -124,7 +124,7 @@ pub(crate) fn attach_in_place(mut dump: KVVec<u8>) -> KVVec<u8> {
         let name = CStr::from_bytes_until_nul(&name).unwrap_or(c_str!("?"));
         match attach(&mut dump, paddr, len) {
             Ok(()) => pr_info!(
-                "previous dump: trace buffer of {} at {:#x} ({} KiB) read from its tracedata region into last_dump\n",
+                "previous dump: trace buffer of {} at {:#x} ({} KiB) read from its tracedata region behind the dump\n",
                 name,
                 paddr,
                 len / 1024
