@@ -65,29 +65,29 @@ class Bad(Exception):
 
 # --- the guest's console ---------------------------------------------------------------------
 
-def guest_view(console, cpus):
+def guest_view(console, cpus, sink="tmc_etf0"):
     text = open(console, errors="replace").read()
     if "CSPD: upstream: done" not in text:
         raise Bad("the guest did not finish its upstream sequence (no 'CSPD: upstream: done')")
     m = re.search(r"CSPD: upstream: coresight devices: (.*)", text)
     devs = m.group(1).split() if m else []
-    want = ["tmc_etf0", "funnel0"] + [f"etm{c}" for c in range(cpus)]
+    want = [sink, "funnel0"] + [f"etm{c}" for c in range(cpus)]
     missing = [x for x in want if x not in devs]
     if missing:
         raise Bad(f"upstream's drivers did not register {missing} (CoreSight bus: {devs})")
-    for line in ["enabled sink tmc_etf0: enable_sink=1"] + \
+    for line in [f"enabled sink {sink}: enable_sink=1"] + \
             [f"enabled source etm{c}: enable_source=1" for c in range(cpus)] + \
             [f"disabled source etm{c}: enable_source=0" for c in range(cpus)]:
         if f"CSPD: upstream: {line}" not in text:
             raise Bad(f"sysfs: no 'upstream: {line}' (see the console)")
     regs = {}
-    for m in re.finditer(r"CSPD: upstream: reg (etm\d+|tmc_etf0) (\S+) (\S+)", text):
+    for m in re.finditer(rf"CSPD: upstream: reg (etm\d+|{sink}) (\S+) (\S+)", text):
         name, reg, value = m.groups()
         v = int(value, 0) if re.fullmatch(r"(0x)?[0-9a-fA-F]+", value) else value
         regs.setdefault(name, {})[reg] = v
     m = re.search(r"CSPD: upstream: etf (\d+) bytes, md5 ([0-9a-f]{32})", text)
     if not m:
-        raise Bad("the guest did not read the ETF through /dev/tmc_etf0 (no 'upstream: etf' line)")
+        raise Bad(f"the guest did not read the sink through /dev/{sink} (no 'upstream: etf' line)")
     # The drivers' messages up to the panic the guest triggers afterwards (its call trace is fine).
     before = text.split("Kernel panic - not syncing", 1)[0]
     trouble = [l.strip() for l in before.splitlines() if DRIVER_TROUBLE.search(l)]
@@ -538,14 +538,17 @@ def main():
     p.add_argument("--exec", action="store_true",
                    help="also judge each decode against the execution record (exec.rec)")
     p.add_argument("--devfile", action="store_true",
-                   help="also the read of /dev/tmc_etf0 while the session traced (cspd.devfile=1: devfile.disk, "
-                        "the plugin's tmc.bin.1)")
+                   help="also the read of the sink's device file while the session traced (cspd.devfile=1: "
+                        "devfile.disk, the plugin's tmc.bin.1)")
+    p.add_argument("--sink", default="tmc_etf0",
+                   help="the sink the guest traced into and read (cspd.sink; default tmc_etf0)")
     a = p.parse_args()
     d = a.dir
     if a.etr:
         return main_etr(a)
     try:
-        regs, etf_len, etf_md5, trouble, probes = guest_view(os.path.join(d, "console.log"), a.cpus)
+        sink = a.sink
+        regs, etf_len, etf_md5, trouble, probes = guest_view(os.path.join(d, "console.log"), a.cpus, sink)
         print("upstream drivers, as the kernel logged them:")
         for l in probes[:40]:
             print(f"  {l}")
@@ -555,13 +558,13 @@ def main():
         if len(etf) != etf_len or hashlib.md5(etf).hexdigest() != etf_md5:
             raise Bad(f"etf.disk does not hold the {etf_len} bytes the guest read (md5 {etf_md5})")
         if etf_len == 0 or etf_len % 16:
-            raise Bad(f"/dev/tmc_etf0 gave {etf_len} bytes: want a non-zero number of 16-byte frames")
-        devfile = devfile_read(d) if a.devfile else None
-        t = regs.get("tmc_etf0", {})
-        print("tmc_etf0 as the driver's sysfs shows it after the read: "
+            raise Bad(f"/dev/{sink} gave {etf_len} bytes: want a non-zero number of 16-byte frames")
+        devfile = devfile_read(d, sink) if a.devfile else None
+        t = regs.get(sink, {})
+        print(f"{sink} as the driver's sysfs shows it after the read: "
               + ", ".join(f"{k.split('/')[-1]} {v:#x}" if isinstance(v, int) else f"{k} {v}"
                           for k, v in sorted(t.items())))
-        print(f"ETF through /dev/tmc_etf0: {etf_len} bytes"
+        print(f"the sink through /dev/{sink}: {etf_len} bytes"
               + (" (wrapped: the driver put a barrier packet first)"
                  if etf[:16] == struct.pack("<4I", *[0x7FFFFFFF] * 4) else ""))
 
@@ -608,15 +611,16 @@ def main():
     except (Bad, OSError) as e:
         print(f"check_upstream: FAIL: {e}", file=sys.stderr)
         return 1
-    print("check_upstream: the kernel's drivers bound, traced and read the ETF; OpenCSD decodes it to "
+    print(f"check_upstream: the kernel's drivers bound, traced and read {sink}; OpenCSD decodes it to "
           "the plugin's ground truth on every CPU" + (" and to the execution record" if a.exec else ""))
     return 0
 
 
-def devfile_read(d):
-    """The read of /dev/tmc_etf0 while the session traced (upstream's semantics): the open
-    stopped capture (the plugin's first TMC stop, whose RAM it kept as tmc.bin.1), a second
-    reader was refused with EBUSY, the read gave the RAM as the drain reads it, and the close
+def devfile_read(d, sink="tmc_etf0"):
+    """The read of the sink's device file (/dev/tmc_etf0, /dev/tmc_etr0) while the session traced
+    (upstream's semantics): the open stopped capture (the plugin's first TMC stop, whose RAM or
+    ETR buffer it kept as tmc.bin.1), a second reader was refused with EBUSY, the read gave the
+    trace as the drain reads it, and the close
     started capture again (the plugin saw capture stop a second time, when the sources were
     disabled). The read decodes, on every CPU, to a run of the plugin's ground truth: that
     session's events before the stop (the truth keeps the whole session's newest events,
@@ -634,31 +638,31 @@ def devfile_read(d):
     held_path = os.path.join(d, "tmc.bin.1")
     held = open(held_path, "rb").read() if os.path.exists(held_path) else None
     if held is None:
-        raise Bad("the plugin kept no RAM of the first TMC stop (tmc.bin.1): the open did not stop capture")
+        raise Bad("the plugin kept no trace of the first TMC stop (tmc.bin.1): the open did not stop capture")
     stop_lines = re.findall(r"tmc stopped: (\d+) bytes held, full (true|false)",
                             open(os.path.join(d, "plugin.log"), errors="replace").read())
     stops = len(stop_lines)
     if not stop_lines:
         raise Bad("plugin.log has no TMC stop")
-    # A RAM that wrapped is read with the barrier packet over its oldest 16 bytes. The disk was
-    # zeros: the read is what precedes the zeros after what the ETF held.
+    # A RAM or buffer that wrapped is read with the barrier packet over its oldest 16 bytes. The
+    # disk was zeros: the read is what precedes the zeros after what the sink held.
     want = BARRIER + held[16:] if stop_lines[0][1] == "true" else held
     n = len(want)
     data = disk[:n]
     if n == 0 or n % 16:
         raise Bad(f"the plugin kept {n} bytes at the open's stop: want a non-zero number of 16-byte frames")
     if any(disk[n:n + 65536]):
-        raise Bad(f"the device file gave more than the {n} bytes the ETF held when the open stopped it")
+        raise Bad(f"the device file gave more than the {n} bytes {sink} held when the open stopped it")
     if data != want:
         at = next((i for i in range(min(len(data), len(want))) if data[i] != want[i]), min(len(data), len(want)))
-        raise Bad(f"the device file's {n} bytes are not what the ETF held when the open stopped it "
+        raise Bad(f"the device file's {n} bytes are not what {sink} held when the open stopped it "
                   f"({len(held)} bytes, tmc.bin.1"
                   f"{', wrapped: the barrier packet first' if stop_lines[0][1] == 'true' else ''}): "
                   f"they differ at byte {at:#x}")
     if stops < 2:
         raise Bad(f"the plugin saw capture stop {stops} times: the close did not start it again "
                   "(want the open's stop, then the sources' disable)")
-    print(f"device file while tracing: {n} bytes, what the ETF held when the open stopped capture "
+    print(f"device file /dev/{sink} while tracing: {n} bytes, what it held when the open stopped capture "
           f"(the plugin's tmc.bin.1){' (wrapped: barrier packet first)' if data[:16] == BARRIER else ''}; a second "
           f"reader refused (EBUSY); capture started again at the close (the plugin saw {stops} stops)")
     return data

@@ -47,6 +47,8 @@
 #                        read while tracing (a second reader refused); both reads decode to the truth
 #                        and the execution record (check_upstream.py --devfile --exec)
 #   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
+#   devfile-etr, harness-devfile-etr  the same with the ETR as the sink (/dev/tmc_etr0, a 1 MiB
+#                        flat DMA buffer), and its negatives
 #   harness-last-dump    trace-warm-reboot's readback check must FAIL on its console with one line
 #                        altered (a kernel with debugfs, the dump read from debugfs, a clear that
 #                        failed either way)
@@ -1203,6 +1205,7 @@ sysfs_run() {
 	local -a disks=(--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf")
 	mkdir -p "$RUNS"
 	make_dtb "$d.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
+	[ "${CS_TMC:-etf}" != etr ] || set -- --cs-arg tmc=etr "$@"
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
@@ -1239,18 +1242,24 @@ scenario_devfile-etf() {
 # device file's read decodes to. (Its execution-record judge has its own self-test, in every run.)
 # The judge passed on the unaltered run in devfile-etf (its output, check.txt, places the window).
 scenario_harness-devfile() {
-	local src=$RUNS/devfile-etf d=$RUNS/harness-devfile c rc=0
+	devfile_negatives devfile-etf tmc_etf0 harness-devfile
+}
+
+# devfile_negatives SOURCE SINK NAME: harness-devfile's negatives on SOURCE's run (a devfile
+# scenario reading SINK), in $RUNS/NAME.
+devfile_negatives() {
+	local src=$RUNS/$1 sink=$2 d=$RUNS/$3 c rc=0
 	[ -f "$src/truth.json" ] && [ -f "$src/tmc.bin.1" ] && grep -q "^check_upstream: the kernel" "$src/check.txt" 2>/dev/null ||
-		scenario_devfile-etf || return 1
+		"scenario_$1" || return 1
 	rm -rf "$d"
 	mkdir -p "$d"
-	local -a judge=(python3 "$REPO/scripts/check_upstream.py" --cpus "$SMP" --devfile
+	local -a judge=(python3 "$REPO/scripts/check_upstream.py" --cpus "$SMP" --devfile --sink "$sink"
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux")
 	c=$d/held
 	judge_copy "$src" "$c"
 	printf '\x5a' | dd of="$c/tmc.bin.1" bs=1 seek=4096 conv=notrunc status=none
-	judge_negative "one byte of the RAM the plugin kept at the open's stop changed" \
-		"are not what the ETF held when the open stopped it" "${judge[@]}" --dir "$c" || rc=1
+	judge_negative "one byte of the trace the plugin kept at the open's stop changed" \
+		"are not what $sink held when the open stopped it" "${judge[@]}" --dir "$c" || rc=1
 	c=$d/second
 	judge_copy "$src" "$c"
 	sed -i 's/devfile second reader: refused: .*/devfile second reader: took/' "$c/console.log"
@@ -1278,7 +1287,7 @@ t = json.load(open(sys.argv[1]))
 m = re.search(r"device file, CPU(\d+): all (\d+) decoded events are a run of the truth, ending (\d+) events",
               open(sys.argv[3]).read())
 if not m:
-    sys.exit("devfile-etf's judge did not place the device file's decode in the truth")
+    sys.exit("the source run's judge did not place the device file's decode in the truth")
 cpu, n, back = map(int, m.groups())
 c = next(c for c in t["cpus"] if c["cpu"] == cpu)
 kernel = [i for i, e in enumerate(c["events"]) if e["kind"] in ("taken", "waypoint")
@@ -1294,6 +1303,26 @@ PY
 	judge_negative "one event of the truth in the device file's window changed" \
 		"differs from the truth where its newest event is" "${judge[@]}" --dir "$c" || rc=1
 	return $rc
+}
+
+# devfile-etf's sequence with the ETR as the sink (cspd.sink=tmc_etr0; no tracedata region: a
+# flat DMA buffer of buffer_size, 1 MiB): /dev/tmc_etr0 read during the session and after it, each
+# decoding to the plugin's truth and to the execution record. The truth reaches back past the
+# first read (up to 1 MiB) and the input after it.
+scenario_devfile-etr() {
+	local d=$RUNS/devfile-etr
+	CS_TMC=etr sysfs_run "$d" mod "cspd.devfile=1 cspd.sink=tmc_etr0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+		--cs-arg truth_bytes=4M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
+		--exec-entries $((64 << 20)) || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec --sink tmc_etr0 \
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+}
+
+# harness-devfile's negatives on devfile-etr's run.
+scenario_harness-devfile-etr() {
+	devfile_negatives devfile-etr tmc_etr0 harness-devfile-etr
 }
 
 # Upstream's C ETR crash-data path on the same emulated ETR (the upstream kernel): the device tree's
@@ -2613,7 +2642,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
-	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
+	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
@@ -2653,6 +2682,7 @@ declare -A NEEDS=(
 	[trace-gdb]="trace-kdump trace-builtin trace-module-oops"
 	[harness-coresight-wrong-id]="coresight-devmem"
 	[harness-devfile]="devfile-etf"
+	[harness-devfile-etr]="devfile-etr"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
 	[harness-perf]="perf-cpu-wide perf-per-thread"

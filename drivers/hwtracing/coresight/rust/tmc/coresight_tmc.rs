@@ -12,8 +12,9 @@
 //! every poll bounded, and a TMC that stops answering leaves a record that says where it stopped.
 //!
 //! Every configuration is also a perf sink: the ETB/ETF hands its RAM to perf's AUX buffer
-//! ([`hw::perf_drain`]), the ETR each session's flat DMA buffer ([`etr::perf_drain`]). An ETB's
-//! or ETF's device file (`/dev/tmc_etf0`) gives a sysfs session's trace as the C driver's does.
+//! ([`hw::perf_drain`]), the ETR each session's flat DMA buffer ([`etr::perf_drain`]). The
+//! device file (`/dev/tmc_etf0`, `/dev/tmc_etr0`) gives a sysfs session's trace as the C driver's
+//! does.
 
 use kernel::prelude::*;
 

@@ -75,7 +75,8 @@ use kernel::{
         },
         new_spinlock_irq,
         Arc,
-        SpinLockIrq, //
+        SpinLockIrq,
+        SpinLockIrqGuard, //
     },
 };
 
@@ -108,21 +109,21 @@ use crate::{
 /// Who is using a TMC: the sources writing into it, in perf mode the perf session, and the
 /// device file's reader.
 #[derive(Default)]
-struct Users {
+pub(crate) struct Users {
     /// Sources writing into this sink (or paths through this link).
-    count: u32,
+    pub(crate) count: u32,
     /// The process ID of the perf session that owns the sink, in perf mode: one session at a
     /// time, as upstream's `drvdata->pid`.
-    perf_owner: Option<i32>,
+    pub(crate) perf_owner: Option<i32>,
     /// A sysfs session has the TMC as its sink (not as a link).
-    sysfs_sink: bool,
+    pub(crate) sysfs_sink: bool,
     /// The device file is open: no session starts until it is released, as upstream's
     /// `drvdata->reading`.
-    reading: bool,
+    pub(crate) reading: bool,
     /// What the last sysfs session captured, drained when it stopped or when the device file
-    /// was opened: the device file's contents. Its capacity, the RAM's size, is allocated when
-    /// a sysfs session starts; the open file holds it while it is open.
-    trace: KVVec<u8>,
+    /// was opened: the device file's contents. Its capacity (the ETB's or ETF's RAM, the ETR's
+    /// buffer) is allocated before the lock is taken; the open file holds it while it is open.
+    pub(crate) trace: KVVec<u8>,
 }
 
 /// One TMC, shared by its CoreSight operations and its panic callback.
@@ -223,15 +224,9 @@ impl<B: Backend> Tmc<B> {
         }
     }
 
-    /// Adds a user to an enabled sink.
-    pub(crate) fn add_user(&self) {
-        let mut u = self.users.lock();
-        u.count = u.count.saturating_add(1);
-    }
-
-    /// Sets the number of users (1 when a sink was just enabled).
-    pub(crate) fn set_users(&self, n: u32) {
-        self.users.lock().count = n;
+    /// Locks the users (never at panic; before the registers).
+    pub(crate) fn users(&self) -> SpinLockIrqGuard<'_, Users> {
+        self.users.lock()
     }
 
     /// Drops one user and returns how many are left (never below zero); the last one leaves
@@ -341,6 +336,31 @@ impl<B: Backend> Tmc<B> {
     /// FIFO keeps nothing to read) or when no sysfs session captured anything, as upstream's
     /// `tmc_read_prepare_etb()`.
     pub(crate) fn open_reader(&self) -> Result<KVVec<u8>> {
+        self.open_reader_with(
+            &mut KVVec::new(),
+            |trace| match self.drain_and_disable(trace) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => {
+                    pr_warn!("{}: stop for reading: {e}\n", &*self.name);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            || self.restart_capture(),
+        )
+    }
+
+    /// [`Tmc::open_reader`] with a configuration's own stop and restart: `stop` stops a running
+    /// sysfs session's capture and drains it into the buffer it is given (emptied, room for all
+    /// of it); `restart` starts capture again. `spare`, allocated before any lock, replaces the
+    /// device file's buffer when it has more room; the buffer it replaced is left in `spare`,
+    /// for the caller to free.
+    pub(crate) fn open_reader_with(
+        &self,
+        spare: &mut KVVec<u8>,
+        stop: impl FnOnce(&mut KVVec<u8>) -> Result,
+        restart: impl FnOnce(),
+    ) -> Result<KVVec<u8>> {
         let mut users = self.users.lock();
         if users.reading {
             return Err(EBUSY);
@@ -349,18 +369,17 @@ impl<B: Backend> Tmc<B> {
             return Err(EINVAL);
         }
         if users.sysfs_sink {
-            let mut trace = core::mem::take(&mut users.trace);
-            let r = self.drain_and_disable(&mut trace);
-            users.trace = trace;
-            match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => pr_warn!("{}: stop for reading: {e}\n", &*self.name),
-                Err(e) => return Err(e),
+            if spare.capacity() > users.trace.capacity() {
+                core::mem::swap(&mut users.trace, spare);
             }
+            let mut trace = core::mem::take(&mut users.trace);
+            let r = stop(&mut trace);
+            users.trace = trace;
+            r?;
         }
         if users.trace.is_empty() {
             if users.sysfs_sink {
-                self.restart_capture();
+                restart();
             }
             return Err(EINVAL);
         }
@@ -384,11 +403,16 @@ impl<B: Backend> Tmc<B> {
     /// Releases the device file: gives `trace` back and, when the sysfs session still runs,
     /// starts its capture again, as upstream's `tmc_read_unprepare_etb()`.
     pub(crate) fn close_reader(&self, trace: KVVec<u8>) {
+        self.close_reader_with(trace, || self.restart_capture());
+    }
+
+    /// [`Tmc::close_reader`] with a configuration's own `restart`.
+    pub(crate) fn close_reader_with(&self, trace: KVVec<u8>, restart: impl FnOnce()) {
         let mut users = self.users.lock();
         users.reading = false;
         users.trace = trace;
         if users.sysfs_sink {
-            self.restart_capture();
+            restart();
         }
     }
 }

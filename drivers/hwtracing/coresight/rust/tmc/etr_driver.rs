@@ -15,8 +15,14 @@
 //! maps the AUX area and freed when the last of them goes. The session's last CPU to stop copies
 //! the newest trace into the AUX pages ([`etr::perf_drain`]); a panic during the session copies
 //! it into the dump slot like a sysfs session's.
+//!
+//! The device file (`/dev/tmc_etrN`, [`EtrFile`]) gives a copy of a sysfs session's newest trace
+//! when it traces into a DMA buffer, with the ETB/ETF's semantics ([`Tmc::open_reader_with`]).
 
-use core::fmt::Write;
+use core::{
+    fmt::Write,
+    marker::PhantomData, //
+};
 
 use kernel::{
     c_str,
@@ -26,6 +32,10 @@ use kernel::{
             Backend,
             Component,
             ComponentInfo, //
+        },
+        devfile::{
+            DevFile,
+            DevFileRegistration, //
         },
         panic_dump::{
             format::etr::{
@@ -66,6 +76,7 @@ use kernel::{
         io_project,
         Io, //
     },
+    iov::IovIterDest,
     page::PAGE_SIZE,
     prelude::*,
     reserved_mem::{
@@ -193,26 +204,44 @@ pub(crate) struct Etr<'a, B: Backend> {
 }
 
 impl<B: Backend> Etr<'_, B> {
-    /// Gives the ETR a buffer and starts capture.
-    fn start(&self, csdev: &CsDevice) -> Result {
-        let (dba, size) = match &self.reserved {
-            Some(r) => (r.dma.dma_address(), r.size),
-            None => {
-                let size = self.buffer_size.load(Relaxed);
-                let size_bytes = usize::try_from(size).map_err(|_| EINVAL)?;
-                let buf = Coherent::<u8>::zeroed_slice(self.dev, size_bytes, GFP_KERNEL)
-                    .inspect_err(|e| {
-                        dev_err!(
-                            csdev.as_device(),
-                            "no DMA buffer of {size:#x} bytes: {e:?}\n"
-                        )
-                    })?;
+    /// Allocates a sysfs session's DMA buffer of `buffer_size` bytes (none with a reserved
+    /// region), before any lock is taken.
+    fn alloc_dma(&self, csdev: &CsDevice) -> Result<Option<Coherent<[u8]>>> {
+        if self.reserved.is_some() {
+            return Ok(None);
+        }
+        let size = self.buffer_size.load(Relaxed);
+        let size_bytes = usize::try_from(size).map_err(|_| EINVAL)?;
+        Coherent::<u8>::zeroed_slice(self.dev, size_bytes, GFP_KERNEL)
+            .inspect_err(|e| {
+                dev_err!(
+                    csdev.as_device(),
+                    "no DMA buffer of {size:#x} bytes: {e:?}\n"
+                )
+            })
+            .map(Some)
+    }
+
+    /// Gives the ETR the reserved region or `fresh` (from [`Etr::alloc_dma`]) and starts
+    /// capture, the users locked. Returns the buffer the caller frees once its locks are
+    /// dropped (a DMA buffer is never freed with interrupts off): the one `fresh` replaced, or
+    /// `fresh` itself when the ETR did not start.
+    fn start(
+        &self,
+        csdev: &CsDevice,
+        fresh: Option<Coherent<[u8]>>,
+    ) -> (Result, Option<Coherent<[u8]>>) {
+        let (dba, size, old) = match (&self.reserved, fresh) {
+            (Some(r), _) => (r.dma.dma_address(), r.size, None),
+            (None, Some(buf)) => {
                 let dba = buf.dma_address();
+                // CAST: `usize` fits in `u64`.
+                let size = buf.size() as u64;
                 // Known before the ETR writes into it, so that a panic finds it.
                 let old = self.dma.lock().replace(buf);
-                drop(old);
-                (dba, u64::from(size))
+                (dba, size, old)
             }
+            (None, None) => return (Err(EINVAL), None),
         };
         let setup = EtrSetup {
             dba,
@@ -226,14 +255,76 @@ impl<B: Backend> Etr<'_, B> {
                 .map_err(Error::from)
         });
         if r.is_err() {
-            self.free_dma();
-        } else {
-            dev_dbg!(
-                csdev.as_device(),
-                "TMC-ETR enabled: {size:#x} bytes at {dba:#x}\n"
-            );
+            return (r, self.dma.lock().take().or(old));
         }
-        r
+        dev_dbg!(
+            csdev.as_device(),
+            "TMC-ETR enabled: {size:#x} bytes at {dba:#x}\n"
+        );
+        (r, old)
+    }
+
+    /// The setup of the sysfs session's capture: into the reserved region or its DMA buffer
+    /// (`dma`, locked by the caller).
+    fn sysfs_setup(&self, dma: Option<&Coherent<[u8]>>) -> Option<EtrSetup> {
+        match (&self.reserved, dma) {
+            (Some(r), _) => Some(EtrSetup {
+                dba: r.dma.dma_address(),
+                size: r.size,
+                stop_on_flush: self.tmc.stop_on_flush.load(Relaxed),
+                save_restore: self.save_restore,
+                trigger: self.tmc.trigger_cntr.load(Relaxed),
+            }),
+            (None, Some(buf)) => Some(self.setup_for(buf)),
+            (None, None) => None,
+        }
+    }
+
+    /// Stops the sysfs session's capture and copies the newest trace of its DMA buffer into
+    /// `trace` (emptied first; at most its capacity), as upstream's `tmc_etr_sync_sysfs_buf()`:
+    /// the panic path's stop ([`etr::perf_drain`]), barrier first when the buffer wrapped. The
+    /// users locked. Nothing is copied from a reserved region (not mapped for the CPU).
+    fn drain_sysfs(&self, trace: &mut KVVec<u8>) -> Result {
+        trace.clear();
+        let room = trace.capacity();
+        let dma = self.dma.lock();
+        let Some(buf) = dma.as_ref() else {
+            return self.tmc.io(crate::hw::disable_if_capturing).map(|_| ());
+        };
+        let mem = DmaMemory(buf);
+        let drained = self.tmc.io(|io| {
+            etr::perf_drain(io, &mem, buf.dma_address(), room, |b| {
+                // Within the capacity: `perf_drain` hands over at most `room` bytes.
+                let _ = trace.extend_from_slice(b, GFP_NOWAIT);
+            })
+        })?;
+        if let Some(f) = drained.failure {
+            dev_warn!(self.dev, "ETR drain for reading: {}\n", f.name());
+        }
+        Ok(())
+    }
+
+    /// Starts the sysfs session's capture again, into the same buffer, after a read stopped it
+    /// (the users locked).
+    fn restart_sysfs(&self) {
+        let dma = self.dma.lock();
+        let Some(setup) = self.sysfs_setup(dma.as_ref()) else {
+            return;
+        };
+        match self.tmc.io(|io| etr::enable(io, &setup)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => dev_warn!(self.dev, "ETR capture not restarted: {e}\n"),
+            Err(_) => dev_warn!(self.dev, "ETR capture not restarted: registers busy\n"),
+        }
+    }
+
+    /// Bytes a copy of the running sysfs session's trace needs (0 with none, or with a
+    /// reserved region, which is not copied).
+    fn sysfs_trace_bytes(&self) -> usize {
+        if !self.tmc.users().sysfs_sink {
+            return 0;
+        }
+        self.dma.lock().as_ref().map_or(0, |b| b.size())
     }
 
     /// The setup of a capture into `buf`.
@@ -280,6 +371,60 @@ impl<B: Backend> Etr<'_, B> {
     fn free_dma(&self) {
         let old = self.dma.lock().take();
         drop(old);
+    }
+
+    /// Opens the device file: a copy of the sysfs session's trace (its capture stopped until
+    /// [`Etr::close_reader`]) or of the last session's, as upstream's
+    /// `tmc_read_prepare_etr()`; the errors of [`Tmc::open_reader_with`], and [`EINVAL`] with a
+    /// reserved region (its trace is read from the dump after a panic).
+    fn open_reader(&self) -> Result<KVVec<u8>> {
+        if self.reserved.is_some() {
+            return Err(EINVAL);
+        }
+        // Room for the copy, allocated before any lock; the copy a session left, freed after.
+        let mut spare = match self.sysfs_trace_bytes() {
+            0 => KVVec::new(),
+            n => KVVec::with_capacity(n, GFP_KERNEL)?,
+        };
+        let r = self.tmc.open_reader_with(
+            &mut spare,
+            |trace| self.drain_sysfs(trace),
+            || self.restart_sysfs(),
+        );
+        drop(spare);
+        r
+    }
+
+    /// Releases the device file, starting the session's capture again when it still runs.
+    fn close_reader(&self, trace: KVVec<u8>) {
+        self.tmc.close_reader_with(trace, || self.restart_sysfs());
+    }
+}
+
+/// The ETR's device file (`/dev/tmc_etrN`), as upstream's `tmc_fops` for an ETR: the open file
+/// holds a copy of the trace.
+pub(crate) struct EtrFile<'a, B: Backend>(PhantomData<&'a B>);
+
+#[vtable]
+impl<'a, B: Backend + 'a> DevFile for EtrFile<'a, B> {
+    type Data = Arc<Etr<'a, B>>;
+    type State = KVVec<u8>;
+
+    fn open(etr: &Arc<Etr<'a, B>>) -> Result<KVVec<u8>> {
+        etr.open_reader()
+    }
+
+    fn read(
+        _etr: &Arc<Etr<'a, B>>,
+        trace: &KVVec<u8>,
+        pos: &mut i64,
+        out: &mut IovIterDest<'_>,
+    ) -> Result<usize> {
+        out.simple_read_from_buffer(pos, trace)
+    }
+
+    fn release(etr: &Arc<Etr<'a, B>>, trace: KVVec<u8>) {
+        etr.close_reader(trace);
     }
 }
 
@@ -413,16 +558,34 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
         if mode != Mode::Sysfs {
             return Err(EINVAL);
         }
-        if csdev.mode() == Mode::Sysfs {
-            this.tmc.add_user();
+        // The session's buffer, allocated before the lock (the sysfs sessions' enables and
+        // disables are serialised by the CoreSight core: the mode stays as read here).
+        let fresh = if csdev.mode() == Mode::Sysfs {
+            None
+        } else {
+            this.alloc_dma(csdev)?
+        };
+        let mut users = this.tmc.users();
+        let (r, unused) = if users.reading {
+            (Err(EBUSY), fresh)
+        } else if csdev.mode() == Mode::Sysfs {
+            users.count = users.count.saturating_add(1);
             return Ok(());
-        }
-        if !csdev.take_mode(Mode::Sysfs) {
-            return Err(EBUSY);
-        }
-        this.start(csdev)
-            .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
-        this.tmc.set_users(1);
+        } else if !csdev.take_mode(Mode::Sysfs) {
+            (Err(EBUSY), fresh)
+        } else {
+            let (r, old) = this.start(csdev, fresh);
+            if r.is_ok() {
+                users.count = 1;
+                users.sysfs_sink = true;
+            } else {
+                csdev.set_mode(Mode::Disabled);
+            }
+            (r, old)
+        };
+        drop(users);
+        drop(unused);
+        r?;
         coresight::panic_dump::note_sink_enabled();
         Ok(())
     }
@@ -490,21 +653,14 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
 
     fn sink_disable(&self, csdev: &CsDevice) -> Result {
         let this = &*self.0;
-        if this.tmc.drop_user() > 0 {
-            return Err(EBUSY);
-        }
         let mode = csdev.mode();
-        if mode == Mode::Disabled {
-            return Ok(());
-        }
-        let r = this.tmc.io(if mode == Mode::Perf {
-            // The last CPU's `update_buffer` stopped it already.
-            crate::hw::disable_if_capturing
-        } else {
-            crate::hw::disable
-        });
-        csdev.set_mode(Mode::Disabled);
         if mode == Mode::Perf {
+            if this.tmc.drop_user() > 0 {
+                return Err(EBUSY);
+            }
+            // The last CPU's `update_buffer` stopped it already.
+            let r = this.tmc.io(crate::hw::disable_if_capturing);
+            csdev.set_mode(Mode::Disabled);
             // Not the buffer's last reference (see `Etr::perf`): nothing is freed here.
             let session = this.perf.lock().take();
             drop(session);
@@ -519,6 +675,41 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
             }
             return Ok(());
         }
+        // The session's last user: room for the copy of its trace that the device file reads
+        // once it ends, allocated before the lock (sysfs disables are serialised).
+        let mut spare = if this.tmc.users().count == 1 && this.sysfs_trace_bytes() > 0 {
+            KVVec::with_capacity(this.sysfs_trace_bytes(), GFP_KERNEL)
+                .unwrap_or_else(|_| KVVec::new())
+        } else {
+            KVVec::new()
+        };
+        let mut users = this.tmc.users();
+        users.count = users.count.saturating_sub(1);
+        if users.count > 0 {
+            return Err(EBUSY);
+        }
+        users.perf_owner = None;
+        let sysfs = core::mem::replace(&mut users.sysfs_sink, false);
+        if mode == Mode::Disabled {
+            return Ok(());
+        }
+        // A reader stopped the ETR and holds its copy of the trace already.
+        let r = if users.reading {
+            this.tmc.io(crate::hw::disable_if_capturing)
+        } else if sysfs {
+            if spare.capacity() > users.trace.capacity() {
+                core::mem::swap(&mut users.trace, &mut spare);
+            }
+            let mut trace = core::mem::take(&mut users.trace);
+            let r = this.drain_sysfs(&mut trace);
+            users.trace = trace;
+            r.and_then(|()| this.tmc.io(crate::hw::disable_if_capturing))
+        } else {
+            this.tmc.io(crate::hw::disable)
+        };
+        csdev.set_mode(Mode::Disabled);
+        drop(users);
+        drop(spare);
         match r {
             Ok(Ok(())) => this.free_dma(),
             Ok(Err(e)) => {
@@ -711,7 +902,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
     adev: &'a kernel::amba::Device<Core<'_>>,
     backend: B,
     devid: DEVID,
-) -> Result<impl PinInit<EtrDevice<'a, B>, Error> + 'a> {
+) -> Result<(impl PinInit<EtrDevice<'a, B>, Error> + 'a, Arc<Etr<'a, B>>)> {
     let dev: &Device<Core<'_>> = adev.as_ref();
     let bits = devid.address_bits();
     let mask = DmaMask::try_new(bits)?;
@@ -763,7 +954,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
         }),
         GFP_KERNEL,
     )?;
-    Ok(Component::new(
+    let component = Component::new(
         bound,
         ComponentInfo {
             name: record_name,
@@ -774,6 +965,15 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             payload: DumpPayload::Etr,
         },
         EtrOps(etr.clone()),
-        EtrDrain(etr),
-    ))
+        EtrDrain(etr.clone()),
+    );
+    Ok((component, etr))
+}
+
+/// The device file of the ETR `etr`, named after it.
+pub(crate) fn etr_file<'a, B: Backend + 'a>(
+    etr: Arc<Etr<'a, B>>,
+) -> Result<impl PinInit<DevFileRegistration<EtrFile<'a, B>>, Error>> {
+    let name = CString::try_from_fmt(fmt!("{}", &*etr.tmc.name))?;
+    Ok(DevFileRegistration::register(name, etr))
 }

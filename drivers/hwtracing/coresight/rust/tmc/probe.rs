@@ -30,8 +30,10 @@ use crate::{
         TmcFile, //
     },
     etr_driver::{
+        etr_file,
         probe_etr,
-        EtrDevice, //
+        EtrDevice,
+        EtrFile, //
     },
     regs::{
         TmcConfigType,
@@ -61,6 +63,8 @@ kernel::amba_device_table!(
 pub(crate) struct TmcData<'bound> {
     /// An ETB's or ETF's device file, removed first.
     _file: Option<Pin<KBox<DevFileRegistration<TmcFile<IoMem<'bound, FRAME>>>>>>,
+    /// An ETR's device file, removed first.
+    _etr_file: Option<Pin<KBox<DevFileRegistration<EtrFile<'bound, IoMem<'bound, FRAME>>>>>>,
     /// An ETB or ETF.
     _buffer: Option<Pin<KBox<TmcDevice<IoMem<'bound, FRAME>>>>>,
     /// An ETR.
@@ -80,16 +84,20 @@ impl amba::Driver for TmcAmba {
         // Probe owns the registers until a registration puts them behind its lock.
         let devid: DEVID = iomem.with_io(|io| io.read(DEVID))?;
         Ok(if devid.configtype() == TmcConfigType::Etr {
+            let (router, etr) = probe_etr(adev, iomem, devid)?;
+            let router = KBox::pin_init(router, GFP_KERNEL)?;
             TmcData {
                 _file: None,
+                _etr_file: Some(KBox::pin_init(etr_file(etr)?, GFP_KERNEL)?),
                 _buffer: None,
-                _router: Some(KBox::pin_init(probe_etr(adev, iomem, devid)?, GFP_KERNEL)?),
+                _router: Some(router),
             }
         } else {
             let (buffer, tmc) = probe_tmc(dev, iomem, devid)?;
             let buffer = KBox::pin_init(buffer, GFP_KERNEL)?;
             TmcData {
                 _file: Some(KBox::pin_init(tmc_file(tmc)?, GFP_KERNEL)?),
+                _etr_file: None,
                 _buffer: Some(buffer),
                 _router: None,
             }
