@@ -1,6 +1,6 @@
 //! csdump on TMC-ETR records: a buffer copied at panic, or left in reserved memory and found in
-//! a last_dump attachment, a vmcore device dump or the vmcore's memory; unwrapped oldest first,
-//! with the barrier packet where the stream restarts.
+//! an attachment of the previous dump (/dev/coresight_panic_dump), a vmcore device dump or the
+//! vmcore's memory; unwrapped oldest first, with the barrier packet where the stream restarts.
 
 mod common;
 
@@ -331,7 +331,7 @@ fn a_missing_buffer_is_a_problem_that_names_where_to_find_it() {
     let s: Value = serde_json::from_slice(&o.stdout).unwrap();
     let p = s["problems"].to_string();
     assert!(
-        p.contains("etr-trace-missing") && p.contains("last_dump"),
+        p.contains("etr-trace-missing") && p.contains("/dev/coresight_panic_dump"),
         "{p}"
     );
     // A damaged attachment is named, and not used.

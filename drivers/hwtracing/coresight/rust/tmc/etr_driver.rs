@@ -225,7 +225,7 @@ impl<B: Backend> Etr<'_, B> {
     /// Gives the ETR the reserved region or `fresh` (from [`Etr::alloc_dma`]) and starts
     /// capture, the users locked. Returns the buffer the caller frees once its locks are
     /// dropped (a DMA buffer is never freed with interrupts off): the one `fresh` replaced, or
-    /// `fresh` itself when the ETR did not start.
+    /// `fresh` itself when the ETR did not start (the buffer it had is put back).
     fn start(
         &self,
         csdev: &CsDevice,
@@ -255,7 +255,9 @@ impl<B: Backend> Etr<'_, B> {
                 .map_err(Error::from)
         });
         if r.is_err() {
-            return (r, self.dma.lock().take().or(old));
+            // The buffer the ETR had stays its own (it may still write into a kept one).
+            let fresh = core::mem::replace(&mut *self.dma.lock(), old);
+            return (r, fresh);
         }
         dev_dbg!(
             csdev.as_device(),
