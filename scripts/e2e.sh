@@ -119,7 +119,8 @@
 #                        (check_perf.py --pause-window)
 #   harness-perf-pause   check_perf.py --pause-window must FAIL with its own message on perf-pause's
 #                        decode with one resume's segments dropped, one instruction outside the
-#                        window added, one parity branch flipped
+#                        window added, one parity branch flipped; on its perf.data with one AUX
+#                        record fewer than the pauses, on its plugin.log with one drain longer
 #   perf-snapshot        perf's snapshot mode on the ETF: perf record --snapshot=e CPU-wide, two
 #                        snapshots on SIGUSR2 and one at exit, each after its own marker on every CPU;
 #                        each snapshot's whole window in the host perf's decode judged against the
@@ -1652,6 +1653,49 @@ PY
 		check_perf "$d/outside" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$d/outside/perf-script.txt" || rc=1
 	judge_negative "one parity branch flipped" "${msg[2]}" \
 		check_perf "$d/parity" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$d/parity/perf-script.txt" || rc=1
+	# The AUX records: one fewer than the pauses (perf.data's AUX records past those the thread's
+	# time off its CPU accounts for each merged into the one before it: the same bytes, one record
+	# fewer), and one drain of the ETF 16 bytes longer than the AUX record of it (plugin.log).
+	judge_copy "$src" "$d/count"
+	python3 - "$RUNS/perf-pause.disk" "$d/count/perf.disk" "$d/unaltered.txt" <<'PY' || return 1
+import re, struct, sys
+disk = bytearray(open(sys.argv[1], "rb").read())
+m = re.search(r"AUX records, one per pause(?: and (\d+) for the thread's time off the CPU)?", open(sys.argv[3]).read())
+if not m:
+    sys.exit("the unaltered run's judge did not count its AUX records")
+drop = int(m.group(1) or 0) + 1
+base = disk.index(b"\n") + 1
+_, _, off, size = struct.unpack_from("<QQQQ", disk, base + 24)
+pos, end, prev = base + off, base + off + size, None
+while pos < end and drop:
+    typ, _misc, n = struct.unpack_from("<IHH", disk, pos)
+    if typ == 11:  # PERF_RECORD_AUX (offset, size, flags): merged into the one before
+        if prev is not None:
+            size_prev, = struct.unpack_from("<Q", disk, prev + 16)
+            size_this, = struct.unpack_from("<Q", disk, pos + 16)
+            struct.pack_into("<Q", disk, prev + 16, size_prev + size_this)
+            struct.pack_into("<I", disk, pos, 0x7ff0)  # a type nobody reads
+            drop -= 1
+        else:
+            prev = pos
+    pos += n
+if drop:
+    sys.exit("perf.data has too few AUX records to drop")
+open(sys.argv[2], "wb").write(disk)
+PY
+	judge_negative "an AUX record fewer than the pauses" "PERF_RECORD_AUX, the execution record pauses the trace" \
+		check_perf "$d/count" "$d/count/perf.disk" "${pause[@]}" --script "$src/perf/perf-script.txt" || rc=1
+	judge_copy "$src" "$d/drain"
+	python3 - "$d/drain/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"tmc stopped: ([1-9]\d*) bytes held", text)
+if not m:
+    sys.exit("plugin.log has no drain of the ETF that held trace")
+open(sys.argv[1], "w").write(text[:m.start(1)] + str(int(m.group(1)) + 16) + text[m.end(1):])
+PY
+	judge_negative "a drain of the ETF 16 bytes longer than its AUX record" "the AUX records are not the ETF's drains, in order" \
+		check_perf "$d/drain" "$RUNS/perf-pause.disk" "${pause[@]}" --script "$src/perf/perf-script.txt" || rc=1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$src/exec.rec"
 	rm -rf "$d"/*/exec.rec
 	return $rc
