@@ -36,6 +36,7 @@ Prints per CPU what it compared; exits 1 with the CPU and the event on the first
 
 import argparse
 import array
+import itertools
 import json
 import os
 import re
@@ -229,20 +230,23 @@ def boundaries(rec, ring, at=None):
         prev = blk
 
 
-def following(rec, ring, at, count):
-    """Up to `count` blocks the record runs after the block at position `at` (as boundaries()
-    gives positions), oldest first, as (start, words)."""
+def forward(rec, ring, at):
+    """The blocks the record runs after the block at position `at` (as boundaries() gives
+    positions), oldest first, as (start, words), up to the ring's newest."""
     j, r = at
-    out = []
-    while len(out) < count:
+    while True:
         if 0 <= j < len(ring) and r < ring[j] >> INDEX_BITS:
             r += 1
         else:
             j, r = j + 1, 0
             if j >= len(ring):
-                break
-        out.append(rec.block(ring[j] & INDEX_MASK))
-    return out
+                return
+        yield rec.block(ring[j] & INDEX_MASK)
+
+
+def following(rec, ring, at, count):
+    """Up to `count` blocks the record runs after the block at position `at`, oldest first."""
+    return list(itertools.islice(forward(rec, ring, at), count))
 
 
 def hits(rec, ring, e, hit):
@@ -556,24 +560,23 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
     head = events[:n - trail]
     pos, total, skipped, m = _newest_match(rec, dis, cpu, head, ring, wrapped, unserved)
     loop, seen, walked = events[-1], 0, 0
-    at = pos
-    while seen < trail:
-        nxt = following(rec, ring, at, 2)
-        if len(nxt) < 2:
-            raise Bad(f"CPU{cpu}: the record ends {seen} of the {trail} {describe(loop)} that csdump decodes "
-                      f"after its event {n - trail - 1}: a sizing error of the harness, not a verdict")
-        # `at` moves one block on: the position after the block at `at`.
-        j, r = at
-        at = (j, r + 1) if 0 <= j < len(ring) and r < ring[j] >> INDEX_BITS else (j + 1, 0)
-        prev, b = nxt
+    after = forward(rec, ring, pos)
+    prev = next(after, None)
+    for b in after:
+        if seen == trail:
+            break
         walked += 1
         if m.hit(loop, prev, b):
             seen += 1
-            continue
-        m.dis.classify([prev[1][-1]])
-        if m.must_report(prev, b) and not (m.unserved(prev[0]) and m.unserved(b[0])):
-            raise Bad(f"CPU{cpu}: csdump decodes {trail} {describe(loop)} after its event {n - trail - 1}, but "
-                      f"after {seen} of them the record has block {prev[0]:#x} -> {b[0]:#x}")
+        else:
+            m.dis.classify([prev[1][-1]])
+            if m.must_report(prev, b) and not (m.unserved(prev[0]) and m.unserved(b[0])):
+                raise Bad(f"CPU{cpu}: csdump decodes {trail} {describe(loop)} after its event {n - trail - 1}, "
+                          f"but after {seen} of them the record has block {prev[0]:#x} -> {b[0]:#x}")
+        prev = b
+    if seen < trail:
+        raise Bad(f"CPU{cpu}: the record ends {seen} of the {trail} {describe(loop)} that csdump decodes "
+                  f"after its event {n - trail - 1}: a sizing error of the harness, not a verdict")
     return walked_to(ring, pos) - 1 - walked, total + trail, skipped
 
 
