@@ -746,17 +746,95 @@ def check_panic_path(a, rep, sym, panic_cpu, who="panicking"):
         raise Bad(f"{who} CPU{panic_cpu}: no decoded trace")
     names = [sym(int(f["start"], 16)) for f in rc["functions"]]
     want = a.through.split(",")
+    i, seen = runs_through(names, want)
+    if len(seen) < len(want):
+        moved = resumed_elsewhere(rep, sym, panic_cpu, want)
+        if moved is not None:
+            # The judge must fail the same decode with either half of that evidence taken away.
+            for what, bad in resumed_mutations(rep, panic_cpu, moved):
+                if resumed_elsewhere(bad, sym, panic_cpu, want) is not None:
+                    raise Bad(f"the judge accepted a moved crash path with {what}: it cannot be trusted")
+                print(f"self-test: a moved crash path with {what} fails the judge")
+            print(f"{who} CPU{panic_cpu}: the crashing task ran {' -> '.join(want)} on CPU{moved['cpu']}, "
+                  f"took an interrupt at the first instruction of {moved['name']} there (the call was made, "
+                  f"{moved['name']} had not run yet) and resumed on CPU{panic_cpu}, whose decode enters "
+                  f"{moved['name']} by that exception's return; CPU{moved['cpu']}'s decode does not return to "
+                  f"{moved['name']} after it")
+            return
+        tail = [n for j, n in enumerate(names[-40:]) if j == 0 or n != names[-40:][j - 1]]
+        raise Bad(f"{who} CPU{panic_cpu}: the decoded functions do not run through {want} in order "
+                  f"(found {seen}, missing {want[len(seen)]}; {len(names)} functions decoded, last: {tail[-12:]})")
+    print(f"{who} CPU{panic_cpu}: the decoded flow runs through {' -> '.join(want)} "
+          f"({len(names) - i} more decoded functions after it, the panic path and the dump)")
+
+
+def runs_through(names, want):
+    """How far `names` runs through `want` in order: (the index after the last one found, the
+    ones found)."""
     i, seen = 0, []
     for w in want:
         try:
             i = names.index(w, i) + 1
         except ValueError:
-            tail = [n for j, n in enumerate(names[-40:]) if j == 0 or n != names[-40:][j - 1]]
-            raise Bad(f"{who} CPU{panic_cpu}: the decoded functions do not run through {want} in order "
-                      f"(found {seen}, missing {w}; {len(names)} functions decoded, last: {tail[-12:]})")
+            break
         seen.append(w)
-    print(f"{who} CPU{panic_cpu}: the decoded flow runs through {' -> '.join(want)} "
-          f"({len(names) - i} more decoded functions after it, the panic path and the dump)")
+    return i, seen
+
+
+def _addr(end):
+    return int(end["addr"], 16) if end else None
+
+
+def resumed_elsewhere(rep, sym, panic_cpu, want):
+    """A crashing task can call the crash entry on one CPU and run it on another: an interrupt
+    taken at the entry's first instruction (QEMU takes interrupts between blocks, and a call ends
+    one) can preempt the task there, sysrq_handle_crash having just left its RCU read-side
+    section, and the scheduler can resume it on another CPU. The decodes then show: on the
+    panicking CPU, the trace entering the crash entry by an exception return (its last branch);
+    on another CPU, `want` in order, a call into that entry from the last of them, the interrupt
+    at the entry (an exception whose return address is the entry) right after it, and no return
+    to the entry afterwards. Returns what was found ({'cpu', 'name', 'at'}: the other CPU, the
+    entry's name, the index of its exception) or None."""
+    rc = next((c for c in rep["cpus"] if c["cpu"] == panic_cpu), None)
+    if not rc or not rc["branches"]:
+        return None
+    last = rc["branches"][-1]
+    entry = _addr(last.get("to"))
+    name = sym.entry(entry) if entry is not None else None
+    if name is None or "eret" not in last["kind"]:
+        return None
+    for oc in rep["cpus"]:
+        if oc["cpu"] == panic_cpu:
+            continue
+        names = [sym(int(f["start"], 16)) for f in oc["functions"]]
+        if len(runs_through(names, want)[1]) < len(want):
+            continue
+        br = oc["branches"]
+        for k in range(len(br) - 1, 0, -1):
+            b, call = br[k], br[k - 1]
+            if b["kind"] != "exception" or _addr(b.get("from")) != entry:
+                continue
+            if _addr(call.get("to")) != entry or "link" not in call["kind"] or \
+                    sym(_addr(call.get("from"))) != want[-1]:
+                break
+            if any(_addr(x.get("to")) == entry for x in br[k + 1:]):
+                break
+            return {"cpu": oc["cpu"], "name": name, "at": k}
+    return None
+
+
+def resumed_mutations(rep, panic_cpu, moved):
+    """resumed_elsewhere's evidence with one half taken away: the other CPU's interrupt at the
+    entry dropped, and the panicking CPU's exception return one instruction off."""
+    def with_cpu(cpu, branches):
+        return dict(rep, cpus=[dict(c, branches=branches) if c["cpu"] == cpu else c for c in rep["cpus"]])
+    oc = next(c for c in rep["cpus"] if c["cpu"] == moved["cpu"])
+    rc = next(c for c in rep["cpus"] if c["cpu"] == panic_cpu)
+    k = moved["at"]
+    last = rc["branches"][-1]
+    off = dict(last, to=dict(last["to"], addr=hex(_addr(last["to"]) + 4)))
+    return [(f"CPU{moved['cpu']}'s interrupt at the entry dropped", with_cpu(moved["cpu"], oc["branches"][:k] + oc["branches"][k + 1:])),
+            (f"CPU{panic_cpu}'s exception return one instruction off", with_cpu(panic_cpu, rc["branches"][:-1] + [off]))]
 
 
 def check_second_crash(a, truth, rep, sym, panic_cpu):
