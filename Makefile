@@ -44,10 +44,11 @@ initramfs: kernel kernel-builtin guest-perf
 	bash scripts/initramfs.sh mod
 	bash scripts/initramfs.sh builtin
 
-## host-test        cargo test of the host crates (format, hardware logic, models, csdump)
+## host-test        cargo test of the host crates (format, hardware logic, models, csdump), and the judges' walk of an execution record
 host-test:
 	@rm -f target/skipped-tests.log
 	CSPD_SKIP_LOG=$(CURDIR)/target/skipped-tests.log $(CARGO) test --workspace --locked
+	python3 scripts/test_exec_ring.py
 	@n=$$(cat target/skipped-tests.log 2>/dev/null | wc -l); \
 	if [ "$$n" -gt 0 ]; then echo "host-test: $$n tests opted out (CSPD_TESTS_MAY_SKIP=1), their data or tool missing:"; \
 		sort target/skipped-tests.log | uniq -c; else echo "host-test: no test opted out"; fi

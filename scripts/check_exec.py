@@ -48,6 +48,9 @@ MAGIC = b"EXECREC1"
 HEADER = 4096
 INDEX_BITS = 40
 INDEX_MASK = (1 << INDEX_BITS) - 1
+# A cycle entry (a loop of 2..MAX_PERIOD blocks, each run once per pass) has low bits
+# INDEX_MASK - (period - 2); tools/exec-record's documentation has the format.
+MAX_PERIOD = 8
 KERNEL_VA = 0xFFFF_0000_0000_0000
 # ISB (any option): 1101 0101 0000 0011 0011 xxxx 1101 1111.
 ISB_MASK, ISB_BITS = 0xFFFFF0FF, 0xD50330DF
@@ -74,8 +77,8 @@ class Record:
                 raise Bad(f"{path} is not an execution record (magic {h[:8]!r})")
             ver, self.vcpus = struct.unpack_from("<II", h, 8)
             self.entries, table_size, used, frozen, self.frozen_at, full = struct.unpack_from("<QQQQQQ", h, 16)
-            if ver != 1:
-                raise Bad(f"{path}: version {ver}, this judge reads 1")
+            if ver not in (1, 2):
+                raise Bad(f"{path}: version {ver}, this judge reads 1 and 2")
             self.counts = struct.unpack_from(f"<{self.vcpus}Q", h, 64)
             self.frozen = frozen - 1 if frozen else None
             self.table_full = bool(full)
@@ -97,6 +100,14 @@ class Record:
             a.byteswap()
         start = n % self.entries if n > self.entries else 0
         order = (a[start:] + a[:start]) if n > self.entries else a[:kept]
+        # A wrapped ring's oldest cycle entries may have lost the loop they repeat.
+        drop = 0
+        for j in range(min(len(order), 2 * MAX_PERIOD)):
+            p = period(order[j])
+            if p and j - p < drop:
+                drop = j + 1
+        if drop:
+            order = order[drop:]
         return order, n > self.entries
 
     def block_starts(self):
@@ -206,26 +217,43 @@ def events_of(cpu):
     return out
 
 
+def period(entry):
+    """The number of blocks of a cycle entry's loop; 0 for a block's entry."""
+    low = entry & INDEX_MASK
+    return INDEX_MASK - low + 2 if low > INDEX_MASK - MAX_PERIOD + 1 else 0
+
+
+def index_at(ring, j, r):
+    """The table index of the block that is run `r` (from 0) of ring entry `j`: the entry's
+    block, or for a cycle entry its loop's block number r % period (the loop is the period
+    entries before it)."""
+    e = ring[j]
+    p = period(e)
+    return (ring[j - p + r % p] if p else e) & INDEX_MASK
+
+
 def boundaries(rec, ring, at=None):
     """The record's block boundaries, newest first, from position `at` (default: the newest):
     ((A, B), position) with A and B (start, words) and the position to start at A -> its
-    predecessor. A position is (entry, repetition) counted from the ring's newest entry."""
+    predecessor. A position is (entry, run) counted from the ring's oldest entry; an entry has
+    1 + its upper bits runs (a block repeated, or the blocks of a cycle entry)."""
     j, r = at if at is not None else (len(ring) - 1, ring[-1] >> INDEX_BITS if ring else 0)
     if j < 0:
         return
-    prev = rec.block(ring[j] & INDEX_MASK)
+    prev = rec.block(index_at(ring, j, r))
+    cyc = period(ring[j])
     while True:
-        # The instance before `prev`: an earlier repetition of the same entry, or the entry
-        # before.
+        # The run before `prev`: an earlier run of the same entry, or the entry before's last.
         if r > 0:
             r -= 1
-            blk = prev
+            blk = rec.block(index_at(ring, j, r)) if cyc else prev
         else:
             j -= 1
             if j < 0:
                 return
             r = ring[j] >> INDEX_BITS
-            blk = rec.block(ring[j] & INDEX_MASK)
+            cyc = period(ring[j])
+            blk = rec.block(index_at(ring, j, r))
         yield (blk, prev), (j, r)
         prev = blk
 
@@ -241,7 +269,21 @@ def forward(rec, ring, at):
             j, r = j + 1, 0
             if j >= len(ring):
                 return
-        yield rec.block(ring[j] & INDEX_MASK)
+        yield rec.block(index_at(ring, j, r))
+
+
+def blocks_back(rec, ring):
+    """The record's blocks, newest first, as (start, words)."""
+    it = boundaries(rec, ring)
+    first = next(it, None)
+    if first is None:
+        if ring:
+            yield rec.block(index_at(ring, 0, 0))
+        return
+    yield first[0][1]
+    yield first[0][0]
+    for (a, _), _ in it:
+        yield a
 
 
 def following(rec, ring, at, count):
@@ -276,32 +318,54 @@ def hits(rec, ring, e, hit):
     # entries j of the boundaries j -> j + 1) or B (the entries j + 1).
     by_a = can_b is None or (can_a is not None and len(can_a) <= len(can_b))
     entries = set()
+    last = len(ring) - 1
     for pat in patterns(can_a if by_a else can_b):
         at = raw.find(pat)
         while at >= 0:
             if at % 8 == 0:
                 # The entry's cross boundary and repetitions; for B also the cross boundary of
                 # the entry before.
-                entries.add(at // 8)
-                if not by_a and at:
-                    entries.add(at // 8 - 1)
+                j = at // 8
+                entries.add(j)
+                if not by_a and j:
+                    entries.add(j - 1)
+                # A cycle entry whose loop holds this block: its runs and its boundaries in and
+                # out are boundaries of this block too.
+                for c in range(j + 1, min(j + MAX_PERIOD, last) + 1):
+                    p = period(ring[c])
+                    if p and c - p <= j:
+                        entries.update((c - 1, c))
             at = raw.find(pat, at + 1)
     ok_a = (lambda i: True) if can_a is None else can_a.__contains__
     ok_b = (lambda i: True) if can_b is None else can_b.__contains__
-    last = len(ring) - 1
     for j in sorted(entries, reverse=True):
-        idx, reps = ring[j] & INDEX_MASK, ring[j] >> INDEX_BITS
+        reps = ring[j] >> INDEX_BITS
+        p = period(ring[j])
         if j < last:
-            nxt = ring[j + 1] & INDEX_MASK
+            idx, nxt = index_at(ring, j, reps), index_at(ring, j + 1, 0)
             if ok_a(idx) and ok_b(nxt):
                 a, b = rec.block(idx), rec.block(nxt)
                 if hit(e, a, b):
                     yield (a, b), (j, reps)
-        if reps and ok_a(idx) and ok_b(idx):
-            a = rec.block(idx)
-            if hit(e, a, a):
-                for r in range(reps - 1, -1, -1):
-                    yield (a, a), (j, r)
+        if not reps:
+            continue
+        if not p:
+            idx = ring[j] & INDEX_MASK
+            if ok_a(idx) and ok_b(idx):
+                a = rec.block(idx)
+                if hit(e, a, a):
+                    for r in range(reps - 1, -1, -1):
+                        yield (a, a), (j, r)
+            continue
+        # A cycle entry: run r -> r + 1 is the loop's block r % p -> (r + 1) % p.
+        pairs = {}
+        for k in range(p):
+            ia, ib = index_at(ring, j, k), index_at(ring, j, k + 1)
+            pairs[k] = ok_a(ia) and ok_b(ib) and hit(e, rec.block(ia), rec.block(ib))
+        if any(pairs.values()):
+            for r in range(reps - 1, -1, -1):
+                if pairs[r % p]:
+                    yield (rec.block(index_at(ring, j, r)), rec.block(index_at(ring, j, r + 1))), (j, r)
 
 
 _RING_BYTES = {}

@@ -110,6 +110,7 @@ first difference.
 """
 
 import argparse
+import itertools
 import os
 import re
 import struct
@@ -981,7 +982,7 @@ def program_run(rec, dis, cpu, binary):
             mine[index] = v
         return v
 
-    index = lambda j: ring[j] & check_exec.INDEX_MASK
+    index = lambda j: check_exec.index_at(ring, j, 0)
     first = next((j for j in range(len(ring) - 1, -1, -1) if rec.block(index(j))[0] == entry and ours(index(j))),
                  None)
     if first is None:
@@ -990,13 +991,15 @@ def program_run(rec, dis, cpu, binary):
     blocks = []  # ((start, words) of the program, the first other block run before it, or None)
     between = None
     for j in range(first, len(ring)):
-        if ours(index(j)):
-            b = rec.block(index(j))
-            for _ in range((ring[j] >> check_exec.INDEX_BITS) + 1):
-                blocks.append((b, between))
+        # A cycle entry's runs are its loop's blocks in turn; a block's entry repeats it.
+        runs = (ring[j] >> check_exec.INDEX_BITS) + 1
+        for idx in (itertools.repeat(index(j), runs) if not check_exec.period(ring[j]) else
+                    (check_exec.index_at(ring, j, r) for r in range(runs))):
+            if ours(idx):
+                blocks.append((rec.block(idx), between))
                 between = None
-        elif between is None:
-            between = rec.block(index(j))[0]
+            elif between is None:
+                between = rec.block(idx)[0]
     out = []
     for k, ((start, words), _) in enumerate(blocks):
         end = start + 4 * len(words)

@@ -76,6 +76,7 @@ fails the comparison like any other difference.
 import argparse
 import bisect
 import hashlib
+import itertools
 import json
 import mmap
 import os
@@ -1133,8 +1134,7 @@ def executed_in_record(d, cpu, pc):
             return None
         ring, _ = rec.ring(cpu)
         # A sample is of the CPU's last moments: among its newest million blocks.
-        for back, e in enumerate(reversed(ring[-1_000_000:])):
-            start, words = rec.block(e & check_exec.INDEX_MASK)
+        for back, (start, words) in enumerate(itertools.islice(check_exec.blocks_back(rec, ring), 1_000_000)):
             if start <= pc < start + 4 * len(words):
                 return f"the execution record: its block {start:#x}, {back} blocks before the record's end"
     except check_exec.Bad as e:

@@ -18,7 +18,7 @@
 //! | offset | what |
 //! | --- | --- |
 //! | 0 | magic `EXECREC1` |
-//! | 8 | u32 version (1), u32 vCPUs |
+//! | 8 | u32 version (2), u32 vCPUs |
 //! | 16 | u64 ring entries per vCPU |
 //! | 24 | u64 table size in bytes |
 //! | 32 | u64 table bytes used |
@@ -30,9 +30,16 @@
 //! | after them | the table |
 //!
 //! A ring entry is `table offset / 8` in its low 40 bits and, above, how many more times the
-//! vCPU ran that same block right after (a one-block loop takes one entry). A table entry is a
-//! u64 start address, a u32 instruction count `n`, a u32 0, and `n` u32 instruction words,
-//! padded to 8 bytes; QEMU translating a block again writes a new entry.
+//! vCPU ran that same block right after (a one-block loop takes one entry). A loop of two to
+//! eight blocks (a CPU spinning on a lock, polling a flag) takes one entry too, after its first
+//! pass: a *cycle entry*, whose low 40 bits are `2^40 - 1 - (p - 2)` for a loop of `p` blocks
+//! and whose upper bits count the blocks it stands for, less one; those blocks are the `p`
+//! entries before it (each one block run once) again and again, the oldest first, and it may
+//! end in the middle of a pass. So `A B A B A C` is the entries `A`, `B`, a cycle entry of period
+//! 2 holding 3 blocks (`A B A`), then `C`. The oldest entries of a ring that wrapped can be cycle
+//! entries whose `p` entries were overwritten: a reader drops them. A table entry is a u64
+//! start address, a u32 instruction count `n`, a u32 0, and `n` u32 instruction words, padded
+//! to 8 bytes; QEMU translating a block again writes a new entry.
 //!
 //! The record freezes, for every vCPU at once, at the first block that the kernel that ran
 //! could not have executed with its MMU on: once a vCPU has run kernel code (an address in
@@ -75,6 +82,14 @@ const OFF_COUNTS: usize = 64;
 /// Low bits of a ring entry: the table offset in 8-byte units.
 const INDEX_BITS: u32 = 40;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+/// One more run of an entry's block (or one more block of a cycle entry).
+const REPEAT: u64 = 1 << INDEX_BITS;
+/// The most an entry's upper bits count.
+const MAX_REPEATS: u64 = (1 << (64 - INDEX_BITS)) - 1;
+/// The longest loop a cycle entry stands for, in blocks.
+const MAX_PERIOD: u64 = 8;
+/// The record's format version (2: cycle entries).
+const VERSION: u32 = 2;
 /// Upper-half addresses: the kernel's.
 const KERNEL_VA: u64 = 0xffff_0000_0000_0000;
 const REGION_SHIFT: u32 = 21;
@@ -209,15 +224,13 @@ impl Recorder {
         let n = count.load(Ordering::Relaxed);
         let ring = HEADER + vcpu as u64 * self.entries * 8;
         let at = |back: u64| ring + ((n - back) % self.entries) * 8;
-        if n > 0 {
-            let e = self.get(at(1));
-            if e & INDEX_MASK == index && e >> INDEX_BITS < (1 << (64 - INDEX_BITS)) - 1 {
-                self.put(at(1), e + (1 << INDEX_BITS));
-                return;
+        match next_entry(n.min(self.entries), |back| self.get(at(back)), index) {
+            Entry::Newest(e) => self.put(at(1), e),
+            Entry::New(e) => {
+                self.put(ring + (n % self.entries) * 8, e);
+                count.store(n + 1, Ordering::Relaxed);
             }
         }
-        self.put(ring + (n % self.entries) * 8, index);
-        count.store(n + 1, Ordering::Relaxed);
     }
 
     /// Reserves and writes a table entry for a block; returns its index, or `None` when the
@@ -238,6 +251,67 @@ impl Recorder {
         }
         Some(off / 8)
     }
+}
+
+/// What running a block does to a ring: its newest entry becomes this value, or this entry is
+/// added.
+#[derive(Debug, PartialEq)]
+enum Entry {
+    Newest(u64),
+    New(u64),
+}
+
+/// The low bits of a cycle entry of `period` blocks.
+const fn cycle(period: u64) -> u64 {
+    INDEX_MASK - (period - 2)
+}
+
+/// The period of a cycle entry, 0 for a block's entry.
+const fn period(entry: u64) -> u64 {
+    let low = entry & INDEX_MASK;
+    if low > INDEX_MASK - (MAX_PERIOD - 1) {
+        INDEX_MASK - low + 2
+    } else {
+        0
+    }
+}
+
+/// The ring's change when the block at table index `index` runs: `kept` entries are in the
+/// ring, `at(k)` is the `k`-th newest (1 the newest). See the module documentation.
+fn next_entry(kept: u64, at: impl Fn(u64) -> u64, index: u64) -> Entry {
+    if kept == 0 {
+        return Entry::New(index);
+    }
+    let newest = at(1);
+    let repeats = newest >> INDEX_BITS;
+    let p = period(newest);
+    if p == 0 {
+        if newest & INDEX_MASK == index {
+            return if repeats < MAX_REPEATS {
+                Entry::Newest(newest + REPEAT)
+            } else {
+                Entry::New(index)
+            };
+        }
+        // A loop's second pass begins: the `p` newest entries are one run of each block, the
+        // oldest of them this one.
+        let once = |k: u64| {
+            let e = at(k);
+            e >> INDEX_BITS == 0 && period(e) == 0
+        };
+        for p in 2..=MAX_PERIOD.min(kept) {
+            if at(p) == index && (1..p).all(once) {
+                return Entry::New(cycle(p));
+            }
+        }
+        return Entry::New(index);
+    }
+    // A cycle entry holding `repeats + 1` blocks: the next is its loop's block number
+    // `(repeats + 1) % p`.
+    if kept > p && repeats < MAX_REPEATS && at(1 + p - (repeats + 1) % p) == index {
+        return Entry::Newest(newest + REPEAT);
+    }
+    Entry::New(index)
 }
 
 unsafe extern "C" fn after_freeze(_id: qemu_plugin_id_t) {
@@ -352,7 +426,7 @@ fn install(info: &qemu_info_t, args: &[String]) -> Result<Recorder, String> {
     };
     let mut head = [0u8; 32];
     head[..8].copy_from_slice(MAGIC);
-    head[8..12].copy_from_slice(&1u32.to_le_bytes());
+    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
     head[12..16].copy_from_slice(&(vcpus as u32).to_le_bytes());
     head[16..24].copy_from_slice(&entries.to_le_bytes());
     head[24..32].copy_from_slice(&table.to_le_bytes());
@@ -406,4 +480,142 @@ pub unsafe extern "C" fn qemu_plugin_install(
     // SAFETY: this plugin's id.
     unsafe { qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans)) };
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Encodes `blocks` (table indices) into a ring of `size` entries, as the recorder does;
+    /// returns the entries written and the ring, oldest first.
+    fn encode(blocks: &[u64], size: u64) -> (u64, Vec<u64>) {
+        let mut ring = vec![0u64; size as usize];
+        let mut n = 0u64;
+        for &b in blocks {
+            let at = |back: u64| ring[((n - back) % size) as usize];
+            match next_entry(n.min(size), at, b) {
+                Entry::Newest(e) => ring[((n - 1) % size) as usize] = e,
+                Entry::New(e) => {
+                    ring[(n % size) as usize] = e;
+                    n += 1;
+                }
+            }
+        }
+        let kept = n.min(size);
+        let order = (n - kept..n).map(|i| ring[(i % size) as usize]).collect();
+        (n, order)
+    }
+
+    /// The blocks a ring stands for, as a reader expands it (scripts/check_exec.py): cycle
+    /// entries whose loop is not in the ring are dropped.
+    fn expand(order: &[u64]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut drop = 0usize;
+        for (j, &e) in order.iter().enumerate() {
+            let p = period(e) as usize;
+            if p == 0 {
+                for _ in 0..=(e >> INDEX_BITS) {
+                    out.push(e & INDEX_MASK);
+                }
+                continue;
+            }
+            if j < p + drop {
+                drop = j + 1;
+                out.clear();
+                continue;
+            }
+            for r in 0..=(e >> INDEX_BITS) as usize {
+                out.push(order[j - p + r % p] & INDEX_MASK);
+            }
+        }
+        out
+    }
+
+    /// A small deterministic generator (no crate needed for it).
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    #[test]
+    fn loops_take_one_entry_after_their_first_pass() {
+        let spin: Vec<u64> = [3u64, 5].iter().copied().cycle().take(1001).collect();
+        let (n, order) = encode(&spin, 64);
+        assert_eq!(n, 3, "{order:x?}");
+        assert_eq!(order[2], cycle(2) | (998 << INDEX_BITS));
+        assert_eq!(expand(&order), spin);
+
+        let three: Vec<u64> = [7u64, 8, 9]
+            .iter()
+            .copied()
+            .cycle()
+            .take(30)
+            .chain([4])
+            .collect();
+        let (n, order) = encode(&three, 64);
+        assert_eq!(n, 5, "{order:x?}");
+        assert_eq!(expand(&order), three);
+
+        // A loop with a block run twice in a pass is not a cycle of single runs: it stays
+        // entries with repeats.
+        let uneven: Vec<u64> = [1u64, 1, 2].iter().copied().cycle().take(12).collect();
+        let (_, order) = encode(&uneven, 64);
+        assert!(order.iter().all(|&e| period(e) == 0), "{order:x?}");
+        assert_eq!(expand(&order), uneven);
+
+        // A loop longer than MAX_PERIOD is recorded block by block.
+        let long: Vec<u64> = (0..9u64).cycle().take(40).collect();
+        let (n, _) = encode(&long, 64);
+        assert_eq!(n, 40);
+    }
+
+    #[test]
+    fn every_sequence_expands_back() {
+        let mut seed = 0x5eed;
+        for case in 0..400 {
+            // Few distinct blocks, so loops and repeats come up often.
+            let alphabet = 2 + case % 6;
+            let len = 1 + lcg(&mut seed) % 300;
+            let mut blocks = Vec::new();
+            while (blocks.len() as u64) < len {
+                let b = lcg(&mut seed) % alphabet;
+                let times = if lcg(&mut seed).is_multiple_of(4) {
+                    1 + lcg(&mut seed) % 5
+                } else {
+                    1
+                };
+                for _ in 0..times {
+                    blocks.push(b);
+                }
+            }
+            let (_, order) = encode(&blocks, 1 << 12);
+            assert_eq!(expand(&order), blocks, "case {case}: {order:x?}");
+        }
+    }
+
+    #[test]
+    fn a_wrapped_ring_expands_to_the_newest_blocks() {
+        let mut seed = 7;
+        for case in 0..200 {
+            let blocks: Vec<u64> = (0..500).map(|_| lcg(&mut seed) % (2 + case % 4)).collect();
+            let (n, order) = encode(&blocks, 16);
+            let got = expand(&order);
+            assert!(n > 16, "case {case}");
+            assert!(
+                !got.is_empty() && blocks.ends_with(&got),
+                "case {case}: {order:x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_saturated_entry_starts_another() {
+        let full = 3 | (MAX_REPEATS << INDEX_BITS);
+        assert_eq!(next_entry(1, |_| full, 3), Entry::New(3));
+        let spin = [5, 3, cycle(2) | (MAX_REPEATS << INDEX_BITS)];
+        let at = |k: u64| spin[spin.len() - k as usize];
+        assert_eq!(next_entry(3, at, 5), Entry::New(5));
+    }
 }
