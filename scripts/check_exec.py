@@ -591,6 +591,10 @@ def _newest_match(rec, dis, cpu, events, ring, wrapped, unserved=None):
         if best is None or depth < best[0]:
             best = (depth, err)
     if best is not None:
+        if wrapped:
+            raise Bad(f"{best[1]} (the record's ring wrapped: it keeps the newest {rec.entries} of the "
+                      f"{rec.counts[cpu]} entries CPU{cpu} wrote, so the place where the decode ended may "
+                      "be older than it, and this the closest look-alike)")
         raise best[1]
     if wrapped:
         raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before it are not "
