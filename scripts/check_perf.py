@@ -252,9 +252,10 @@ def build_id(binary):
     return m.group(1)
 
 
-def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None, off_cpu=0):
+def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None, off_cpu=0, tmc_held=None):
     """The AUX trace is whole: the bytes of every AUX record are in AUXTRACE records, and the
-    newest AUX record's bytes are what the ETF held when it last stopped. The AUX buffers are per
+    newest AUX record's bytes are what the ETF held when it last stopped with trace (perf gives no
+    AUX record for an empty drain; tmc.bin.held then keeps that stop). The AUX buffers are per
     CPU (cpu-wide: AUXTRACE records name their CPU) or per thread (one buffer, its AUXTRACE
     records name no CPU, the AUX records the CPU each session ran on). With `pauses` (perf's AUX
     pause): one AUX record per pause, in order the sizes of the ETF's drains that held trace.
@@ -308,22 +309,30 @@ def check_aux(aux, auxtrace, tmc, tmc_stops, pauses=None, off_cpu=0):
                 f"{len(auxtrace)} AUXTRACE record(s))")
     if not tmc_stops:
         raise Bad("the plugin never stopped the TMC: no ETF content to compare the AUX data with")
-    held, full = tmc_stops[-1]
+    # A drain of an empty ETF gives perf no AUX record: the newest record is the newest stop that
+    # held trace (tmc.bin, or tmc.bin.held when later stops held none).
+    empty = next((k for k in range(len(tmc_stops)) if tmc_stops[-1 - k][0]), len(tmc_stops))
+    held, full = tmc_stops[-1 - empty] if empty < len(tmc_stops) else tmc_stops[-1]
+    which = "tmc.bin" if not empty else "tmc.bin.held"
+    if empty:
+        tmc = tmc_held
     last = aux[-1]
     got = bytes(streams[key(last[0])][-last[2]:]) if last[2] else b""
-    if len(got) != held or len(tmc) != held:
+    if tmc is None or len(got) != held or len(tmc) != held:
         raise Bad(f"the newest AUX record holds {len(got)} bytes, the ETF held {held} when it last "
-                  f"stopped (tmc.bin: {len(tmc)} bytes)")
+                  f"stopped with trace ({which}: {'missing' if tmc is None else f'{len(tmc)} bytes'}"
+                  f"{f'; {empty} later stops held none' if empty else ''})")
     if full:
         if got[:16] != BARRIER:
             raise Bad("the ETF wrapped, but the newest AUX record does not start with the barrier packet")
         got, tmc = got[16:], tmc[16:]
     if got != tmc:
         at = next(i for i in range(len(got)) if got[i] != tmc[i])
-        raise Bad(f"the AUX data differs from what the ETF held (tmc.bin) at byte {at + 16 * full:#x}")
+        raise Bad(f"the AUX data differs from what the ETF held ({which}) at byte {at + 16 * full:#x}")
     return (f"{len(aux)} AUX record(s), {sum(len(x) for x in streams.values())} bytes of trace in "
             f"{len(auxtrace)} AUXTRACE record(s); the newest AUX record's {held} bytes what the ETF held "
-            "when it last stopped" + (" (wrapped: the barrier packet first)" if full else ""))
+            "when it last stopped" + (f" with trace ({which}; {empty} later stops held none)" if empty else "")
+            + (" (wrapped: the barrier packet first)" if full else ""))
 
 
 def check_trace_ids(hw, enabled, cpus):
@@ -1601,7 +1610,11 @@ def check(a):
         off_cpu = max(downs - pauses, 0)
     else:
         off_cpu = 0
-    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops, pauses, off_cpu)}")
+    try:
+        tmc_held = open(os.path.join(d, "tmc.bin.held"), "rb").read()
+    except FileNotFoundError:
+        tmc_held = None
+    print(f"perf.data: {len(data)} bytes; {check_aux(aux, auxtrace, tmc, stops, pauses, off_cpu, tmc_held)}")
     hw, trouble, maps = perf_dump(a.perf, path)
     if trouble:
         raise Bad(f"perf.data has records of lost data or trace errors: {trouble[0]}")

@@ -1414,6 +1414,13 @@ scenario_perf-per-thread() {
 FILTER_RANGE=step_b
 FILTER_START=step_a
 FILTER_STOP=step_b
+# aux_tmc DIR: the file of DIR's run that check_perf.py compares the newest AUX record with: the
+# ETF at its last stop (tmc.bin), or at its last stop that held trace (tmc.bin.held, when the
+# stops after it held none).
+aux_tmc() {
+	if [ -f "$1/tmc.bin.held" ]; then echo "$1/tmc.bin.held"; else echo "$1/tmc.bin"; fi
+}
+
 scenario_perf-filter() {
 	local mode d disk
 	for mode in range start-stop; do
@@ -1750,8 +1757,8 @@ PY
 		check_perf "$d/cut" "$d/cut/perf.disk" --script "$script" || rc=1
 	# (e) One byte of what the ETF held.
 	judge_copy "$src" "$d/tmc"
-	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
-	judge_negative "one byte of tmc.bin changed" "the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+	printf '\x5a' | dd of="$(aux_tmc "$d/tmc")" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of tmc.bin changed" "the AUX data differs from what the ETF held (tmc.bin" \
 		check_perf "$d/tmc" "$RUNS/perf-cpu-wide.disk" --script "$script" || rc=1
 	for ((cpu = 0; cpu < SMP; cpu++)); do
 		# (d) The trace ID the plugin saw CPU$cpu's ETM programmed with.
@@ -2587,9 +2594,9 @@ scenario_harness-upstream-perf() {
 	mkdir -p "$d"
 	local -a up=(--vmlinux "$CSPD_CACHE/build-upstream/vmlinux" --modules-dir "$CSPD_CACHE/build-upstream")
 	judge_copy "$RUNS/upstream-perf" "$d/tmc"
-	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
+	printf '\x5a' | dd of="$(aux_tmc "$d/tmc")" bs=1 seek=4096 conv=notrunc status=none
 	judge_negative "upstream-perf with one byte of tmc.bin changed" \
-		"the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+		"the AUX data differs from what the ETF held (tmc.bin" \
 		check_perf "$d/tmc" "$RUNS/upstream-perf.disk" "${up[@]}" --script "$RUNS/upstream-perf/perf/perf-script.txt" || rc=1
 	judge_copy "$RUNS/upstream-perf-snapshot" "$d/snapshot-tmc"
 	printf '\x5a' | dd of="$d/snapshot-tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
@@ -2614,8 +2621,8 @@ scenario_harness-perf-etr() {
 	rm -rf "$d"
 	mkdir -p "$d"
 	judge_copy "$RUNS/perf-etr" "$d/tmc"
-	printf '\x5a' | dd of="$d/tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none
-	judge_negative "one byte of the ETR's buffer changed" "the AUX data differs from what the ETF held (tmc.bin) at byte 0x1000" \
+	printf '\x5a' | dd of="$(aux_tmc "$d/tmc")" bs=1 seek=4096 conv=notrunc status=none
+	judge_negative "one byte of the ETR's buffer changed" "the AUX data differs from what the ETF held (tmc.bin" \
 		check_perf "$d/tmc" "$RUNS/perf-etr.disk" --script "$RUNS/perf-etr/perf/perf-script.txt" || rc=1
 	judge_copy "$RUNS/perf-etr-snapshot" "$d/snapshot-tmc"
 	printf '\x5a' | dd of="$d/snapshot-tmc/tmc.bin" bs=1 seek=4096 conv=notrunc status=none

@@ -70,7 +70,8 @@ pub struct Config {
     /// Where the plugin logs (`log=`); `None` logs through QEMU.
     pub log: Option<PathBuf>,
     /// Where the TMC's trace RAM goes, oldest word first, each time capture stops
-    /// (`tmc_dump=`); `None` writes none.
+    /// (`tmc_dump=`); `None` writes none. While the newest stops held nothing, `<tmc_dump>.held`
+    /// is the newest stop that held trace.
     pub tmc_dump: Option<PathBuf>,
     /// How many of the first stops also keep their trace memory as `<tmc_dump>.N` (N from 1;
     /// `tmc_stops=`, default 0), for a run that reads the sink before its last stop (the device

@@ -633,6 +633,24 @@ impl Emu {
         }
         let n = self.tmc_stops.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(path) = self.cfg.tmc_dump.as_deref() {
+            // `<tmc_dump>.held` keeps the newest stop that held trace while later stops hold
+            // none (perf gives no AUX record for an empty drain): a rename, not a copy.
+            let mut held = path.as_os_str().to_owned();
+            held.push(".held");
+            if bytes.is_empty() {
+                if fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+                    if let Err(err) = fs::rename(path, &held) {
+                        e.push_str(&format!(", the last stop's trace not kept: {err}"));
+                    }
+                }
+            } else if let Err(err) = fs::remove_file(&held) {
+                if err.kind() != std::io::ErrorKind::NotFound {
+                    e.push_str(&format!(
+                        ", {} not removed: {err}",
+                        Path::new(&held).display()
+                    ));
+                }
+            }
             match fs::write(path, &bytes) {
                 Ok(()) => e.push_str(&format!(", written to {}", path.display())),
                 Err(err) => e.push_str(&format!(", not written to {}: {err}", path.display())),
