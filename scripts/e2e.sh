@@ -88,6 +88,9 @@
 #                        stays in place at panic, the capture kernel hands it over as a vmcore device
 #                        dump; the wrapped buffer against the plugin's and the ground truth
 #   trace-etr-warm-reboot  the same built in, the buffer read back by the next boot into last_dump
+#                        and through /dev/crash_tmc_etr0 (the C driver's crash device name)
+#   harness-crash-device  that check of /dev/crash_tmc_etr0 must FAIL on its console with one line
+#                        altered (other bytes, a read after the clear, no registration)
 #   trace-etr-dma        an ETR with a DMA buffer of buffer_size (2 MiB, set through sysfs) in a 1 MiB
 #                        slot: the newest trace copied, nothing past the slot
 #   trace-etr-never-ready  fault tmc-never-ready on the ETR: only its record is partial, in time
@@ -391,6 +394,30 @@ check_readback() {
 	grep -q "CSPD: last dump after clear: 0 bytes" "$log" ||
 		{ echo "clearing did not empty $from" >&2; return 1; }
 	echo "warm reboot: $size byte dump read back from $from${debugfs:+ (a kernel without debugfs)}, bad clear value rejected, clear emptied it"
+}
+
+# check_crash_device LOG DUMP SINK: /dev/crash_SINK as the second boot read it (its size and md5)
+# is SINK's trace in the previous dump DUMP as csdump extracts it (oldest first, the barrier packet
+# first when the buffer wrapped), and opening it once the dump was cleared is refused (ENOENT).
+check_crash_device() {
+	local log=$1 dump=$2 sink=$3 x want got
+	grep -q "coresight_panic_dump: previous dump: the crash trace of $sink is /dev/crash_$sink" "$log" ||
+		{ echo "the second boot did not register /dev/crash_$sink" >&2; return 1; }
+	x=$(mktemp -d)
+	"$CSDUMP" extract "$dump" -o "$x" >"$x.txt" 2>&1 || { cat "$x.txt" >&2; rm -rf "$x" "$x.txt"; return 1; }
+	local f=("$x"/*-sink-"$sink".trace.bin)
+	if [ -f "${f[0]}" ]; then
+		want="$(stat -c %s "${f[0]}") bytes, md5 $(md5sum <"${f[0]}" | cut -d' ' -f1)"
+	fi
+	rm -rf "$x" "$x.txt"
+	[ -n "${want:-}" ] || { echo "csdump extracts no trace of $sink from $dump" >&2; return 1; }
+	# The line is on the console twice (printed, and from the kernel log): the same text.
+	got=$(grep -a "CSPD: crash device crash_$sink: " "$log" | sed "s/.*crash_$sink: //" | tr -d '\r' | sort -u)
+	[ "$got" = "$want" ] ||
+		{ echo "/dev/crash_$sink read ${got:-nothing}; the dump's trace of $sink is $want" >&2; return 1; }
+	grep -q "CSPD: crash device crash_$sink after clear: refused: .*No such file or directory" "$log" ||
+		{ echo "/dev/crash_$sink was not refused (ENOENT) once the dump was cleared" >&2; return 1; }
+	echo "/dev/crash_$sink: $want, the trace of $sink csdump extracts from the dump; refused (ENOENT) once the dump was cleared"
 }
 
 scenario_dump-warm-reboot() {
@@ -923,6 +950,28 @@ scenario_harness-last-dump() {
 	return $rc
 }
 
+# check_crash_device fails with its own message on trace-etr-warm-reboot's console altered: the
+# device file read other bytes, read after the clear, or was never registered.
+scenario_harness-crash-device() {
+	local src=$RUNS/trace-etr-warm-reboot d=$RUNS/harness-crash-device rc=0
+	[ -f "$src/vmcore.elf" ] || scenario_trace-etr-warm-reboot || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	check_crash_device "$src/console.log" "$src/vmcore.elf" tmc_etr0 >"$d/unaltered.txt" 2>&1 ||
+		{ cat "$d/unaltered.txt"; echo "check_crash_device fails on trace-etr-warm-reboot's console" >&2; return 1; }
+	sed 's/\(CSPD: crash device crash_tmc_etr0: .*md5 \)./\1x/' "$src/console.log" >"$d/md5.log"
+	judge_negative "other bytes read" "/dev/crash_tmc_etr0 read" \
+		check_crash_device "$d/md5.log" "$src/vmcore.elf" tmc_etr0 || rc=1
+	sed 's/CSPD: crash device crash_tmc_etr0 after clear: .*/CSPD: crash device crash_tmc_etr0 after clear: read/' \
+		"$src/console.log" >"$d/after-clear.log"
+	judge_negative "a read after the clear" "/dev/crash_tmc_etr0 was not refused (ENOENT)" \
+		check_crash_device "$d/after-clear.log" "$src/vmcore.elf" tmc_etr0 || rc=1
+	grep -v "the crash trace of tmc_etr0 is" "$src/console.log" >"$d/unregistered.log"
+	judge_negative "no registration" "did not register /dev/crash_tmc_etr0" \
+		check_crash_device "$d/unregistered.log" "$src/vmcore.elf" tmc_etr0 || rc=1
+	return $rc
+}
+
 # An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
 # decoded flow takes the data abort in lkdtm_EXCEPTION (the task may then move: one run faulted on
 # CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through __do_kernel_fault to the
@@ -1021,6 +1070,7 @@ scenario_trace-etr-warm-reboot() {
 	grep -qF "coresight_panic_dump: previous dump: trace buffer of tmc_etr0 at $ETR_TRACEDATA (1024 KiB) read from its tracedata region behind the dump" \
 		"$d/console.log" || { echo "the second boot did not attach the ETR's buffer to the previous dump" >&2; return 1; }
 	check_readback "$d/console.log" "$(stat -c %s "$d/vmcore.elf")" "$LAST_DEV" no-debugfs || return 1
+	check_crash_device "$d/console.log" "$d/vmcore.elf" tmc_etr0 || return 1
 	local rc=0
 	EXEC_TEXT_FROM="$d/text.vmcore" check_trace "$d" builtin --sink tmc_etr0 --etr-from "attached behind the region" \
 		--etr-wrapped --text-from "$d/text.vmcore" || rc=1
@@ -2695,7 +2745,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
-	trace-etr-kdump trace-etr-warm-reboot trace-etr-dma trace-etr-never-ready upstream-etr
+	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
@@ -2730,6 +2780,7 @@ declare -A NEEDS=(
 	[harness-wrong-record]="sample-qemu-dump"
 	[harness-trace-ground-truth]="trace-builtin"
 	[harness-last-dump]="trace-warm-reboot"
+	[harness-crash-device]="trace-etr-warm-reboot"
 	[trace-gdb]="trace-kdump trace-builtin trace-module-oops"
 	[harness-coresight-wrong-id]="coresight-devmem"
 	[harness-devfile]="devfile-etf"

@@ -874,6 +874,7 @@ struct PanicDump {
 /// The previous boot's dump, as the device file and (with debugfs) its files show it.
 struct LastDumpFiles {
     _dev: Pin<KBox<DevFileRegistration<LastDumpFile>>>,
+    _crash: KVec<Pin<KBox<DevFileRegistration<tracedata::CrashTraceFile>>>>,
     _debugfs: DebugFiles,
 }
 
@@ -1121,14 +1122,37 @@ impl kernel::Module for PanicDump {
 }
 
 fn last_dump_files(dump: KVVec<u8>) -> Result<LastDumpFiles> {
+    let sinks = tracedata::attached_sinks(&dump);
     let last: LastDump = Arc::pin_init(new_mutex!(dump), GFP_KERNEL)?;
     let name = CString::try_from_fmt(fmt!("coresight_panic_dump"))?;
     let dev = KBox::pin_init(
         DevFileRegistration::register(name, last.clone()),
         GFP_KERNEL,
     )?;
+    let mut crash = KVec::new();
+    for sink in sinks {
+        let shown = CStr::from_bytes_until_nul(&sink).unwrap_or(c_str!("?"));
+        let name = CString::try_from_fmt(fmt!("crash_{}", shown))?;
+        let data = tracedata::CrashTrace {
+            last: last.clone(),
+            name: sink,
+        };
+        // A sink without its crash device still has its trace in the dump.
+        match KBox::pin_init(DevFileRegistration::register(name, data), GFP_KERNEL) {
+            Ok(f) => {
+                pr_info!(
+                    "previous dump: the crash trace of {} is /dev/crash_{}\n",
+                    shown,
+                    shown
+                );
+                crash.push(f, GFP_KERNEL)?;
+            }
+            Err(e) => pr_warn!("previous dump: no /dev/crash_{}: {:?}\n", shown, e),
+        }
+    }
     Ok(LastDumpFiles {
         _dev: dev,
+        _crash: crash,
         _debugfs: debug_files(last)?,
     })
 }

@@ -17,11 +17,16 @@
 //!   [`TracedataAttachment`](kernel::coresight::panic_dump::format::etr::TracedataAttachment):
 //!   the one file holds the dump and its trace.
 //!
+//! Each sink whose buffer was attached so also gets `/dev/crash_<sink>` ([`CrashTraceFile`]), the
+//! name and contents of the TMC's crash data device in the C driver: the trace of the previous
+//! boot's crash, oldest first.
+//!
 //! Only ranges inside a `tracedata` region of a node compatible with `arm,coresight-tmc` are ever
 //! read, whatever a record says.
 
 use kernel::{
     c_str,
+    coresight::devfile::DevFile,
     coresight::panic_dump::format::{
         self,
         etr::{
@@ -31,16 +36,25 @@ use kernel::{
             ETR_REC_IN_PLACE,
             TRACEDATA_DUMP_NAME_MAX, //
         },
+        tmc::{
+            CS_BARRIER_LEN,
+            CS_BARRIER_WORD, //
+        },
+        ContainerHeader,
         PayloadType,
-        RecordKind, //
+        RecordKind,
+        NAME_SIZE, //
     },
     crash_dump,
+    iov::IovIterDest,
     prelude::*,
     reserved_mem::{
         Origin,
         ReservedRegion, //
     },
 };
+
+use super::LastDump;
 
 /// The binding whose reserved regions hold trace buffers: the TMC's, `tracedata`.
 const TMC_COMPATIBLE: &CStr = c_str!("arm,coresight-tmc");
@@ -169,4 +183,122 @@ fn attach(dump: &mut KVVec<u8>, paddr: u64, len: u64) -> Result {
         .ok_or(EINVAL)?
         .copy_from_slice(&header);
     Ok(())
+}
+
+/// The ETR records of `dump` (a previous boot's region) that left their buffer in place: each
+/// one's name, physical address and layout.
+fn in_place_records(
+    dump: &[u8],
+    mut each: impl FnMut([u8; NAME_SIZE], u64, format::etr::EtrLayout),
+) {
+    let Ok(region) = format::parse_region(dump) else {
+        return;
+    };
+    for rec in region.records().flatten() {
+        if rec.header.kind != RecordKind::Sink || rec.header.payload != PayloadType::Etr {
+            continue;
+        }
+        let Ok((h, _)) = EtrRecord::parse(rec.data) else {
+            continue;
+        };
+        if let Ok(layout) = h.layout() {
+            if h.has(ETR_REC_IN_PLACE) && h.buf_paddr != 0 {
+                each(rec.header.name, h.buf_paddr, layout);
+            }
+        }
+    }
+}
+
+/// The sinks of `dump` (a previous boot's region with its attachments) whose trace buffer is
+/// attached behind it: the names `/dev/crash_<sink>` is registered for.
+pub(crate) fn attached_sinks(dump: &[u8]) -> KVec<[u8; NAME_SIZE]> {
+    let mut names = KVec::new();
+    in_place_records(dump, |name, paddr, _| {
+        if attachment(dump, paddr).is_some() {
+            let _ = names.push(name, GFP_KERNEL);
+        }
+    });
+    names
+}
+
+/// The data of the attachment of the buffer at `paddr` behind the region `dump` starts with.
+fn attachment(dump: &[u8], paddr: u64) -> Option<&[u8]> {
+    let size = usize::try_from(ContainerHeader::decode(dump).ok()?.region_size).ok()?;
+    let mut found = None;
+    // An attachment after a damaged one is not reached: that sink has no crash trace.
+    let _ = TracedataAttachment::parse_all(dump.get(size..)?, |a| {
+        if a.paddr == paddr {
+            found = Some(a.data);
+        }
+    });
+    found
+}
+
+/// The crash trace of sink `name` in `dump`: its buffer's trace oldest first, with the barrier
+/// packet over the first bytes when the buffer wrapped (the stream starts inside a packet
+/// there), as the C driver's crash device gives it.
+fn crash_trace(dump: &[u8], name: &[u8; NAME_SIZE]) -> Result<KVVec<u8>> {
+    let mut wanted = None;
+    in_place_records(dump, |n, paddr, layout| {
+        if n == *name {
+            wanted = Some((paddr, layout));
+        }
+    });
+    let (paddr, layout) = wanted.ok_or(ENOENT)?;
+    let data = attachment(dump, paddr).ok_or(ENOENT)?;
+    let len = usize::try_from(layout.len).map_err(|_| EOVERFLOW)?;
+    let mut out = KVVec::with_capacity(len, GFP_KERNEL)?;
+    for (off, n) in layout.ranges() {
+        let part = usize::try_from(off)
+            .ok()
+            .zip(usize::try_from(n).ok())
+            .and_then(|(o, n)| data.get(o..o.checked_add(n)?))
+            .ok_or(EINVAL)?;
+        out.extend_from_slice(part, GFP_KERNEL)?;
+    }
+    if layout.wrapped {
+        for w in out
+            .get_mut(..CS_BARRIER_LEN)
+            .into_iter()
+            .flat_map(|b| b.chunks_exact_mut(4))
+        {
+            w.copy_from_slice(&CS_BARRIER_WORD.to_le_bytes());
+        }
+    }
+    Ok(out)
+}
+
+/// What `/dev/crash_<sink>` reads: the previous boot's dump and the sink's name in it.
+pub(crate) struct CrashTrace {
+    /// The previous boot's dump, with its attachments; emptied when it is cleared.
+    pub(crate) last: LastDump,
+    /// The sink's record name.
+    pub(crate) name: [u8; NAME_SIZE],
+}
+
+/// `/dev/crash_<sink>`: the trace an ETR left in its reserved `tracedata` buffer at the previous
+/// boot's crash, as the C TMC driver's crash data device names and reads it. Opening copies the
+/// trace out of the previous dump (`ENOENT` once that dump was cleared through
+/// `/dev/coresight_panic_dump`); reads are from that copy.
+pub(crate) struct CrashTraceFile;
+
+#[vtable]
+impl DevFile for CrashTraceFile {
+    type Data = CrashTrace;
+    type State = KVVec<u8>;
+
+    fn open(c: &CrashTrace) -> Result<KVVec<u8>> {
+        crash_trace(&c.last.lock(), &c.name)
+    }
+
+    fn read(
+        _c: &CrashTrace,
+        trace: &KVVec<u8>,
+        pos: &mut i64,
+        out: &mut IovIterDest<'_>,
+    ) -> Result<usize> {
+        out.simple_read_from_buffer(pos, trace)
+    }
+
+    fn release(_c: &CrashTrace, _trace: KVVec<u8>) {}
 }
