@@ -96,6 +96,9 @@
 #   trace-etr-never-ready  fault tmc-never-ready on the ETR: only its record is partial, in time
 #   upstream-etr         upstream's C ETR crash-data path (tracedata/metadata, warm reboot,
 #                        /dev/crash_tmc_etr0) on the same emulated ETR, decoded to the ground truth
+#   tmc-etr-sysfs-listing  tmc_etr0's sysfs as probed under upstream's driver (upstream-etr) and
+#                        ours (trace-etr-warm-reboot): the same files and values, one difference
+#                        explained; and its negatives
 #   perf-cpu-wide        perf mode: the guest's perf records cs_etm CPU-wide through tmc_etf0 on the
 #                        production drivers; the host's perf decodes perf.data, each CPU's whole window
 #                        judged against the execution record and the ground truth (check_perf.py)
@@ -2688,38 +2691,58 @@ scenario_harness-perf-etr() {
 	return $rc
 }
 
-# tmc_etf0's sysfs files as probed (its own and mgmt/, scripts/guest/init tmc_listing) under
-# upstream's C driver (upstream-drivers' run) and under ours (trace-builtin's): the same names,
-# each reading the same. A file only one driver has, or a value that differs, fails with its name.
+# compare_tmc_listing UP OURS [TMC [NAME=UPSTREAM|OURS|WHY ...]]: TMC's sysfs files as probed (its
+# own and mgmt/, scripts/guest/init tmc_listing; TMC defaults to tmc_etf0) under upstream's C
+# driver (console UP) and under ours (console OURS): the same names, each reading the same. A file
+# only one driver has, or a value that differs, fails with its name, unless it is one of the
+# explained differences given, where each driver must read exactly what is given ("-": the file
+# is missing), and the reason is printed.
 compare_tmc_listing() {
-	python3 - "$1" "$2" <<'PY'
+	python3 - "$@" <<'PY'
 import re, sys
 
 
-def listing(path, prefix):
+def listing(path, prefix, tmc):
     out = {}
     for line in open(path, errors="replace"):
-        m = re.match(rf"CSPD: {prefix} tmc_etf0 (\S+) (\S*)", line)
+        m = re.match(rf"CSPD: {prefix} {tmc} (\S+) (\S*)", line)
         if m:
             # The value as printed (spaces and newlines as _), cut where the kernel log's copy of
             # another line runs into it.
             out[m.group(1)] = m.group(2).split("_[")[0].rstrip("_")
     if not out:
-        sys.exit(f"FAIL: {path} has no tmc_etf0 listing ({prefix})")
+        sys.exit(f"FAIL: {path} has no {tmc} listing ({prefix})")
     return out
 
 
-up = listing(sys.argv[1], "upstream: tmc listing:")
-ours = listing(sys.argv[2], "tmc listing:")
+tmc = sys.argv[3] if len(sys.argv) > 3 else "tmc_etf0"
+explained = {}
+for e in sys.argv[4:]:
+    name, rest = e.split("=", 1)
+    want_up, want_ours, why = rest.split("|", 2)
+    explained[name] = (want_up, want_ours, why)
+up = listing(sys.argv[1], "upstream: tmc listing:", tmc)
+ours = listing(sys.argv[2], "tmc listing:", tmc)
+notes = []
 for name in sorted(set(up) | set(ours)):
+    if name in explained:
+        want_up, want_ours, why = explained[name]
+        got_up, got_ours = up.get(name, "-"), ours.get(name, "-")
+        if (got_up, got_ours) != (want_up, want_ours):
+            sys.exit(f"FAIL: {tmc}/{name}: upstream's driver reads {got_up}, ours {got_ours}; the explained "
+                     f"difference is {want_up} and {want_ours} ({why})")
+        notes.append(f"{name}: upstream's {got_up}, ours {got_ours}: {why}")
+        continue
     if name not in ours:
-        sys.exit(f"FAIL: tmc_etf0/{name}: upstream's driver has it ({up[name]}), ours does not")
+        sys.exit(f"FAIL: {tmc}/{name}: upstream's driver has it ({up[name]}), ours does not")
     if name not in up:
-        sys.exit(f"FAIL: tmc_etf0/{name}: ours has it ({ours[name]}), upstream's driver does not")
+        sys.exit(f"FAIL: {tmc}/{name}: ours has it ({ours[name]}), upstream's driver does not")
     if up[name] != ours[name]:
-        sys.exit(f"FAIL: tmc_etf0/{name}: upstream's driver reads {up[name]}, ours {ours[name]}")
-print(f"tmc_etf0's sysfs as probed: the same {len(up)} files under upstream's driver and ours, each "
-      f"reading the same ({', '.join(f'{k} {v}' for k, v in sorted(up.items()) if k.startswith('mgmt/'))})")
+        sys.exit(f"FAIL: {tmc}/{name}: upstream's driver reads {up[name]}, ours {ours[name]}")
+same = len(set(up) & set(ours)) - len([n for n in explained if n in up and n in ours])
+print(f"{tmc}'s sysfs as probed: {same} files the same under upstream's driver and ours, each reading "
+      f"the same ({', '.join(f'{k} {v}' for k, v in sorted(up.items()) if k.startswith('mgmt/'))})"
+      + "".join(f"; {n}" for n in notes))
 PY
 }
 
@@ -2738,6 +2761,29 @@ scenario_tmc-sysfs-listing() {
 		compare_tmc_listing "$up" "$d/no-trigger.log"
 }
 
+# The same for the ETR, as probed with a tracedata region in its node (the device tree of both runs):
+# upstream's C driver in upstream-etr's first boot, ours in trace-etr-warm-reboot's. Upstream offers
+# a flat DMA buffer beside the reserved one; ours traces into the tracedata region whenever the
+# node has one (so that the panic dump finds the trace in place), and offers no flat buffer there.
+ETR_LISTING_EXPLAINED=("buf_modes_available=auto_flat_resrv|auto_resrv|with a tracedata region this driver traces into it, the panic dump reads it there; a flat DMA buffer only without one")
+scenario_tmc-etr-sysfs-listing() {
+	local up=$RUNS/upstream-etr/console.log ours=$RUNS/trace-etr-warm-reboot/console.log d=$RUNS/tmc-etr-sysfs-listing
+	[ -f "$up" ] || scenario_upstream-etr || return 1
+	[ -f "$ours" ] || scenario_trace-etr-warm-reboot || return 1
+	compare_tmc_listing "$up" "$ours" tmc_etr0 "${ETR_LISTING_EXPLAINED[@]}" || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	sed 's/^\(CSPD: tmc listing: tmc_etr0 mgmt\/devid \)0x1510340/\10x1510341/' "$ours" >"$d/devid.log"
+	judge_negative "ours reading another DEVID" "tmc_etr0/mgmt/devid: upstream's driver reads 0x1510340, ours 0x1510341" \
+		compare_tmc_listing "$up" "$d/devid.log" tmc_etr0 "${ETR_LISTING_EXPLAINED[@]}" || return 1
+	sed 's/^\(CSPD: tmc listing: tmc_etr0 buf_modes_available \).*/\1auto_flat_resrv_/' "$ours" >"$d/modes.log"
+	judge_negative "ours offering a flat buffer" "tmc_etr0/buf_modes_available: upstream's driver reads auto_flat_resrv, ours auto_flat_resrv; the explained difference" \
+		compare_tmc_listing "$up" "$d/modes.log" tmc_etr0 "${ETR_LISTING_EXPLAINED[@]}" || return 1
+	grep -v "^CSPD: tmc listing: tmc_etr0 buf_mode_preferred" "$ours" >"$d/no-preferred.log"
+	judge_negative "ours without buf_mode_preferred" "tmc_etr0/buf_mode_preferred: upstream's driver has it (auto), ours does not" \
+		compare_tmc_listing "$up" "$d/no-preferred.log" tmc_etr0 "${ETR_LISTING_EXPLAINED[@]}"
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
@@ -2745,7 +2791,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
-	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr
+	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
@@ -2786,6 +2832,7 @@ declare -A NEEDS=(
 	[harness-devfile]="devfile-etf"
 	[harness-devfile-etr]="devfile-etr"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
+	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
 	[harness-perf]="perf-cpu-wide perf-per-thread"
 	[perf-filter]="perf-filter-start-stop"
