@@ -149,6 +149,29 @@ fn layout_of_a_buffer_that_did_not_wrap_runs_from_dba_to_rwp() {
 }
 
 #[test]
+fn the_trace_is_copied_oldest_first_with_a_barrier_when_wrapped() {
+    let buffer: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    // Not wrapped: DBA up to RWP, as it is.
+    let l = EtrLayout::from_registers(1024, 0x4, 0x8000_0300, 0x8000_0000).unwrap();
+    let mut out = vec![0u8; 0x300];
+    l.copy_oldest_first(&buffer, &mut out).unwrap();
+    assert_eq!(out, buffer[..0x300]);
+    // Wrapped: from RWP to the end, then from DBA, the barrier packet over the first 16 bytes.
+    let l = EtrLayout::from_registers(1024, ETR_STS_FULL, 0x8000_0300, 0x8000_0000).unwrap();
+    let mut out = vec![0u8; 4096];
+    l.copy_oldest_first(&buffer, &mut out).unwrap();
+    let barrier = cspd_format::tmc::CS_BARRIER_WORD.to_le_bytes().repeat(4);
+    assert_eq!(out[..16], barrier[..]);
+    assert_eq!(out[16..4096 - 0x300], buffer[0x310..]);
+    assert_eq!(out[4096 - 0x300..], buffer[..0x300]);
+    // A buffer shorter than the ETR's, or an output of another length: nothing copied.
+    let mut out = vec![7u8; 4096];
+    assert_eq!(l.copy_oldest_first(&buffer[..4095], &mut out), None);
+    assert_eq!(l.copy_oldest_first(&buffer, &mut out[..4095]), None);
+    assert!(out.iter().all(|&b| b == 7));
+}
+
+#[test]
 fn layout_of_a_full_buffer_starts_at_rwp_and_wraps() {
     // STS.Full: oldest byte at RWP, the whole buffer, in two pieces.
     let l = EtrLayout::from_registers(1024, ETR_STS_FULL | 0x4, 0x8000_0300, 0x8000_0000).unwrap();

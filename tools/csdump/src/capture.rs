@@ -923,13 +923,20 @@ pub fn etr_trace(
         )
     } else {
         let (buffer, from) = find_buffer(located, h.buf_paddr, layout.size)?;
+        let n = usize::try_from(layout.len).unwrap_or(usize::MAX);
         let mut out = Vec::new();
-        out.try_reserve_exact(usize::try_from(layout.len).unwrap_or(usize::MAX))
+        out.try_reserve_exact(n)
             .map_err(|_| format!("cannot allocate {:#x} bytes of trace", layout.len))?;
-        for (off, len) in layout.ranges() {
-            let (off, len) = (off as usize, len as usize);
-            out.extend_from_slice(buffer.get(off..off + len).unwrap_or(&[]));
-        }
+        out.resize(n, 0);
+        // The barrier too when it wrapped (put again below, the same words).
+        layout.copy_oldest_first(&buffer, &mut out).ok_or_else(|| {
+            format!(
+                "the buffer at {:#x} holds {:#x} bytes, the ETR's is {:#x}",
+                h.buf_paddr,
+                buffer.len(),
+                layout.size
+            )
+        })?;
         (out, from, layout.wrapped)
     };
     let barrier = mid_stream && bytes.len() >= CS_BARRIER_LEN;

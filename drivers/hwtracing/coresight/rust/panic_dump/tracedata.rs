@@ -36,10 +36,6 @@ use kernel::{
             ETR_REC_IN_PLACE,
             TRACEDATA_DUMP_NAME_MAX, //
         },
-        tmc::{
-            CS_BARRIER_LEN,
-            CS_BARRIER_WORD, //
-        },
         ContainerHeader,
         PayloadType,
         RecordKind,
@@ -247,24 +243,8 @@ fn crash_trace(dump: &[u8], name: &[u8; NAME_SIZE]) -> Result<KVVec<u8>> {
     let (paddr, layout) = wanted.ok_or(ENOENT)?;
     let data = attachment(dump, paddr).ok_or(ENOENT)?;
     let len = usize::try_from(layout.len).map_err(|_| EOVERFLOW)?;
-    let mut out = KVVec::with_capacity(len, GFP_KERNEL)?;
-    for (off, n) in layout.ranges() {
-        let part = usize::try_from(off)
-            .ok()
-            .zip(usize::try_from(n).ok())
-            .and_then(|(o, n)| data.get(o..o.checked_add(n)?))
-            .ok_or(EINVAL)?;
-        out.extend_from_slice(part, GFP_KERNEL)?;
-    }
-    if layout.wrapped {
-        for w in out
-            .get_mut(..CS_BARRIER_LEN)
-            .into_iter()
-            .flat_map(|b| b.chunks_exact_mut(4))
-        {
-            w.copy_from_slice(&CS_BARRIER_WORD.to_le_bytes());
-        }
-    }
+    let mut out = KVVec::from_elem(0u8, len, GFP_KERNEL)?;
+    layout.copy_oldest_first(data, &mut out).ok_or(EINVAL)?;
     Ok(out)
 }
 

@@ -490,6 +490,34 @@ impl EtrLayout {
         let first = self.len.min(self.size.saturating_sub(self.start));
         [(self.start, first), (0, self.len - first)]
     }
+
+    /// Copies the trace that `buffer` (the ETR's buffer as it used it, [`Self::size`] bytes from
+    /// `DBA`) holds into `out`, oldest first, with the barrier packet over its first
+    /// [`super::tmc::CS_BARRIER_LEN`] bytes when the buffer wrapped (the stream starts inside a
+    /// packet there): what a reader of the sink's trace is given. Returns `None`, having copied
+    /// nothing, when `buffer` is shorter than the size or `out` is not [`Self::len`] bytes long.
+    pub fn copy_oldest_first(&self, buffer: &[u8], out: &mut [u8]) -> Option<()> {
+        // CAST: `usize` fits in `u64`.
+        if out.len() as u64 != self.len || (buffer.len() as u64) < self.size {
+            return None;
+        }
+        let mut at = 0usize;
+        for (off, n) in self.ranges() {
+            let (off, n) = (usize::try_from(off).ok()?, usize::try_from(n).ok()?);
+            let to = at.checked_add(n)?;
+            out.get_mut(at..to)?
+                .copy_from_slice(buffer.get(off..off.checked_add(n)?)?);
+            at = to;
+        }
+        if self.wrapped {
+            if let Some(head) = out.get_mut(..super::tmc::CS_BARRIER_LEN) {
+                for w in head.chunks_exact_mut(4) {
+                    w.copy_from_slice(&super::tmc::CS_BARRIER_WORD.to_le_bytes());
+                }
+            }
+        }
+        Some(())
+    }
 }
 
 /// Magic of a [`TracedataAttachment`]: `"CSPT"` in little-endian byte order.
