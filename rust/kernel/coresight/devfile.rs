@@ -228,6 +228,29 @@ impl<T: DevFile> DevFileVTable<T> {
         0
     }
 
+    /// The driver's data, the open file's state and its position, for a read or a write.
+    ///
+    /// # Safety
+    ///
+    /// `kiocb` is a valid `struct kiocb` of a file that [`Self::open`] opened and that is not
+    /// released while the returned references are used; nothing else moves its position
+    /// meanwhile.
+    unsafe fn io_of<'a>(kiocb: *mut bindings::kiocb) -> (&'a T::Data, &'a T::State, &'a mut i64)
+    where
+        T: 'a,
+    {
+        // SAFETY: The caller gives a valid `struct kiocb` of an open file.
+        let raw_file = unsafe { (*kiocb).ki_filp };
+        // SAFETY: The file is open, so its private data is the `OpenFile` that `open` made, and
+        // `release` does not run during a read or a write.
+        let open = unsafe { &*(*raw_file).private_data.cast::<OpenFile<T>>() };
+        // SAFETY: The registration outlives the open file (its drop waits for the release).
+        let r = unsafe { open.reg.as_ref() };
+        // SAFETY: `kiocb` is valid for the call, and nothing else moves its position.
+        let pos = unsafe { &mut (*kiocb).ki_pos };
+        (&r.data, &open.state, pos)
+    }
+
     /// # Safety
     ///
     /// `kiocb` is of a file that [`Self::open`] opened and has not released; `iter` is a
@@ -236,18 +259,11 @@ impl<T: DevFile> DevFileVTable<T> {
         kiocb: *mut bindings::kiocb,
         iter: *mut bindings::iov_iter,
     ) -> isize {
-        // SAFETY: The caller gives a valid `struct kiocb` of an open file.
-        let raw_file = unsafe { (*kiocb).ki_filp };
-        // SAFETY: The file is open, so its private data is the `OpenFile` that `open` made, and
-        // `release` does not run during a read.
-        let open = unsafe { &*(*raw_file).private_data.cast::<OpenFile<T>>() };
-        // SAFETY: The registration outlives the open file (its drop waits for the release).
-        let r = unsafe { open.reg.as_ref() };
+        // SAFETY: As this function's own contract says.
+        let (data, state, pos) = unsafe { Self::io_of(kiocb) };
         // SAFETY: `iter` is a valid `struct iov_iter` for writing.
         let out = unsafe { IovIterDest::from_raw(iter) };
-        // SAFETY: `kiocb` is valid for the call, and nothing else moves its position.
-        let pos = unsafe { &mut (*kiocb).ki_pos };
-        match T::read(&r.data, &open.state, pos, out) {
+        match T::read(data, state, pos, out) {
             // CAST: a read returns at most the bytes `out` has room for, which fit `isize`.
             Ok(n) => n as isize,
             Err(e) => e.to_errno() as isize,
@@ -262,18 +278,11 @@ impl<T: DevFile> DevFileVTable<T> {
         kiocb: *mut bindings::kiocb,
         iter: *mut bindings::iov_iter,
     ) -> isize {
-        // SAFETY: The caller gives a valid `struct kiocb` of an open file.
-        let raw_file = unsafe { (*kiocb).ki_filp };
-        // SAFETY: As in `read_iter`, the private data is the open file, not released during
-        // a write.
-        let open = unsafe { &*(*raw_file).private_data.cast::<OpenFile<T>>() };
-        // SAFETY: The registration outlives the open file (its drop waits for the release).
-        let r = unsafe { open.reg.as_ref() };
+        // SAFETY: As this function's own contract says.
+        let (data, state, pos) = unsafe { Self::io_of(kiocb) };
         // SAFETY: `iter` is a valid `struct iov_iter` for reading.
         let input = unsafe { IovIterSource::from_raw(iter) };
-        // SAFETY: `kiocb` is valid for the call, and nothing else moves its position.
-        let pos = unsafe { &mut (*kiocb).ki_pos };
-        match T::write(&r.data, &open.state, pos, input) {
+        match T::write(data, state, pos, input) {
             // CAST: a write takes at most the bytes `input` holds, which fit `isize`.
             Ok(n) => n as isize,
             Err(e) => e.to_errno() as isize,
