@@ -1335,24 +1335,33 @@ PY
 	c=$d/truth
 	judge_copy "$src" "$c"
 	rm "$c/truth.json"
-	python3 - "$src/truth.json" "$c/truth.json" "$src/check.txt" <<'PY' || return 1
-import json, re, sys
-t = json.load(open(sys.argv[1]))
+	python3 - "$src/truth.json" "$c/truth.json" "$src/check.txt" "$REPO/scripts" <<'PY' || return 1
+import re, sys
+sys.path.insert(0, sys.argv[4])
+from truth_edit import Truth
 m = re.search(r"device file, CPU(\d+): all (\d+) decoded events are a run of the truth, ending (\d+) events",
               open(sys.argv[3]).read())
 if not m:
     sys.exit("the source run's judge did not place the device file's decode in the truth")
 cpu, n, back = map(int, m.groups())
-c = next(c for c in t["cpus"] if c["cpu"] == cpu)
-kernel = [i for i, e in enumerate(c["events"]) if e["kind"] in ("taken", "waypoint")
-          and int(e["from"], 16) >= 0xFFFF000000000000 and int(e["to"], 16) >= 0xFFFF000000000000]
-# The judge's list holds these and exceptions; a kernel branch in the window's middle moves.
-allk = [i for i, e in enumerate(c["events"]) if e["kind"] == "exception" or
-        (e["kind"] in ("taken", "waypoint") and int(e["from"], 16) >= 0xFFFF000000000000)]
-target = allk[len(allk) - 1 - back - n // 2]
-k = next(i for i in kernel if i >= target)
-c["events"][k]["to"] = hex(int(c["events"][k]["to"], 16) + 4)
-json.dump(t, open(sys.argv[2], "w"))
+# The judge's list holds exceptions and branches from kernel code; one in the window's middle, the
+# first of them from kernel to kernel code at or after it, takes a target 4 bytes further.
+t = Truth(sys.argv[1])
+seen, later_kernel = 0, None
+for e in t.newest_first(cpu):
+    branch = e.kind in ("taken", "waypoint")
+    kernel = branch and e.kernel_from() and e.kernel_to()
+    if e.kind == "exception" or (branch and e.kernel_from()):
+        if seen == back + n // 2:
+            k = e if kernel else later_kernel
+            break
+        seen += 1
+    if kernel:
+        later_kernel = e
+else:
+    sys.exit("the truth holds fewer events than the device file's window")
+k.to += 4
+t.write_with(sys.argv[2], k)
 PY
 	judge_negative "one event of the truth in the device file's window changed" \
 		"differs from the truth where its newest event is" "${judge[@]}" --dir "$c" || rc=1
