@@ -33,6 +33,7 @@ Every wait has a timeout; on any failure the script says what it waited for and 
 """
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -334,10 +335,11 @@ def run_qemu_dump(a, workdir):
 
 
 # makedumpfile's files the capture kernel writes with --makedumpfile, from the same /proc/vmcore:
-# the disk serial its init looks for, and the file name in the workdir.
+# the disk serial its init looks for, and the file name in the workdir. vmcore.flat.gz, the
+# flattened stream through gzip (kdump-tools' KDUMP_COMPRESSION=gzip), is gzipped here: the same
+# bytes, without 7 s of gzip under TCG.
 MAKEDUMPFILE_DISKS = [
     ("cspd-flat", "vmcore.flat"),       # -F -c -d 31, piped (Debian's kdump-tools)
-    ("cspd-flat-gz", "vmcore.flat.gz"), # the same through gzip
     ("cspd-kdump", "vmcore.kdump"),     # -l -d 31 (Fedora's and RHEL's kdump)
 ]
 
@@ -394,6 +396,11 @@ def run_kdump(a, workdir):
             with open(path, "r+b") as f:
                 f.truncate(int(m.group(1)))
             print(f"kdump: {m.group(1)} byte {os.path.basename(path)} ({m.group(2)}): {path}")
+            if serial == "cspd-flat":
+                with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as out:
+                    shutil.copyfileobj(f, out)
+                print(f"kdump: {os.path.getsize(path + '.gz')} byte {os.path.basename(path)}.gz "
+                      f"(gzip of it): {path}.gz")
     finally:
         console.poll()
         stop(proc)
