@@ -49,6 +49,10 @@
 #   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
 #   devfile-etr, harness-devfile-etr  the same with the ETR as the sink (/dev/tmc_etr0, a 1 MiB
 #                        flat DMA buffer), and its negatives
+#   devfile-etb, harness-devfile-etb  the same with the TMC configured as an ETB (/dev/tmc_etb0)
+#   upstream-etb         upstream-drivers' sequence on that ETB (Linux's C driver, /dev/tmc_etb0)
+#   tmc-etb-sysfs-listing  tmc_etb0's sysfs as probed under upstream's driver (upstream-etb) and
+#                        ours (devfile-etb): the same files and values; and its negatives
 #   harness-last-dump    trace-warm-reboot's readback check must FAIL on its console with one line
 #                        altered (a kernel with debugfs, the dump read from debugfs, a clear that
 #                        failed either way)
@@ -1259,7 +1263,7 @@ sysfs_run() {
 	local -a disks=(--qemu-arg "-drive file=$d/etf.disk,format=raw,if=none,id=etf -device virtio-blk-pci,drive=etf")
 	mkdir -p "$RUNS"
 	make_dtb "$d.dtb" none coresight || { echo "could not make the device tree" >&2; return 1; }
-	[ "${CS_TMC:-etf}" != etr ] || set -- --cs-arg tmc=etr "$@"
+	[ "${CS_TMC:-etf}" = etf ] || set -- --cs-arg "tmc=$CS_TMC" "$@"
 	rm -rf "$d"
 	mkdir -p "$d"
 	truncate -s 8M "$d/etf.disk"
@@ -1386,6 +1390,35 @@ scenario_devfile-etr() {
 # harness-devfile's negatives on devfile-etr's run.
 scenario_harness-devfile-etr() {
 	devfile_negatives devfile-etr tmc_etr0 harness-devfile-etr
+}
+
+# devfile-etf's sequence with the TMC configured as an ETB (the plugin's tmc=etb: DEVID's
+# configuration type 0, the node etb@...; a sink only): /dev/tmc_etb0 read during the session and
+# after it, each decoding to the plugin's truth and to the execution record.
+scenario_devfile-etb() {
+	local d=$RUNS/devfile-etb
+	CS_TMC=etb sysfs_run "$d" mod "cspd.devfile=1 cspd.sink=tmc_etb0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+		--cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
+		--exec-entries $((64 << 20)) || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec --sink tmc_etb0 \
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+}
+
+# harness-devfile's negatives on devfile-etb's run.
+scenario_harness-devfile-etb() {
+	devfile_negatives devfile-etb tmc_etb0 harness-devfile-etb
+}
+
+# upstream-drivers' sequence on the ETB (the upstream kernel): the C driver binds it as tmc_etb0,
+# traces, and /dev/tmc_etb0 decodes to the plugin's ground truth; its listing as probed is what
+# tmc-etb-sysfs-listing compares with ours.
+scenario_upstream-etb() {
+	local d=$RUNS/upstream-etb
+	CS_TMC=etb sysfs_run "$d" upstream "cspd.sink=tmc_etb0" --cs-arg truth_bytes=256K &&
+		python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --sink tmc_etb0 \
+			--vmlinux "$CSPD_CACHE/build-upstream/vmlinux"
 }
 
 # Upstream's C ETR crash-data path on the same emulated ETR (the upstream kernel): the device tree's
@@ -2793,6 +2826,26 @@ scenario_tmc-etr-sysfs-listing() {
 		compare_tmc_listing "$up" "$d/no-preferred.log" tmc_etr0 "${ETR_LISTING_EXPLAINED[@]}"
 }
 
+# tmc_etb0's sysfs as probed, under upstream's driver (upstream-etb) and ours (devfile-etb, whose
+# guest ran the same sequence and listing): the same files, each reading the same; and negatives.
+scenario_tmc-etb-sysfs-listing() {
+	local up=$RUNS/upstream-etb/console.log d=$RUNS/tmc-etb-sysfs-listing ours
+	[ -f "$up" ] || scenario_upstream-etb || return 1
+	[ -f "$RUNS/devfile-etb/console.log" ] || scenario_devfile-etb || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	ours=$d/ours.log
+	sed -n 's/^CSPD: upstream: tmc listing: tmc_etb0 /CSPD: tmc listing: tmc_etb0 /p' \
+		"$RUNS/devfile-etb/console.log" >"$ours"
+	compare_tmc_listing "$up" "$ours" tmc_etb0 || return 1
+	sed 's/^\(CSPD: tmc listing: tmc_etb0 mgmt\/devid \)\S*/\10x2a0/' "$ours" >"$d/devid.log"
+	judge_negative "ours reading another DEVID" "tmc_etb0/mgmt/devid: upstream's driver reads" \
+		compare_tmc_listing "$up" "$d/devid.log" tmc_etb0 || return 1
+	grep -v "^CSPD: tmc listing: tmc_etb0 buffer_size" "$ours" >"$d/no-size.log"
+	judge_negative "ours without buffer_size" "tmc_etb0/buffer_size: upstream's driver has it" \
+		compare_tmc_listing "$up" "$d/no-size.log" tmc_etb0
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
@@ -2801,7 +2854,8 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
-	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf)
+	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).
@@ -2840,6 +2894,8 @@ declare -A NEEDS=(
 	[harness-coresight-wrong-id]="coresight-devmem"
 	[harness-devfile]="devfile-etf"
 	[harness-devfile-etr]="devfile-etr"
+	[harness-devfile-etb]="devfile-etb"
+	[tmc-etb-sysfs-listing]="upstream-etb devfile-etb"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
