@@ -47,6 +47,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_exec  # noqa: E402  (the execution record and its matcher)
+import check_perf  # noqa: E402  (perf.data's AUX records)
 import check_trace  # noqa: E402  (the whole-window comparison with the ground truth)
 
 TRUTH_KINDS = ("taken", "waypoint", "exception")
@@ -540,6 +541,8 @@ def main():
     p.add_argument("--devfile", action="store_true",
                    help="also the read of the sink's device file while the session traced (cspd.devfile=1: "
                         "devfile.disk, the plugin's tmc.bin.1)")
+    p.add_argument("--devfile-perf", action="store_true",
+                   help="also perf through the sink while its device file was open (cspd.devfile_perf=1)")
     p.add_argument("--sink", default="tmc_etf0",
                    help="the sink the guest traced into and read (cspd.sink; default tmc_etf0)")
     a = p.parse_args()
@@ -560,6 +563,8 @@ def main():
         if etf_len == 0 or etf_len % 16:
             raise Bad(f"/dev/{sink} gave {etf_len} bytes: want a non-zero number of 16-byte frames")
         devfile = devfile_read(d, sink) if a.devfile else None
+        if a.devfile_perf:
+            devfile_perf(d, sink)
         t = regs.get(sink, {})
         print(f"{sink} as the driver's sysfs shows it after the read: "
               + ", ".join(f"{k.split('/')[-1]} {v:#x}" if isinstance(v, int) else f"{k} {v}"
@@ -666,6 +671,51 @@ def devfile_read(d, sink="tmc_etf0"):
           f"(the plugin's tmc.bin.1){' (wrapped: barrier packet first)' if data[:16] == BARRIER else ''}; a second "
           f"reader refused (EBUSY); capture started again at the close (the plugin saw {stops} stops)")
     return data
+
+
+PERF_DISK_OFFSET = 4 << 20
+PERF_AUX_FLAG_TRUNCATED = 1
+
+
+def devfile_perf(d, sink):
+    """perf through the sink while its device file was open (cspd.devfile_perf=1: perf record
+    --per-thread of `true`, its perf.data at 4 MiB into devfile.disk): the sink refused perf
+    (upstream: EBUSY while it is read), so each start of the event ended its AUX record empty and
+    truncated, no AUXTRACE data was written, and capture never started (the plugin saw only the
+    device file's and the sources' stops)."""
+    text = open(os.path.join(d, "console.log"), errors="replace").read()
+    if not re.search(r"CSPD: upstream: devfile perf while open: perf record rc \d+", text):
+        raise Bad("perf while the device file was open: the guest did not run it (no 'devfile perf while open')")
+    with open(os.path.join(d, "devfile.disk"), "rb") as f:
+        f.seek(PERF_DISK_OFFSET)
+        line = f.readline(64)
+        m = re.match(rb"CSPDPERF (\d+)\n$", line)
+        if not m:
+            raise Bad(f"devfile.disk has no perf.data at {PERF_DISK_OFFSET:#x} (the guest's 'CSPDPERF' line): {line[:40]!r}")
+        data = f.read(int(m.group(1)))
+    if len(data) != int(m.group(1)) or data[:8] != check_perf.PERFILE2:
+        raise Bad(f"devfile.disk: the guest's perf.data is cut or not one ({len(data)} of {m.group(1)} bytes)")
+    try:
+        aux, auxtrace = check_perf.aux_records(data)
+    except check_perf.Bad as e:
+        raise Bad(f"the perf.data of perf while the device file was open: {e}")
+    cpus_seen = sorted({c for c, *_ in aux})
+    if not aux:
+        raise Bad("perf while the device file was open: perf.data has no AUX record (the event never started)")
+    kept = [(c, n, fl) for c, _o, n, fl in aux if n or not fl & PERF_AUX_FLAG_TRUNCATED]
+    if kept:
+        c, n, fl = kept[0]
+        raise Bad(f"perf recorded through {sink} while its device file was open: CPU{c}'s AUX record of "
+                  f"{n:#x} bytes, flags {fl:#x} (want 0 bytes, truncated: the sink refused it)")
+    traced = sum(len(p) for *_x, p in auxtrace)
+    if traced:
+        raise Bad(f"perf wrote {traced} bytes of trace from {sink} while its device file was open")
+    stops = len(re.findall(r"tmc stopped: \d+ bytes held", open(os.path.join(d, "plugin.log"), errors="replace").read()))
+    if stops != 2:
+        raise Bad(f"the plugin saw capture stop {stops} times; want 2 (the open's, the sources'): perf "
+                  "started the sink while its device file was open")
+    print(f"perf through {sink} while its device file was open: {len(aux)} AUX records (CPUs {cpus_seen}), "
+          "each empty and truncated (the sink refused it), no trace written, capture not started")
 
 
 def check_devfile(a, d, data, images, etms, ids, truth):

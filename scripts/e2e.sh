@@ -45,8 +45,11 @@
 #                        /dev/tmc_etf0; OpenCSD decodes it to the plugin's ground truth (check_upstream.py)
 #   devfile-etf          the same on this project's drivers (the module variant), /dev/tmc_etf0 also
 #                        read while tracing (a second reader refused); both reads decode to the truth
-#                        and the execution record (check_upstream.py --devfile --exec)
+#                        and the execution record (check_upstream.py --devfile --exec); after the
+#                        session perf through the sink while the file is open is refused (its AUX
+#                        records empty and truncated, capture not started)
 #   harness-devfile      check_upstream.py --devfile must FAIL on a copy with one input altered
+#                        (also one of perf's AUX records holding trace)
 #   devfile-etr, harness-devfile-etr  the same with the ETR as the sink (/dev/tmc_etr0, a 1 MiB
 #                        flat DMA buffer), and its negatives
 #   devfile-etb, harness-devfile-etb  the same with the TMC configured as an ETB (/dev/tmc_etb0)
@@ -1282,13 +1285,15 @@ sysfs_run() {
 # during the session and after it, each decoding to the plugin's truth and to the execution
 # record, as upstream's C drivers' read decodes in upstream-drivers. The plugin keeps the RAM of
 # the first two TMC stops and a truth that reaches back to the first read (the input after it,
-# about 1.5 MiB, measured); the record's ring reaches back to it too.
+# about 1.5 MiB, measured); the record's ring reaches back to it too (128 Mi entries: perf's run
+# while the device file is open, cspd.devfile_perf=1, adds about 60 M blocks on CPU0 after the
+# windows, which then end 85 M blocks before the record's end).
 scenario_devfile-etf() {
 	local d=$RUNS/devfile-etf
-	sysfs_run "$d" mod "cspd.devfile=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+	sysfs_run "$d" mod "cspd.devfile=1 cspd.devfile_perf=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
 		--cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((64 << 20)) || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec \
+		--exec-entries $((128 << 20)) || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --devfile-perf --exec \
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
@@ -1300,19 +1305,19 @@ scenario_devfile-etf() {
 # device file's read decodes to. (Its execution-record judge has its own self-test, in every run.)
 # The judge passed on the unaltered run in devfile-etf (its output, check.txt, places the window).
 scenario_harness-devfile() {
-	devfile_negatives devfile-etf tmc_etf0 harness-devfile
+	devfile_negatives devfile-etf tmc_etf0 harness-devfile perf
 }
 
 # devfile_negatives SOURCE SINK NAME: harness-devfile's negatives on SOURCE's run (a devfile
 # scenario reading SINK), in $RUNS/NAME.
 devfile_negatives() {
-	local src=$RUNS/$1 sink=$2 d=$RUNS/$3 c rc=0
+	local src=$RUNS/$1 sink=$2 d=$RUNS/$3 perf=${4:-} c rc=0
 	[ -f "$src/truth.json" ] && [ -f "$src/tmc.bin.1" ] && grep -q "^check_upstream: the kernel" "$src/check.txt" 2>/dev/null ||
 		"scenario_$1" || return 1
 	rm -rf "$d"
 	mkdir -p "$d"
 	local -a judge=(python3 "$REPO/scripts/check_upstream.py" --cpus "$SMP" --devfile --sink "$sink"
-		--vmlinux "$CSPD_CACHE/build-mod/vmlinux")
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" ${perf:+--devfile-perf})
 	c=$d/held
 	judge_copy "$src" "$c"
 	printf '\x5a' | dd of="$c/tmc.bin.1" bs=1 seek=4096 conv=notrunc status=none
@@ -1369,6 +1374,25 @@ t.write_with(sys.argv[2], k)
 PY
 	judge_negative "one event of the truth in the device file's window changed" \
 		"differs from the truth where its newest event is" "${judge[@]}" --dir "$c" || rc=1
+	[ -n "$perf" ] || return $rc
+	c=$d/perf
+	judge_copy "$src" "$c"
+	python3 - "$c/devfile.disk" "$REPO/scripts" <<'PY' || return 1
+import re, struct, sys
+sys.path.insert(0, sys.argv[2])
+import check_perf
+# The first AUX record of the perf.data behind "CSPDPERF <bytes>" at 4 MiB: 0x4000 bytes, no flag.
+with open(sys.argv[1], "r+b") as f:
+    f.seek(4 << 20)
+    n = int(re.match(rb"CSPDPERF (\d+)\n", f.readline(64)).group(1))
+    base = f.tell()
+    data = f.read(n)
+    pos = next(p for p, t, _ in check_perf.records(data) if t == check_perf.PERF_RECORD_AUX)
+    f.seek(base + pos + 16)
+    f.write(struct.pack("<QQ", 0x4000, 0))
+PY
+	judge_negative "perf's AUX record not refused while the device file was open" \
+		"while its device file was open: CPU" "${judge[@]}" --dir "$c" || rc=1
 	return $rc
 }
 
@@ -1378,10 +1402,10 @@ PY
 # first read (up to 1 MiB) and the input after it.
 scenario_devfile-etr() {
 	local d=$RUNS/devfile-etr
-	CS_TMC=etr sysfs_run "$d" mod "cspd.devfile=1 cspd.sink=tmc_etr0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+	CS_TMC=etr sysfs_run "$d" mod "cspd.devfile=1 cspd.devfile_perf=1 cspd.sink=tmc_etr0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
 		--cs-arg truth_bytes=4M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((64 << 20)) || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec --sink tmc_etr0 \
+		--exec-entries $((128 << 20)) || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --devfile-perf --exec --sink tmc_etr0 \
 		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
@@ -1389,7 +1413,7 @@ scenario_devfile-etr() {
 
 # harness-devfile's negatives on devfile-etr's run.
 scenario_harness-devfile-etr() {
-	devfile_negatives devfile-etr tmc_etr0 harness-devfile-etr
+	devfile_negatives devfile-etr tmc_etr0 harness-devfile-etr perf
 }
 
 # devfile-etf's sequence with the TMC configured as an ETB (the plugin's tmc=etb: DEVID's
