@@ -223,11 +223,21 @@ impl Recorder {
         let count = self.word(OFF_COUNTS + 8 * vcpu);
         let n = count.load(Ordering::Relaxed);
         let ring = HEADER + vcpu as u64 * self.entries * 8;
-        let at = |back: u64| ring + ((n - back) % self.entries) * 8;
+        // One division per block: the looks back from the head (at most `MAX_PERIOD + 1`
+        // entries, fewer than the ring holds) wrap by a comparison.
+        let head = n % self.entries;
+        let at = |back: u64| {
+            let slot = if head >= back {
+                head - back
+            } else {
+                head + self.entries - back
+            };
+            ring + slot * 8
+        };
         match next_entry(n.min(self.entries), |back| self.get(at(back)), index) {
             Entry::Newest(e) => self.put(at(1), e),
             Entry::New(e) => {
-                self.put(ring + (n % self.entries) * 8, e);
+                self.put(ring + head * 8, e);
                 count.store(n + 1, Ordering::Relaxed);
             }
         }
