@@ -383,8 +383,19 @@ pub struct AttributeGroup {
 pub struct Attribute {
     /// The file's name.
     pub name: &'static CStr,
-    /// Root may write it (mode 0644; else 0444, read-only).
-    pub writable: bool,
+    /// Who may read and write it.
+    pub mode: AttributeMode,
+}
+
+/// Who may read and write an [`Attribute`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttributeMode {
+    /// Anyone reads it (mode 0444).
+    ReadOnly,
+    /// Anyone reads it, root writes it (mode 0644).
+    ReadWrite,
+    /// Root writes it, nobody reads it (mode 0200: a command such as `reset`).
+    WriteOnly,
 }
 
 /// What an attribute's `show` writes into: the page sysfs gives it, filled as text with
@@ -826,12 +837,19 @@ impl<T: Operations> OpsTable<T> {
             while j < attrs.len() && i < MAX_ATTRIBUTES {
                 let attr = &attrs[j];
                 a[i].attr.name = attr.name.to_bytes_with_nul().as_ptr().cast();
-                a[i].attr.mode = if attr.writable { 0o644 } else { 0o444 };
-                a[i].__bindgen_anon_1.show = Some(Self::show);
-                a[i].__bindgen_anon_2.store = if attr.writable && T::HAS_STORE {
-                    Some(Self::store)
-                } else {
-                    None
+                a[i].attr.mode = match attr.mode {
+                    AttributeMode::ReadOnly => 0o444,
+                    AttributeMode::ReadWrite => 0o644,
+                    AttributeMode::WriteOnly => 0o200,
+                };
+                a[i].__bindgen_anon_1.show = match attr.mode {
+                    AttributeMode::WriteOnly => None,
+                    _ => Some(Self::show),
+                };
+                a[i].__bindgen_anon_2.store = match attr.mode {
+                    AttributeMode::ReadOnly => None,
+                    _ if T::HAS_STORE => Some(Self::store),
+                    _ => None,
                 };
                 i += 1;
                 j += 1;

@@ -41,6 +41,7 @@ use kernel::{
         },
         self_hosted,
         Attribute,
+        AttributeMode,
         AttributeBuf,
         AttributeGroup,
         CsDevice,
@@ -367,7 +368,7 @@ const TRCIDR_LISTED: [usize; 12] = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
 const fn ro(name: &'static CStr) -> Attribute {
     Attribute {
         name,
-        writable: false,
+        mode: AttributeMode::ReadOnly,
     }
 }
 

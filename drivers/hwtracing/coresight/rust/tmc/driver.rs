@@ -45,6 +45,7 @@ use kernel::{
         Attribute,
         AttributeBuf,
         AttributeGroup,
+        AttributeMode,
         CsDevice,
         Kind,
         LinkKind,
@@ -425,11 +426,11 @@ pub(crate) struct SinkOps<B: Backend>(Arc<Tmc<B>>);
 pub(crate) const TMC_ATTRIBUTES: [Attribute; 2] = [
     Attribute {
         name: c_str!("trigger_cntr"),
-        writable: true,
+        mode: AttributeMode::ReadWrite,
     },
     Attribute {
         name: c_str!("stop_on_flush"),
-        writable: true,
+        mode: AttributeMode::ReadWrite,
     },
 ];
 /// Index of `trigger_cntr` in [`TMC_ATTRIBUTES`].
@@ -441,7 +442,7 @@ const STOP_ON_FLUSH: usize = 1;
 const fn ro(name: &'static CStr) -> Attribute {
     Attribute {
         name,
-        writable: false,
+        mode: AttributeMode::ReadOnly,
     }
 }
 
@@ -527,7 +528,7 @@ impl<B: Backend> coresight::Operations for SinkOps<B> {
             attributes: &[
                 Attribute {
                     name: c_str!("buffer_size"),
-                    writable: true,
+                    mode: AttributeMode::ReadWrite,
                 },
                 TMC_ATTRIBUTES[0],
                 TMC_ATTRIBUTES[1],

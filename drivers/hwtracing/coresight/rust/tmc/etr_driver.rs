@@ -56,6 +56,7 @@ use kernel::{
         Attribute,
         AttributeBuf,
         AttributeGroup,
+        AttributeMode,
         CsDevice,
         Kind,
         Mode,
@@ -457,15 +458,15 @@ impl<B: Backend> coresight::Operations for EtrOps<'_, B> {
             attributes: &[
                 Attribute {
                     name: c_str!("buffer_size"),
-                    writable: true,
+                    mode: AttributeMode::ReadWrite,
                 },
                 Attribute {
                     name: c_str!("buf_modes_available"),
-                    writable: false,
+                    mode: AttributeMode::ReadOnly,
                 },
                 Attribute {
                     name: c_str!("buf_mode_preferred"),
-                    writable: true,
+                    mode: AttributeMode::ReadWrite,
                 },
                 TMC_ATTRIBUTES[0],
                 TMC_ATTRIBUTES[1],
