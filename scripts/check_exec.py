@@ -409,12 +409,18 @@ def asynchronous(vector):
     return vector & 0x7F == 0 and (vector >> 7) & 3 != 0
 
 
+# Code the trace units did not trace (--untraced-el0: EL0, which the user excluded through the
+# ETMs' sysfs mode), or None.
+UNTRACED = None
+
+
 class Matcher:
     def __init__(self, rec, dis, cpu, events, unserved=None):
         self.rec, self.dis, self.cpu, self.ev = rec, dis, cpu, events
         # Code the decoder was not given (user space for a vmcore; a snapshot that holds only
         # vmlinux's text also lacks the kernel's aliases of it): it decodes none of it.
         self.unserved = unserved or (lambda x: x < KERNEL_VA)
+        self.untraced = UNTRACED
         self.user_skipped = 0
         # The oldest event index a match reached (for the best candidate's message).
         self.deepest = len(events)
@@ -520,6 +526,12 @@ class Matcher:
                 took = True
             elif self.unserved(start) and self.unserved(b[0]):
                 # User space, which the vmcore does not serve: csdump decodes none of it.
+                self.user_skipped += 1
+                continue
+            elif self.untraced and (self.untraced(b[0]) or self.untraced(start)) and e[0] != "W":
+                # Into or out of code the trace unit did not trace: a branch into it ends the
+                # trace without a target, the exception that leaves it has no packet (the trace
+                # starts again at the vector).
                 self.user_skipped += 1
                 continue
             elif self.must_report(a, b) and e[0] != "W":
@@ -740,9 +752,15 @@ def main():
                     "file's dump, from a vmcore of the next boot (warm reboot)")
     ap.add_argument("--expect-no-decode", metavar="WHY",
                     help="the scenario's sink record holds no trace csdump can decode, for this reason")
+    ap.add_argument("--untraced-el0", action="store_true",
+                    help="EL0 was excluded from the trace (the ETMs' sysfs mode): the decode may pass from "
+                         "kernel code into EL0 and back with no event")
     ap.add_argument("--self-test", action="store_true",
                     help="also require the judge to fail the first CPU's decode mutated by one event")
     a = ap.parse_args()
+    global UNTRACED
+    if a.untraced_el0:
+        UNTRACED = lambda x: x < KERNEL_VA  # noqa: E731
     try:
         rec = Record(os.path.join(a.dir, "exec.rec"))
         if rec.table_full:

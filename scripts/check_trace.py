@@ -618,9 +618,10 @@ def check_samples(a, rep, samples, log, fault):
     return {c: int(s["pc"]["addr"], 16) for c, s in got.items() if s and s.get("outcome") == "sampled"}
 
 
-def compare_cpu(cpu, tc, rc, limit=None):
+def compare_cpu(cpu, tc, rc, limit=None, untraced_to=None):
     """Every branch, waypoint and exception csdump decoded for one CPU (the whole window, from
-    the buffer's first synchronisation on) against its ground truth; returns a note."""
+    the buffer's first synchronisation on) against its ground truth; returns a note
+    (`untraced_to`: see compare_window)."""
     if limit is not None and len(rc["branches"]) >= limit:
         raise Bad(f"CPU{cpu}: csdump report --last {limit} cut the decoded window; raise --last")
     h = lambda x: int(x["addr"], 16) if x else None
@@ -630,7 +631,7 @@ def compare_cpu(cpu, tc, rc, limit=None):
             lost.append(h(b["to"]))
         else:
             dec.append((h(b["from"]), h(b["to"]), b["kind"] == "exception"))
-    return compare_window(cpu, dec, lost, tc)
+    return compare_window(cpu, dec, lost, tc, untraced_to=untraced_to)
 
 
 def user_space(addr):
@@ -638,7 +639,7 @@ def user_space(addr):
     return addr < KERNEL_VA
 
 
-def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space"):
+def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space", untraced_to=None):
     """A CPU's decoded events, oldest first ((from, to, is_exception)), and the places where the
     decoder lost the flow (`lost`: code it could not read), against its ground truth: the decode
     must equal the truth's newest events; returns a note.
@@ -646,15 +647,22 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space"):
     Code the decoder is not given (`unserved`: user space for a vmcore) is where it loses the
     flow (every such place must be there) and decodes no branch, so the truth's branches and
     waypoints from there are left out of the comparison; exceptions taken from there and
-    returns into it are compared. Both are counted in the note."""
+    returns into it are compared. Both are counted in the note.
+
+    Code the trace unit did not trace (`untraced_to`: EL0 when the user excluded it): a branch
+    into it ends the trace there, its target given only when an exception is taken at it
+    before any instruction there ran, so branches into it are left out of both sides and
+    counted."""
     if tc.get("reason") != "stopped":
         raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
     served_lost = [x for x in lost if x is None or not unserved(x)]
     if served_lost:
         raise Bad(f"CPU{cpu}: the decoder lost the flow at {hx(served_lost[0])}, which is not {what}")
+    if untraced_to:
+        dec = [x for x in dec if x[2] or x[1] is None or not untraced_to(x[1])]
     if not dec:
         raise Bad(f"CPU{cpu}: no branch decoded")
-    tru, user, gaps = [], 0, 0
+    tru, user, gaps, into = [], 0, 0, 0
     for e in tc["events"]:
         k = e["kind"]
         if k == "gap":
@@ -666,6 +674,9 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space"):
         if k != "exception" and unserved(f):
             user += 1
             continue
+        if k != "exception" and untraced_to and untraced_to(t):
+            into += 1
+            continue
         tru.append((f, t, k == "exception"))
     n = len(dec)
     if len(tru) < n:
@@ -674,7 +685,9 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space"):
     tail = tru[-n:]
     if dec == tail:
         return (f"all {n} equal ({len(lost)} places where the flow went into {what}, {user} "
-                f"branches of the truth from {what} not compared, {gaps} gaps in the truth)")
+                f"branches of the truth from {what} not compared, {gaps} gaps in the truth"
+                + (f", {into} branches into untraced code, whose target the trace does not give"
+                   if untraced_to else "") + ")")
     # Say where they differ, newest first.
     i = next(i for i in range(n - 1, -1, -1) if dec[i] != tail[i])
     fmt = lambda x: f"{hx(x[0])}->{hx(x[1])}{' exc' if x[2] else ''}"
@@ -736,9 +749,46 @@ def check_ground(a, truth, rep, cpus):
         rc = next((c for c in rep["cpus"] if c["cpu"] == cpu), None)
         if rc is None or cpu not in truth:
             raise Bad(f"CPU{cpu}: {'no decoded trace' if rc is None else 'no ground truth'}")
-        note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last)
+        note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last,
+                           untraced_to=user_space if a.no_el0 else None)
         print(f"ground truth CPU{cpu}: the decoded branches, waypoints and exceptions of the whole "
               f"window equal the plugin's: {note}")
+        if a.no_el0:
+            print(f"CPU{cpu}: {no_el0(cpu, rc)}")
+
+
+def no_el0(cpu, rc):
+    """EL0 excluded through the ETM's sysfs `mode`: csdump's decode runs no EL0 code (no place
+    where it had to read user-space instructions, no branch from there); exceptions may still
+    return there. Returns a note."""
+    el0 = [b for b in rc["branches"] if (b["kind"] == "target" and b["to"] and user_space(int(b["to"]["addr"], 16)))
+           or (b["kind"] != "target" and b["kind"] != "exception" and b.get("from")
+               and user_space(int(b["from"]["addr"], 16)))]
+    if el0:
+        b = el0[0]
+        where = b["to"] if b["kind"] == "target" else b["from"]
+        raise Bad(f"CPU{cpu}: EL0 was excluded, yet csdump's decode runs EL0 code: {len(el0)} places, the "
+                  f"first {b['kind']} at {where['addr']}")
+    back = sum(1 for b in rc["branches"] if b["kind"] == "exception" and b.get("from")
+               and user_space(int(b["from"]["addr"], 16)))
+    return (f"no EL0 code in the decode ({len(rc['branches'])} events; {back} exceptions taken from EL0, "
+            "the code before them not traced)")
+
+
+def check_el0_excluded(d, cpus):
+    """Every ETM was programmed with EL0 excluded from ViewInst (TRCVICTLR.EXLEVEL_NS bit 0), as
+    the plugin saw it at each enable."""
+    log = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    seen = {}
+    for m in re.finditer(r"etm (\d+): enabled, .*?EL excluded \(NS\) (0x[0-9a-f]+)", log):
+        seen.setdefault(int(m.group(1)), []).append(int(m.group(2), 16))
+    for cpu in cpus:
+        if not seen.get(cpu):
+            raise Bad(f"the plugin never saw CPU{cpu}'s ETM enabled")
+        if any(not v & 1 for v in seen[cpu]):
+            raise Bad(f"CPU{cpu}'s ETM was enabled tracing EL0 (EL excluded {[hex(v) for v in seen[cpu]]}): "
+                      "the sysfs mode's exclude-user bit was not programmed")
+    print(f"ETMs of CPUs {sorted(cpus)} programmed with EL0 excluded (TRCVICTLR.EXLEVEL_NS) at every enable")
 
 
 def check_panic_path(a, rep, sym, panic_cpu, who="panicking"):
@@ -1358,6 +1408,8 @@ def check(a):
               "ran (csdump notes so); the records are checked against the emulated hardware above")
     else:
         check_ground(a, truth, rep, cpus)
+    if a.no_el0:
+        check_el0_excluded(a.dir, cpus)
     if panic_cpu not in cpus:
         print(f"panicking CPU{panic_cpu} has no ETM (the faulty one): its flow is not checked")
     else:
@@ -1472,6 +1524,9 @@ def main():
     ap.add_argument("--last", type=int, default=1000000,
                     help="csdump report --last: enough to hold every decoded branch of a CPU (the whole window is compared)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
+    ap.add_argument("--no-el0", action="store_true",
+                    help="EL0 was excluded through the ETMs' sysfs mode: every unit was programmed so, and "
+                         "no CPU's decode runs EL0 code")
     ap.add_argument("--hw-stop", metavar="FUNCS",
                     help="the ETMs stop trace at these functions' entries (e.g. panic,die,die_kernel_fault): "
                          "the panicking CPU's trace must end at one of them (give --through the functions "

@@ -755,7 +755,8 @@ check_modules() {
 # check_exec DIR VARIANT: csdump's whole decode of the run's dump against the execution record
 # the recorder plugin wrote (exec.rec; scripts/check_exec.py), with the judge's self-test when
 # EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace;
-# EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore).
+# EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore);
+# EXEC_UNTRACED_EL0=1 where the ETMs were set to exclude EL0.
 check_exec() {
 	local dir=$1 variant=$2
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
@@ -763,6 +764,7 @@ check_exec() {
 	[ -z "${EXEC_SELF_TEST:-}" ] || extra+=(--self-test)
 	[ -z "${EXEC_NO_DECODE:-}" ] || extra+=(--expect-no-decode "$EXEC_NO_DECODE")
 	[ -z "${EXEC_TEXT_FROM:-}" ] || extra+=(--text-from "$EXEC_TEXT_FROM")
+	[ -z "${EXEC_UNTRACED_EL0:-}" ] || extra+=(--untraced-el0)
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
@@ -1041,6 +1043,74 @@ scenario_trace-two-cpus() {
 	[ "$(grep -ac "] Kernel panic - not syncing" "$d/console.log")" = 1 ] ||
 		{ echo "expected one panic message (the second CPU stops in panic() without one)" >&2; return 1; }
 	check_trace_with "$d" mod --through c_crash_panic_thread --hw-stop panic --crashed-cpus 0,1
+}
+
+# check_etm_config DIR MODE: what the guest read from each ETM's sysfs configuration files
+# (cspd.etm_mode=MODE): upstream's defaults after probe (mode with the start/stop bit, four
+# comparator pairs, addr_idx 0, an unset range reading zeros; zero printed as C's %#lx prints it),
+# a range and EL0 exclusion as set,
+# the defaults again after `reset`, then MODE.
+check_etm_config() {
+	local d=$1 want=$2 c e line rc=0
+	local console
+	# The kernel's copies of the lines ("[ time] CSPD: ..."): a kernel record reaches the console
+	# whole, the guest's own write of the same line may be split by one.
+	console=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] \(CSPD: etm config .*\)$/\1/p' | sort -u)
+	for ((c = 0; c < SMP; c++)); do
+		e=etm$c
+		for line in "default mode 0x8000000 nr_addr_cmp 0x4 addr_idx 0 addr_range 0_0" \
+			"set mode 0x88000000 addr_range 0x1000_0x2000" \
+			"reset mode 0x8000000 addr_range 0_0" "mode $want"; do
+			grep -qxF "CSPD: etm config $e $line" <<<"$console" || {
+				echo "FAIL: $e's sysfs configuration: no 'etm config $e $line'; the guest read:" >&2
+				grep "etm config $e " <<<"$console" | sed 's/^/  /' >&2
+				rc=1
+				break
+			}
+		done
+	done
+	[ $rc = 0 ] && echo "ETMs' sysfs configuration: upstream's defaults, a range and mode as set, the defaults after reset, mode $want for the session"
+	return $rc
+}
+
+# The ETMs' sysfs configuration (upstream's files): before the session the guest reads each unit's
+# defaults, sets an address range and EL0 exclusion, resets (the defaults come back) and sets
+# mode 0x88000000 (EL0 excluded, the start/stop logic started). check_trace.py --no-el0: no CPU's
+# decode runs EL0 code, the whole window equals the truth, every unit was programmed without EL0;
+# the execution record (check_exec) has the CPUs run EL0 code inside the window, which the trace
+# left out.
+scenario_trace-exclude-user() {
+	local d=$RUNS/trace-exclude-user
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.etm_mode=0x88000000" || return 1
+	check_etm_config "$d" 0x88000000 && EXEC_SELF_TEST=1 EXEC_UNTRACED_EL0=1 check_trace "$d" mod --no-el0 || return 1
+	grep -qE "; [1-9][0-9]* user-space boundaries csdump could not decode" "$d/check-exec.txt" ||
+		{ echo "the execution record has no CPU run EL0 code in the window: the exclusion went untested" >&2; return 1; }
+}
+
+# The EL0 exclusion's judges fail with their own messages: check_etm_config on trace-exclude-user's
+# console with the reset not giving the defaults back; check_trace.py --no-el0 on trace-builtin's
+# run (traced with the default mode: its decode runs EL0 code) and on trace-exclude-user's with the
+# plugin's record of one enable saying EL0 was traced.
+scenario_harness-exclude-user() {
+	local src=$RUNS/trace-exclude-user d=$RUNS/harness-exclude-user c rc=0
+	[ -f "$src/check.txt" ] || scenario_trace-exclude-user || return 1
+	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
+	rm -rf "$d"
+	mkdir -p "$d/reset"
+	sed 's/\(CSPD: etm config etm0 reset mode \)0x8000000 /\10x88000000 /' "$src/console.log" >"$d/reset/console.log"
+	judge_negative "etm0's reset not giving the default mode back" "FAIL: etm0's sysfs configuration: no 'etm config etm0 reset mode" \
+		check_etm_config "$d/reset" 0x88000000 || rc=1
+	judge_copy "$RUNS/trace-builtin" "$d/builtin"
+	judge_negative "trace-builtin's run (EL0 traced) judged as EL0 excluded" "EL0 was excluded, yet csdump's decode runs EL0 code" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$d/builtin" --csdump "$CSDUMP" \
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic --no-el0 || rc=1
+	c=$d/traced
+	judge_copy "$src" "$c"
+	sed -i '0,/EL excluded (NS) 0x1/s//EL excluded (NS) 0x0/' "$c/plugin.log"
+	judge_negative "one enable of trace-exclude-user's ETMs recorded with EL0 traced" "was enabled tracing EL0" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" "${SYSRQ_STOP[@]}" --no-el0 || rc=1
+	return $rc
 }
 
 # TMC-ETR (the plugin's tmc=etr): the production coresight_tmc drives the emulated ETR as a sysfs
@@ -2879,7 +2949,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).
@@ -2920,6 +2990,7 @@ declare -A NEEDS=(
 	[harness-devfile-etr]="devfile-etr"
 	[harness-devfile-etb]="devfile-etb"
 	[tmc-etb-sysfs-listing]="upstream-etb devfile-etb"
+	[harness-exclude-user]="trace-exclude-user trace-builtin"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"

@@ -994,3 +994,131 @@ fn enable_paused_programs_the_unit_and_leaves_it_stopped_until_resumed() {
         assert_eq!(m.peek(TRCTRACEIDR), cfg.traceidr);
     }
 }
+
+#[test]
+fn sysfs_default_settings_give_the_default_configuration() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let s = SysfsSettings::default();
+    assert_eq!(
+        s.mode,
+        mode::VIEWINST_STARTSTOP,
+        "upstream's mode after probe"
+    );
+    for ts in [false, true] {
+        assert_eq!(
+            TraceConfig::for_sysfs(&ids, 0x10, ts, &s, false),
+            TraceConfig::default_for(&ids, 0x10, ts)
+        );
+    }
+}
+
+#[test]
+fn sysfs_mode_excludes_levels_and_keeps_upstreams_bits() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let mut s = SysfsSettings::default();
+    s.set_mode(0xFFFF_FFFF);
+    assert_eq!(s.mode, mode::ALL, "bits 28 and 29 are not kept");
+    s.set_mode(u64::from(mode::EXCL_USER | mode::VIEWINST_STARTSTOP));
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(exlevel_ns(cfg.victlr), 0b001, "EL0 excluded");
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS);
+    s.set_mode(u64::from(mode::EXCL_KERN | mode::VIEWINST_STARTSTOP));
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(exlevel_ns(cfg.victlr), 0b010, "EL1 excluded");
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, true).unwrap();
+    assert_eq!(
+        exlevel_ns(cfg.victlr),
+        0b110,
+        "EL1 and EL2 with the kernel at EL2"
+    );
+    // Without the start/stop bit the logic starts stopped, as upstream programs it.
+    s.set_mode(0);
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, 0);
+    // Branch broadcast on a unit without it: kept in mode, not programmed (upstream).
+    let mut plain = ids;
+    plain.idr[0] &= !(1 << 5);
+    s.set_mode(u64::from(mode::BB | mode::VIEWINST_STARTSTOP));
+    let cfg = TraceConfig::for_sysfs(&plain, 0x10, false, &s, false).unwrap();
+    assert_eq!(cfg.configr & (1 << 3), 0);
+    assert_eq!(s.mode & mode::BB, mode::BB);
+}
+
+#[test]
+fn sysfs_address_comparators_follow_addr_idx_as_upstream() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let mut s = SysfsSettings::default();
+    assert_eq!(s.range(), Ok((0, 0)), "an unset pair reads as zeros");
+    assert_eq!(
+        s.set_range(0x2000, 0x1000, None),
+        Err(SettingError::Invalid)
+    );
+    s.set_range(0x40_1000, 0x40_1400, None).unwrap();
+    assert_eq!(s.range(), Ok((0x40_1000, 0x40_1400)));
+    assert_eq!(
+        s.set_range(0x1000, 0x2000, Some(true)),
+        Err(SettingError::Invalid),
+        "exclude ranges are not provided"
+    );
+    // Comparator 1 is half of the range: no start point there; an odd index has no range.
+    s.set_addr_idx(1, &ids).unwrap();
+    assert_eq!(s.point(false), Err(SettingError::OtherKind));
+    assert_eq!(
+        s.set_point(0x9000, false, &ids),
+        Err(SettingError::OtherKind)
+    );
+    assert_eq!(s.range(), Err(SettingError::OtherKind));
+    assert_eq!(
+        s.set_addr_idx(8, &ids),
+        Err(SettingError::Invalid),
+        "four pairs"
+    );
+    s.set_addr_idx(2, &ids).unwrap();
+    s.set_point(0x40_2000, false, &ids).unwrap();
+    assert_eq!(s.point(false), Ok(0x40_2000));
+    assert_eq!(s.point(true), Err(SettingError::OtherKind));
+    s.set_addr_idx(3, &ids).unwrap();
+    s.set_point(0x40_3000, true, &ids).unwrap();
+
+    // Programmed as perf's filters would be, started by default (mode's start/stop bit).
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(
+        &cfg.comparators[..4],
+        &[0x40_1000, 0x40_1400, 0x40_2000, 0x40_3000]
+    );
+    assert_eq!(cfg.viiectlr, 0b1);
+    assert_eq!(cfg.vissctlr, (1 << 2) | (1 << (16 + 3)));
+    assert_eq!(cfg.victlr & TRCVICTLR_SSSTATUS, TRCVICTLR_SSSTATUS);
+    // The crash path's stop points take the comparators after them.
+    let (cfg, left) = cfg.with_stop_points(&ids, &STOPS, false);
+    assert_eq!(
+        left, 0,
+        "eight comparators, four taken: the three stop points fit"
+    );
+    assert_eq!(cfg.nr_comparators, 7);
+    assert_eq!(&cfg.comparators[4..7], &STOPS);
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    assert_eq!(m.peek(TRCVIIECTLR), 1);
+
+    // reset: nothing set, addr_idx 0; mode cleared with a non-zero value, the start/stop bit
+    // back on a unit with comparators.
+    s.set_mode(u64::from(mode::EXCL_USER));
+    s.reset(0, &ids);
+    assert_eq!(s.mode, mode::EXCL_USER | mode::VIEWINST_STARTSTOP);
+    assert_eq!(s.addr_idx, 0);
+    assert_eq!(s.range(), Ok((0, 0)));
+    s.reset(1, &ids);
+    assert_eq!(s, SysfsSettings::default());
+
+    // With EL0 excluded the comparators do not match there either (upstream's access type):
+    // TRCACATR.EXLEVEL_NS has EL0 and EL2 set, EXLEVEL_S the implemented Secure levels.
+    s.set_range(0x40_1000, 0x40_1400, None).unwrap();
+    s.set_mode(u64::from(mode::EXCL_USER | mode::VIEWINST_STARTSTOP));
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(cfg.acatr, 0x5B00);
+    let (cfg, _) = cfg.with_stop_points(&ids, &STOPS, false);
+    assert_eq!(cfg.acatr, 0x5B00, "the stop points' comparators too");
+}

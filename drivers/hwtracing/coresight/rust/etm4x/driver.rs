@@ -41,9 +41,9 @@ use kernel::{
         },
         self_hosted,
         Attribute,
-        AttributeMode,
         AttributeBuf,
         AttributeGroup,
+        AttributeMode,
         CsDevice,
         Kind,
         Mode,
@@ -66,7 +66,7 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        Arc,
+        new_spinlock, Arc, SpinLock,
     },
 };
 
@@ -80,6 +80,8 @@ use crate::{
         OwnCpu,
         PerfFilter,
         PerfOptions,
+        SettingError,
+        SysfsSettings,
         Timeout,
         TraceConfig, //
     },
@@ -106,6 +108,10 @@ pub(crate) struct Etm<B: Backend> {
     /// The session the unit traces for, as its record says it at panic: 0, or
     /// [`SAVED_SESSION_SYSFS`] or [`SAVED_SESSION_PERF`].
     session: Atomic<u32>,
+    /// What the user set through sysfs for the next sysfs session (`mode`, the address
+    /// comparators).
+    #[pin]
+    settings: SpinLock<SysfsSettings>,
     name: CString,
 }
 
@@ -161,6 +167,7 @@ impl<B: Backend> Etm<B> {
             ids,
             found: Atomic::new(0),
             session: Atomic::new(0),
+            settings <- new_spinlock!(SysfsSettings::default(), "coresight_etm4x_settings"),
             name,
         })
     }
@@ -243,11 +250,13 @@ impl<B: Backend> Etm<B> {
         })
     }
 
-    /// The trace configuration of a sysfs enable: the default one with the trace ID, and the
+    /// The trace configuration of a sysfs enable: what the user set through sysfs
+    /// ([`TraceConfig::for_sysfs`]; the default one unless set) with the trace ID, and the
     /// crash path's entries the panic-dump core names as hardware stop points.
     fn config(&self, csdev: &CsDevice, trace_id: u8) -> Result<TraceConfig, Etm4xError> {
         let ts = module_parameters::timestamps.value();
-        let cfg = TraceConfig::default_for(&self.ids, trace_id, ts)?;
+        let settings = *self.settings.lock();
+        let cfg = TraceConfig::for_sysfs(&self.ids, trace_id, ts, &settings, kernel_at_el2())?;
         Ok(self.with_stop_points(csdev, cfg))
     }
 
@@ -361,6 +370,22 @@ const ATTR_MGMT: usize = 2;
 const ATTR_TRCCONFIG: usize = 5;
 /// Index of `trcidr/trcidr0`; the ID registers of [`TRCIDR_LISTED`] follow, in its order.
 const ATTR_TRCIDR: usize = 7;
+/// Index of `mode`, the first of the configuration files (upstream's names, in the unit's
+/// directory): `reset`, `nr_addr_cmp`, `addr_idx`, `addr_range`, `addr_start` and `addr_stop`
+/// follow.
+const ATTR_MODE: usize = ATTR_TRCIDR + TRCIDR_LISTED.len();
+/// Index of `reset`.
+const ATTR_RESET: usize = ATTR_MODE + 1;
+/// Index of `nr_addr_cmp`.
+const ATTR_NR_ADDR_CMP: usize = ATTR_MODE + 2;
+/// Index of `addr_idx`.
+const ATTR_ADDR_IDX: usize = ATTR_MODE + 3;
+/// Index of `addr_range`.
+const ATTR_ADDR_RANGE: usize = ATTR_MODE + 4;
+/// Index of `addr_start`.
+const ATTR_ADDR_START: usize = ATTR_MODE + 5;
+/// Index of `addr_stop`.
+const ATTR_ADDR_STOP: usize = ATTR_MODE + 6;
 /// The ID registers listed in `trcidr/`, as upstream lists them (6 and 7 are reserved).
 const TRCIDR_LISTED: [usize; 12] = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
 
@@ -370,6 +395,50 @@ const fn ro(name: &'static CStr) -> Attribute {
         name,
         mode: AttributeMode::ReadOnly,
     }
+}
+
+/// An attribute root may write.
+const fn rw(name: &'static CStr) -> Attribute {
+    Attribute {
+        name,
+        mode: AttributeMode::ReadWrite,
+    }
+}
+
+impl From<SettingError> for Error {
+    fn from(e: SettingError) -> Self {
+        match e {
+            SettingError::Invalid => EINVAL,
+            SettingError::OtherKind => EPERM,
+        }
+    }
+}
+
+/// A number as C's `%#lx` prints it: `0x` and hexadecimal digits, but zero as `0`.
+struct CHex(u64);
+
+impl core::fmt::Display for CHex {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0 == 0 {
+            f.write_str("0")
+        } else {
+            write!(f, "{:#x}", self.0)
+        }
+    }
+}
+
+/// Parses a number as `kstrtoul(buf, 16, ...)` does: hexadecimal, `0x` allowed, a trailing
+/// newline allowed.
+fn parse_hex(input: &[u8]) -> Result<u64> {
+    let s = input.strip_suffix(b"\n").unwrap_or(input);
+    let digits = s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")).unwrap_or(s);
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(EINVAL);
+    }
+    digits.iter().try_fold(0u64, |v, &c| {
+        let d = char::from(c).to_digit(16).ok_or(EINVAL)?;
+        Ok((v << 4) | u64::from(d))
+    })
 }
 
 #[vtable]
@@ -411,10 +480,43 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 ro(c_str!("trcidr13")),
             ],
         },
+        AttributeGroup {
+            name: None,
+            attributes: &[
+                rw(c_str!("mode")),
+                Attribute {
+                    name: c_str!("reset"),
+                    mode: AttributeMode::WriteOnly,
+                },
+                ro(c_str!("nr_addr_cmp")),
+                rw(c_str!("addr_idx")),
+                rw(c_str!("addr_range")),
+                rw(c_str!("addr_start")),
+                rw(c_str!("addr_stop")),
+            ],
+        },
     ];
 
     fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
         let ids = &self.0.ids;
+        if index >= ATTR_MODE {
+            let s = *self.0.settings.lock();
+            // As upstream prints them: `%#lx` (zero as `0`), a range as two.
+            let value = match index {
+                ATTR_MODE => u64::from(s.mode),
+                // CAST: at most 16 comparators.
+                ATTR_NR_ADDR_CMP => (TraceConfig::addr_comparators(ids) / 2) as u64,
+                ATTR_ADDR_IDX => s.addr_idx as u64,
+                ATTR_ADDR_RANGE => {
+                    let (lo, hi) = s.range()?;
+                    return writeln!(out, "{} {}", CHex(lo), CHex(hi)).map_err(|_| EINVAL);
+                }
+                ATTR_ADDR_START => s.point(false)?,
+                ATTR_ADDR_STOP => s.point(true)?,
+                _ => return Err(EINVAL),
+            };
+            return writeln!(out, "{}", CHex(value)).map_err(|_| EINVAL);
+        }
         let value = match index {
             // Upstream shows the timestamp source of TRFCR_EL1's TS field, -1 when the driver
             // leaves it alone; this one does (the emulated unit has no timestamps).
@@ -437,6 +539,32 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             }
         };
         writeln!(out, "{value:#x}").map_err(|_| EINVAL)
+    }
+
+    /// The configuration files: they set the next sysfs session's configuration (a session
+    /// running keeps the one it started with), as upstream's do.
+    fn store(&self, _csdev: &CsDevice, index: usize, input: &[u8]) -> Result {
+        let ids = &self.0.ids;
+        let mut s = self.0.settings.lock();
+        match index {
+            ATTR_MODE => s.set_mode(parse_hex(input)?),
+            ATTR_RESET => s.reset(parse_hex(input)?, ids),
+            ATTR_ADDR_IDX => s.set_addr_idx(parse_hex(input)?, ids)?,
+            ATTR_ADDR_RANGE => {
+                // "%lx %lx [%x]": the range, and an optional exclude flag.
+                let text = core::str::from_utf8(input).map_err(|_| EINVAL)?;
+                let mut words = text.split_ascii_whitespace();
+                let mut next = || words.next().map(|w| parse_hex(w.as_bytes()));
+                let lo = next().ok_or(EINVAL)??;
+                let hi = next().ok_or(EINVAL)??;
+                let exclude = next().transpose()?.map(|v| v != 0);
+                s.set_range(lo, hi, exclude)?;
+            }
+            ATTR_ADDR_START => s.set_point(parse_hex(input)?, false, ids)?,
+            ATTR_ADDR_STOP => s.set_point(parse_hex(input)?, true, ids)?,
+            _ => return Err(EINVAL),
+        }
+        Ok(())
     }
 
     fn trace_id(&self, csdev: &CsDevice, mode: Mode, sink: Option<&CsDevice>) -> Result<u8> {

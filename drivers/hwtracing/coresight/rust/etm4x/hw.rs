@@ -345,22 +345,24 @@ impl TraceConfig {
             Bounded::<u32, 16>::try_new(vissctlr.stop().get() | stop)
                 .unwrap_or(Bounded::<u32, 16>::new::<0>());
         self.vissctlr = vissctlr.with_stop(stop).into_raw();
-        self.acatr = Self::comparator_access(ids, kernel_el2);
+        let excluded = TRCVICTLR::from_raw(self.victlr).exlevel_ns().get();
+        self.acatr = Self::comparator_access(ids, kernel_el2, excluded);
         (self, addrs.len() - n)
     }
 
     /// Returns `TRCACATRn` (low half) for an instruction address comparator that matches at every
-    /// level the trace includes: the Secure levels the unit implements and, unless the kernel runs
-    /// at EL2, Non-secure EL2 excluded, as the C driver's `etm4_get_comparator_access_type()`.
-    fn comparator_access(ids: &Etm4xIds, kernel_el2: bool) -> u32 {
+    /// level the trace includes: the Secure levels the unit implements, not the Non-secure
+    /// levels the trace excludes (`excluded`, `TRCVICTLR.EXLEVEL_NS`: EL0 or the kernel's level
+    /// left out by the user), and unless the kernel runs at EL2 not Non-secure EL2, as the C
+    /// driver's `etm4_get_comparator_access_type()`.
+    fn comparator_access(ids: &Etm4xIds, kernel_el2: bool, excluded: u32) -> u32 {
         let exlevel_s = Bounded::<u32, 4>::try_new((ids.idr(3) & TRCIDR3_EXLEVEL_S_MASK) >> 16)
             .unwrap_or(Bounded::<u32, 4>::new::<0>());
-        let exlevel_ns = if kernel_el2 {
-            Bounded::<u32, 3>::new::<0>()
-        } else {
-            // Non-secure EL2 (bit 2 of the field) is the hypervisor's: not traced, not matched.
-            Bounded::<u32, 3>::new::<0b100>()
-        };
+        // Non-secure EL2 (bit 2 of the field) is the hypervisor's: not traced, not matched.
+        let hyp = if kernel_el2 { 0 } else { 0b100 };
+        let exlevel_ns =
+            Bounded::<u32, 3>::try_new((excluded | hyp) & 0b111)
+                .unwrap_or(Bounded::<u32, 3>::new::<0b100>());
         TRCACATR::from_raw(0)
             .with_exlevel_s(exlevel_s)
             .with_exlevel_ns(exlevel_ns)
@@ -423,13 +425,84 @@ impl TraceConfig {
             configr = configr.with_bb(true);
         }
         cfg.configr = configr.into_raw();
+        let started = opts.filters_started
+            || !opts
+                .filters
+                .iter()
+                .any(|f| matches!(f, PerfFilter::Start(_)));
+        cfg.filtered(
+            ids,
+            opts.exclude_user,
+            opts.exclude_kernel,
+            opts.filters,
+            started,
+            kernel_el2,
+        )
+    }
 
+    /// Returns the configuration a user set through the unit's sysfs files (`settings`, the C
+    /// driver's names and meanings) on top of the default one ([`Self::default_for`], with
+    /// `timestamps` or the `mode` bit asking for them):
+    ///
+    /// - of `mode`'s feature bits, those the unit implements (branch broadcast, cycle counting,
+    ///   return stack, timestamps); the others are kept in `mode` and do nothing, as upstream;
+    /// - `mode`'s exclude-kernel and exclude-user bits exclude those levels from ViewInst and
+    ///   from every address comparator's match;
+    /// - the address comparators set through `addr_range`, `addr_start` and `addr_stop`, as
+    ///   [`Self::for_perf`] programs perf's filters; the start/stop logic starts started when
+    ///   `mode`'s ViewInst start/stop bit is set (the default), as upstream.
+    pub fn for_sysfs(
+        ids: &Etm4xIds,
+        trace_id: u8,
+        timestamps: bool,
+        settings: &SysfsSettings,
+        kernel_el2: bool,
+    ) -> Result<Self, Etm4xError> {
+        let m = settings.mode;
+        let mut cfg = Self::default_for(ids, trace_id, timestamps || m & mode::TIMESTAMP != 0)?;
+        let idr0 = ids.idr(0);
+        let mut configr = TRCCONFIGR::from_raw(cfg.configr);
+        if m & mode::CYCACC != 0 && idr0 & TRCIDR0_TRCCCI != 0 {
+            configr = configr.with_cci(true);
+            cfg.ccctlr = ETM_CYC_THRESHOLD_DEFAULT.max((ids.idr(3) & 0xFFF).max(1));
+        }
+        if m & mode::RETURNSTACK != 0 && idr0 & TRCIDR0_RETSTACK != 0 {
+            configr = configr.with_rs(true);
+        }
+        if m & mode::BB != 0 && idr0 & TRCIDR0_TRCBB != 0 {
+            configr = configr.with_bb(true);
+        }
+        cfg.configr = configr.into_raw();
+        let mut list = [PerfFilter::Start(0); MAX_ADDR_COMPARATORS];
+        let n = settings.filters(&mut list);
+        cfg.filtered(
+            ids,
+            m & mode::EXCL_USER != 0,
+            m & mode::EXCL_KERN != 0,
+            list.get(..n).unwrap_or(&[]),
+            m & mode::VIEWINST_STARTSTOP != 0,
+            kernel_el2,
+        )
+    }
+
+    /// Excludes user space or the kernel from ViewInst and programs the address `filters`
+    /// (see [`Self::for_perf`]); the start/stop logic starts in the `started` state.
+    fn filtered(
+        mut self,
+        ids: &Etm4xIds,
+        exclude_user: bool,
+        exclude_kernel: bool,
+        filters: &[PerfFilter],
+        started: bool,
+        kernel_el2: bool,
+    ) -> Result<Self, Etm4xError> {
+        let cfg = &mut self;
         let mut victlr = TRCVICTLR::from_raw(cfg.victlr);
         let mut exclude = victlr.exlevel_ns().get();
-        if opts.exclude_user {
+        if exclude_user {
             exclude |= 0b001;
         }
-        if opts.exclude_kernel {
+        if exclude_kernel {
             exclude |= if kernel_el2 { 0b110 } else { 0b010 };
         }
         victlr =
@@ -442,7 +515,7 @@ impl TraceConfig {
         let mut include: u32 = 0;
         let mut start: u32 = 0;
         let mut stop: u32 = 0;
-        for f in opts.filters {
+        for f in filters {
             match *f {
                 PerfFilter::Range {
                     start: lo,
@@ -475,7 +548,6 @@ impl TraceConfig {
         // Comparators below the last used one that no filter took match address zero, which
         // the kernel never executes; none is selected anywhere.
         cfg.viiectlr = include;
-        let started = start == 0 || opts.filters_started;
         victlr = victlr.with_ssstatus(started);
         cfg.victlr = victlr.into_raw();
         // At most 16 comparators: the bits fit the fields.
@@ -485,8 +557,10 @@ impl TraceConfig {
             )
             .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
             .into_raw();
-        cfg.acatr = Self::comparator_access(ids, kernel_el2);
-        Ok(cfg)
+        if cfg.nr_comparators > 0 {
+            cfg.acatr = Self::comparator_access(ids, kernel_el2, exclude);
+        }
+        Ok(self)
     }
 }
 
@@ -545,6 +619,202 @@ impl PerfOptions<'_> {
         self.contextid2 = bit(15);
         self.retstack = bit(29);
         self
+    }
+}
+
+/// The bits of the unit's sysfs `mode` file that this driver acts on: the C driver's
+/// `ETM_MODE_*` and `ETMv4_MODE_*` (`coresight-etm4x.h`).
+pub mod mode {
+    /// `ETM_MODE_BB`: branch broadcast.
+    pub const BB: u32 = 1 << 4;
+    /// `ETMv4_MODE_CYCACC`: cycle counting.
+    pub const CYCACC: u32 = 1 << 5;
+    /// `ETMv4_MODE_TIMESTAMP`: global timestamps.
+    pub const TIMESTAMP: u32 = 1 << 11;
+    /// `ETM_MODE_RETURNSTACK`: the return stack.
+    pub const RETURNSTACK: u32 = 1 << 12;
+    /// `ETM_MODE_VIEWINST_STARTSTOP`: the ViewInst start/stop logic starts started.
+    pub const VIEWINST_STARTSTOP: u32 = 1 << 27;
+    /// `ETM_MODE_EXCL_KERN`: the kernel's exception level is not traced.
+    pub const EXCL_KERN: u32 = 1 << 30;
+    /// `ETM_MODE_EXCL_USER`: EL0 is not traced.
+    pub const EXCL_USER: u32 = 1 << 31;
+    /// `ETMv4_MODE_ALL`: the bits `mode` keeps of what is written to it.
+    pub const ALL: u32 = 0x0FFF_FFFF | EXCL_KERN | EXCL_USER;
+}
+
+/// What a single address comparator is set to through the unit's sysfs files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddrSetting {
+    /// Not set (`ETM_ADDR_TYPE_NONE`).
+    #[default]
+    None,
+    /// One half of an address range (`addr_range`): its address.
+    Range(u64),
+    /// A start point (`addr_start`).
+    Start(u64),
+    /// A stop point (`addr_stop`).
+    Stop(u64),
+}
+
+/// Why a write to the unit's sysfs configuration was refused, as the C driver refuses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingError {
+    /// A value out of range, or what the unit cannot do (`-EINVAL`).
+    Invalid,
+    /// The comparator `addr_idx` selects is set to another kind (`-EPERM`).
+    OtherKind,
+}
+
+/// The trace configuration a user sets through the unit's sysfs files, with the C driver's
+/// names and meanings: `mode`, and the address comparators that `addr_idx` selects for
+/// `addr_range`, `addr_start` and `addr_stop`. [`TraceConfig::for_sysfs`] programs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SysfsSettings {
+    /// `mode`.
+    pub mode: u32,
+    /// `addr_idx`: the comparator the address files act on.
+    pub addr_idx: usize,
+    /// Each single comparator's setting.
+    pub addr: [AddrSetting; MAX_ADDR_COMPARATORS],
+}
+
+impl Default for SysfsSettings {
+    /// What the unit traces after probe: everything, the start/stop logic started (upstream's
+    /// `etm4_set_default()`).
+    fn default() -> Self {
+        Self {
+            mode: mode::VIEWINST_STARTSTOP,
+            addr_idx: 0,
+            addr: [AddrSetting::None; MAX_ADDR_COMPARATORS],
+        }
+    }
+}
+
+impl SysfsSettings {
+    /// `reset`: no address comparator set, `addr_idx` 0, and `mode` cleared when `value` is not
+    /// zero; the start/stop logic starts started on a unit with comparators (upstream's
+    /// `reset_store()`).
+    pub fn reset(&mut self, value: u64, ids: &Etm4xIds) {
+        if value != 0 {
+            self.mode = 0;
+        }
+        if TraceConfig::addr_comparators(ids) > 0 {
+            self.mode |= mode::VIEWINST_STARTSTOP;
+        }
+        self.addr_idx = 0;
+        self.addr = [AddrSetting::None; MAX_ADDR_COMPARATORS];
+    }
+
+    /// `mode`: keeps the bits upstream keeps.
+    pub fn set_mode(&mut self, value: u64) {
+        // CAST: `ALL` fits 32 bits, the rest is masked off.
+        self.mode = (value & u64::from(mode::ALL)) as u32;
+    }
+
+    /// `addr_idx`: a single comparator the unit has.
+    pub fn set_addr_idx(&mut self, value: u64, ids: &Etm4xIds) -> Result<(), SettingError> {
+        let n = TraceConfig::addr_comparators(ids);
+        match usize::try_from(value) {
+            Ok(i) if i < n => {
+                self.addr_idx = i;
+                Ok(())
+            }
+            _ => Err(SettingError::Invalid),
+        }
+    }
+
+    /// The setting of the comparator `addr_idx` selects and of the one after it.
+    fn pair(&self) -> Result<(AddrSetting, AddrSetting), SettingError> {
+        let i = self.addr_idx;
+        if !i.is_multiple_of(2) {
+            return Err(SettingError::OtherKind);
+        }
+        match (self.addr.get(i), self.addr.get(i + 1)) {
+            (Some(&a), Some(&b)) => Ok((a, b)),
+            _ => Err(SettingError::Invalid),
+        }
+    }
+
+    /// `addr_range` as read: the pair's addresses (zero while unset); [`SettingError::OtherKind`]
+    /// for an odd `addr_idx` or a pair set to something else.
+    pub fn range(&self) -> Result<(u64, u64), SettingError> {
+        match self.pair()? {
+            (AddrSetting::None, AddrSetting::None) => Ok((0, 0)),
+            (AddrSetting::Range(lo), AddrSetting::Range(hi)) => Ok((lo, hi)),
+            _ => Err(SettingError::OtherKind),
+        }
+    }
+
+    /// `addr_range` written: the pair at `addr_idx` includes `lo..=hi` in the trace. An
+    /// exclude range (a third value, or `mode` bit 0) is refused: not provided.
+    pub fn set_range(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        exclude: Option<bool>,
+    ) -> Result<(), SettingError> {
+        if lo > hi || exclude.unwrap_or(self.mode & 1 != 0) {
+            return Err(SettingError::Invalid);
+        }
+        self.range()?;
+        let i = self.addr_idx;
+        self.addr[i] = AddrSetting::Range(lo);
+        self.addr[i + 1] = AddrSetting::Range(hi);
+        Ok(())
+    }
+
+    /// `addr_start` (`stop` false) or `addr_stop` as read: the address at `addr_idx` (zero while
+    /// unset); [`SettingError::OtherKind`] when it is set to something else.
+    pub fn point(&self, stop: bool) -> Result<u64, SettingError> {
+        match (self.addr.get(self.addr_idx), stop) {
+            (Some(AddrSetting::None), _) => Ok(0),
+            (Some(AddrSetting::Start(a)), false) | (Some(AddrSetting::Stop(a)), true) => Ok(*a),
+            (Some(_), _) => Err(SettingError::OtherKind),
+            (None, _) => Err(SettingError::Invalid),
+        }
+    }
+
+    /// `addr_start` (`stop` false) or `addr_stop` written: the comparator at `addr_idx` becomes
+    /// a start or stop point at `addr`.
+    pub fn set_point(&mut self, addr: u64, stop: bool, ids: &Etm4xIds) -> Result<(), SettingError> {
+        if TraceConfig::addr_comparators(ids) == 0 {
+            return Err(SettingError::Invalid);
+        }
+        self.point(stop)?;
+        self.addr[self.addr_idx] = if stop {
+            AddrSetting::Stop(addr)
+        } else {
+            AddrSetting::Start(addr)
+        };
+        Ok(())
+    }
+
+    /// Writes the settings as address filters into `out`; returns how many.
+    pub fn filters(&self, out: &mut [PerfFilter; MAX_ADDR_COMPARATORS]) -> usize {
+        let mut n = 0;
+        let mut push = |f: PerfFilter| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = f;
+                n += 1;
+            }
+        };
+        for (i, a) in self.addr.iter().enumerate() {
+            match *a {
+                AddrSetting::Range(lo) if i.is_multiple_of(2) => {
+                    if let Some(AddrSetting::Range(hi)) = self.addr.get(i + 1) {
+                        push(PerfFilter::Range {
+                            start: lo,
+                            stop: *hi,
+                        });
+                    }
+                }
+                AddrSetting::Start(a) => push(PerfFilter::Start(a)),
+                AddrSetting::Stop(a) => push(PerfFilter::Stop(a)),
+                _ => {}
+            }
+        }
+        n
     }
 }
 
