@@ -334,6 +334,9 @@ def decode(d, lister):
     trace-on followed: at the end of the trace, the target of a last indirect branch), the decoder
     errors and the log."""
     log = os.path.join(d, "decode.ppl")
+    # trc_pkt_lister appends to its log: a second decode of the same directory starts afresh.
+    if os.path.exists(log):
+        os.remove(log)
     r = subprocess.run([lister, "-ss_dir", d, "-src_name", "ETB_0", "-decode", "-logfilename", log],
                        capture_output=True, text=True)
     if r.returncode != 0:
