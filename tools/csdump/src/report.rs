@@ -214,6 +214,27 @@ enum Pending {
     Exception,
 }
 
+/// A branch after which the trace has no instruction range: a direct branch's target is in its
+/// encoding (an indirect one's came as a BranchTarget element, when the trace named it: `to` is
+/// absent otherwise); a waypoint that is not a branch (ISB) falls through to the next
+/// instruction; an exception's vector is not known without a range after it.
+fn untraced_target(
+    (from, kind, what): (u64, String, Pending),
+    sym: Names<'_>,
+    word: &mut dyn FnMut(u64) -> Option<u32>,
+) -> Branch {
+    let to = match what {
+        Pending::Branch => word(from).and_then(|w| direct_target(w, from)),
+        Pending::Waypoint => Some(from.wrapping_add(4)),
+        Pending::Exception => None,
+    };
+    Branch {
+        from: Some(addr(sym, from)),
+        to: to.map(|t| addr(sym, t)),
+        kind,
+    }
+}
+
 /// Turns a CPU's last elements into its last functions and branches.
 /// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
 /// `word` reads the instruction at an address, for the target of a last branch no range
@@ -285,25 +306,20 @@ fn summarise(
             Element::Exception { ret: Some(r), .. } => {
                 pending = Some((*r, "exception".into(), Pending::Exception));
             }
+            // The trace went off after the branch (its target is in code the trace unit was
+            // set not to trace: a range filter, an excluded exception level) and comes on
+            // again elsewhere: the branch was taken all the same.
+            Element::TraceOn => {
+                if let Some(p) = pending.take() {
+                    branches.push(untraced_target(p, sym, word));
+                }
+            }
             _ => pending = None,
         }
     }
-    // The trace ended right after a branch (the ETM stopped before the next instruction range):
-    // a direct branch's target is in its encoding. An indirect one's came as a BranchTarget
-    // element above, when the trace named it.
-    // A waypoint that is not a branch (ISB) falls through to the next instruction; an
-    // exception's vector is not known without a range after it.
-    if let Some((from, kind, what)) = pending {
-        let to = match what {
-            Pending::Branch => word(from).and_then(|w| direct_target(w, from)),
-            Pending::Waypoint => Some(from.wrapping_add(4)),
-            Pending::Exception => None,
-        };
-        branches.push(Branch {
-            from: Some(addr(sym, from)),
-            to: to.map(|t| addr(sym, t)),
-            kind,
-        });
+    // The trace ended right after a branch (the ETM stopped before the next instruction range).
+    if let Some(p) = pending {
+        branches.push(untraced_target(p, sym, word));
     }
     funcs.drain(..funcs.len().saturating_sub(last));
     branches.drain(..branches.len().saturating_sub(last));
@@ -795,6 +811,41 @@ mod tests {
             "{why}"
         );
         assert!(no_code_left(0x12, 1).contains("(1 element of it)"));
+    }
+
+    #[test]
+    fn a_branch_out_of_the_traced_code_is_listed_when_the_trace_comes_back_elsewhere() {
+        // A range filter on 0x1000..=0x1034: a BL out of it, the trace on again at the return
+        // into it, the RET out of it, the trace on again at the next entry.
+        let els: VecDeque<Element> = [
+            range(0x1000, 0x1028, true, B::DirectLink),
+            Element::TraceOn,
+            range(0x1028, 0x1034, true, B::Return),
+            Element::TraceOn,
+            range(0x1000, 0x1010, false, B::None),
+        ]
+        .into();
+        // BL 0x1024 -> 0x2000 (imm26 = (0x2000 - 0x1024) / 4).
+        let bl = 0x9400_0000 | ((0x2000 - 0x1024) / 4);
+        let (_, b) = summarise(&els, Names::default(), 64, &mut |a| {
+            (a == 0x1024).then_some(bl).or(Some(0xD65F_03C0))
+        });
+        let got: Vec<(Option<String>, Option<String>)> = b
+            .iter()
+            .map(|x| {
+                (
+                    x.from.as_ref().map(|a| a.addr.clone()),
+                    x.to.as_ref().map(|a| a.addr.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("0x1024".into()), Some("0x2000".into())),
+                (Some("0x1030".into()), None),
+            ]
+        );
     }
 
     #[test]
