@@ -410,7 +410,7 @@ def asynchronous(vector):
 
 
 # Code the trace units did not trace (--untraced-el0: EL0, which the user excluded through the
-# ETMs' sysfs mode), or None.
+# ETMs' sysfs mode; --traced-range: everything outside the range set), or None.
 UNTRACED = None
 
 
@@ -521,6 +521,11 @@ class Matcher:
                 took = True
             elif e[0] == "T" and e[1] == last and e[2] == b[0]:
                 self.check_branch(kind, off, last, b[0], i)
+                i -= 1
+                matched += 1
+                took = True
+            elif e[0] == "T" and e[2] is None and e[1] == last and self.untraced and self.untraced(b[0]):
+                # An indirect branch into code the trace unit did not trace: no target.
                 i -= 1
                 matched += 1
                 took = True
@@ -755,12 +760,18 @@ def main():
     ap.add_argument("--untraced-el0", action="store_true",
                     help="EL0 was excluded from the trace (the ETMs' sysfs mode): the decode may pass from "
                          "kernel code into EL0 and back with no event")
+    ap.add_argument("--traced-range", metavar="LO:HI",
+                    help="the ETMs traced only LO..HI (hexadecimal, both ends included): the decode passes "
+                         "into and out of it with no event, every boundary inside it is in the decode")
     ap.add_argument("--self-test", action="store_true",
                     help="also require the judge to fail the first CPU's decode mutated by one event")
     a = ap.parse_args()
     global UNTRACED
     if a.untraced_el0:
         UNTRACED = lambda x: x < KERNEL_VA  # noqa: E731
+    if a.traced_range:
+        lo, hi = (int(x, 16) for x in a.traced_range.split(":"))
+        UNTRACED = lambda x: not lo <= x <= hi  # noqa: E731
     try:
         rec = Record(os.path.join(a.dir, "exec.rec"))
         if rec.table_full:

@@ -649,17 +649,19 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space", u
     waypoints from there are left out of the comparison; exceptions taken from there and
     returns into it are compared. Both are counted in the note.
 
-    Code the trace unit did not trace (`untraced_to`: EL0 when the user excluded it): a branch
-    into it ends the trace there, its target given only when an exception is taken at it
-    before any instruction there ran, so branches into it are left out of both sides and
-    counted."""
+    Code the trace unit did not trace (`untraced_to`: EL0 when the user excluded it, or what is
+    outside the range set): a branch into it ends the trace there, its target known from a
+    direct branch's encoding or given when an exception is taken at it before any instruction
+    there ran, else not, so branches into it (and those without a target) are left out of both
+    sides and counted."""
     if tc.get("reason") != "stopped":
         raise Bad(f"CPU{cpu}: the plugin's truth was not written when its ETM stopped ({tc.get('reason')})")
     served_lost = [x for x in lost if x is None or not unserved(x)]
     if served_lost:
         raise Bad(f"CPU{cpu}: the decoder lost the flow at {hx(served_lost[0])}, which is not {what}")
     if untraced_to:
-        dec = [x for x in dec if x[2] or x[1] is None or not untraced_to(x[1])]
+        # csdump gives a direct branch's target from its encoding, an indirect one's none.
+        dec = [x for x in dec if x[2] or (x[1] is not None and not untraced_to(x[1]))]
     if not dec:
         raise Bad(f"CPU{cpu}: no branch decoded")
     tru, user, gaps, into = [], 0, 0, 0
@@ -677,6 +679,9 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space", u
         if k != "exception" and untraced_to and untraced_to(t):
             into += 1
             continue
+        if k == "exception" and untraced_to and untraced_to(t):
+            # Into an untraced vector: the trace names the exception, no range gives its vector.
+            t = None
         tru.append((f, t, k == "exception"))
     n = len(dec)
     if len(tru) < n:
@@ -749,12 +754,34 @@ def check_ground(a, truth, rep, cpus):
         rc = next((c for c in rep["cpus"] if c["cpu"] == cpu), None)
         if rc is None or cpu not in truth:
             raise Bad(f"CPU{cpu}: {'no decoded trace' if rc is None else 'no ground truth'}")
-        note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last,
-                           untraced_to=user_space if a.no_el0 else None)
+        untraced = (lambda x: not a.range[0] <= x <= a.range[1]) if a.range else \
+            (user_space if a.no_el0 else None)
+        # The range first: the comparison leaves out what the range does not hold.
+        in_range = range_only(cpu, rc, *a.range) if a.range else None
+        note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last, untraced_to=untraced)
         print(f"ground truth CPU{cpu}: the decoded branches, waypoints and exceptions of the whole "
               f"window equal the plugin's: {note}")
         if a.no_el0:
             print(f"CPU{cpu}: {no_el0(cpu, rc)}")
+        if in_range:
+            print(f"CPU{cpu}: {in_range}")
+
+
+def range_only(cpu, rc, lo, hi):
+    """An address range set through the ETM's sysfs (addr_range, both ends included): every
+    branch and exception csdump decoded leaves from inside it, no place outside it was decoded,
+    and the CPU ran the range in the window. Returns a note."""
+    h = lambda x: int(x["addr"], 16)
+    out = [b for b in rc["branches"] if (b["kind"] == "target" and b["to"] and not lo <= h(b["to"]) <= hi)
+           or (b["kind"] != "target" and b.get("from") and not lo <= h(b["from"]) <= hi)]
+    if out:
+        b = out[0]
+        where = b["to"] if b["kind"] == "target" else b["from"]
+        raise Bad(f"CPU{cpu}: the trace was set to {lo:#x}..{hi:#x}, yet csdump decodes {len(out)} events "
+                  f"outside it, the first {b['kind']} at {where['addr']}")
+    if not rc["branches"]:
+        raise Bad(f"CPU{cpu}: no event decoded in {lo:#x}..{hi:#x}: the CPU did not run it, or it was not traced")
+    return f"all {len(rc['branches'])} decoded events leave from {lo:#x}..{hi:#x}, the range set"
 
 
 def no_el0(cpu, rc):
@@ -1410,7 +1437,9 @@ def check(a):
         check_ground(a, truth, rep, cpus)
     if a.no_el0:
         check_el0_excluded(a.dir, cpus)
-    if panic_cpu not in cpus:
+    if a.range:
+        print(f"panicking CPU{panic_cpu}: its flow to the crash is outside the range traced, not checked")
+    elif panic_cpu not in cpus:
         print(f"panicking CPU{panic_cpu} has no ETM (the faulty one): its flow is not checked")
     else:
         check_panic_path(a, rep, sym, panic_cpu)
@@ -1524,6 +1553,9 @@ def main():
     ap.add_argument("--last", type=int, default=1000000,
                     help="csdump report --last: enough to hold every decoded branch of a CPU (the whole window is compared)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
+    ap.add_argument("--range", metavar="LO:HI", type=lambda v: tuple(int(x, 16) for x in v.split(":")),
+                    help="the ETMs traced only LO..HI (addr_range, hexadecimal, both ends included): every "
+                         "decoded event is inside it; the crash path is not traced")
     ap.add_argument("--no-el0", action="store_true",
                     help="EL0 was excluded through the ETMs' sysfs mode: every unit was programmed so, and "
                          "no CPU's decode runs EL0 code")

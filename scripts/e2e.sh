@@ -756,7 +756,8 @@ check_modules() {
 # the recorder plugin wrote (exec.rec; scripts/check_exec.py), with the judge's self-test when
 # EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace;
 # EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore);
-# EXEC_UNTRACED_EL0=1 where the ETMs were set to exclude EL0.
+# EXEC_UNTRACED_EL0=1 where the ETMs were set to exclude EL0, EXEC_TRACED_RANGE=LO:HI where they
+# traced only that range.
 check_exec() {
 	local dir=$1 variant=$2
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
@@ -765,6 +766,7 @@ check_exec() {
 	[ -z "${EXEC_NO_DECODE:-}" ] || extra+=(--expect-no-decode "$EXEC_NO_DECODE")
 	[ -z "${EXEC_TEXT_FROM:-}" ] || extra+=(--text-from "$EXEC_TEXT_FROM")
 	[ -z "${EXEC_UNTRACED_EL0:-}" ] || extra+=(--untraced-el0)
+	[ -z "${EXEC_TRACED_RANGE:-}" ] || extra+=(--traced-range "$EXEC_TRACED_RANGE")
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
@@ -1085,6 +1087,57 @@ scenario_trace-exclude-user() {
 	check_etm_config "$d" 0x88000000 && EXEC_SELF_TEST=1 EXEC_UNTRACED_EL0=1 check_trace "$d" mod --no-el0 || return 1
 	grep -qE "; [1-9][0-9]* user-space boundaries csdump could not decode" "$d/check-exec.txt" ||
 		{ echo "the execution record has no CPU run EL0 code in the window: the exclusion went untested" >&2; return 1; }
+}
+
+# An address range through the ETMs' sysfs (addr_idx 0, addr_range from uptime_proc_show's first
+# instruction to the next symbol's, both included), then /proc/uptime read on each CPU and the
+# sysrq panic. check_trace.py --range: every decoded event leaves from inside the range, the
+# whole window equals the truth (branches out of the range are left out of both sides), each CPU
+# ran it; check_exec --traced-range: the decode is what the execution record has the CPUs run
+# inside the range, every branch there included (without the judge's self-test: its mutated
+# decodes are searched for across the millions of untraced blocks, 100 s).
+scenario_trace-etm-range() {
+	local d=$RUNS/trace-etm-range range
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.etm_range=uptime_proc_show" || return 1
+	range=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' | head -n 1)
+	[ -n "$range" ] || { echo "the guest did not set etm0's address range (console.log)" >&2; return 1; }
+	[ "$(grep -c "\] CSPD: etm config etm[0-9]* range uptime_proc_show 0x${range%:*}_0x${range#*:}" "$d/console.log")" = "$SMP" ] ||
+		{ echo "not every ETM took the range ${range/:/..}" >&2; return 1; }
+	EXEC_TRACED_RANGE=$range check_trace_with "$d" mod --range "$range" || return 1
+}
+
+# check_trace.py --range fails with its own messages: on trace-builtin's run (traced whole) judged
+# with trace-etm-range's range, and on trace-etm-range's run with one event of the truth inside the
+# range moved one instruction.
+scenario_harness-etm-range() {
+	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range c rc=0
+	[ -f "$src/check.txt" ] || scenario_trace-etm-range || return 1
+	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
+	range=$(tr -d '\r' <"$src/console.log" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' | head -n 1)
+	rm -rf "$d"
+	mkdir -p "$d"
+	judge_copy "$RUNS/trace-builtin" "$d/builtin"
+	judge_negative "trace-builtin's run (traced whole) judged as traced in a range" "yet csdump decodes" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$d/builtin" --csdump "$CSDUMP" \
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --range "$range" || rc=1
+	c=$d/truth
+	judge_copy "$src" "$c"
+	rm "$c/truth.json"
+	python3 - "$src/truth.json" "$c/truth.json" "$REPO/scripts" "$range" <<'PY' || return 1
+import sys
+sys.path.insert(0, sys.argv[3])
+from truth_edit import Truth, nth_newest
+lo, hi = (int(x, 16) for x in sys.argv[4].split(":"))
+t = Truth(sys.argv[1])
+# CPU0's newest taken branch inside the range (the loop's): its target 4 bytes further.
+e = nth_newest(t, 0, 0, lambda e: e.kind == "taken" and lo <= e.frm <= hi and lo <= e.to <= hi)
+e.to += 4
+t.write_with(sys.argv[2], e)
+PY
+	judge_negative "one event of trace-etm-range's truth moved" "differs from the plugin's ground truth" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" || rc=1
+	return $rc
 }
 
 # The EL0 exclusion's judges fail with their own messages: check_etm_config on trace-exclude-user's
@@ -2949,7 +3002,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).
@@ -2991,6 +3044,7 @@ declare -A NEEDS=(
 	[harness-devfile-etb]="devfile-etb"
 	[tmc-etb-sysfs-listing]="upstream-etb devfile-etb"
 	[harness-exclude-user]="trace-exclude-user trace-builtin"
+	[harness-etm-range]="trace-etm-range trace-builtin"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
