@@ -23,12 +23,15 @@ use kernel::{
         kernel_at_el2,
         panic_dump,
         panic_dump::{
-            format::etm4x::{
-                SaveOutcome,
-                SavedState,
-                SAVED_SESSION_PERF,
-                SAVED_SESSION_SYSFS,
-                SAVED_STATE_SIZE, //
+            format::{
+                etm4x::{
+                    SaveOutcome,
+                    SavedState,
+                    SAVED_SESSION_PERF,
+                    SAVED_SESSION_SYSFS,
+                    SAVED_STATE_SIZE, //
+                },
+                vmcoreinfo, //
             },
             DumpCallback,
             DumpPayload,
@@ -430,17 +433,8 @@ impl core::fmt::Display for CHex {
 /// Parses a number as `kstrtoul(buf, 16, ...)` does: hexadecimal, `0x` allowed, a trailing
 /// newline allowed.
 fn parse_hex(input: &[u8]) -> Result<u64> {
-    let s = input.strip_suffix(b"\n").unwrap_or(input);
-    let digits = s.strip_prefix(b"0x").or(s.strip_prefix(b"0X")).unwrap_or(s);
-    if digits.is_empty() || digits.len() > 16 {
-        return Err(EINVAL);
-    }
-    digits.iter().try_fold(0u64, |v, &c| {
-        let d = char::from(c).to_digit(16).ok_or(EINVAL)?;
-        Ok((v << 4) | u64::from(d))
-    })
+    vmcoreinfo::parse_hex(input.strip_suffix(b"\n").unwrap_or(input)).ok_or(EINVAL)
 }
-
 #[vtable]
 impl<B: Backend> coresight::Operations for SourceOps<B> {
     /// A source has no sink buffer.
