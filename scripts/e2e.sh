@@ -1089,8 +1089,15 @@ scenario_trace-exclude-user() {
 		{ echo "the execution record has no CPU run EL0 code in the window: the exclusion went untested" >&2; return 1; }
 }
 
+# etm_range_of CONSOLE: "LO:HI", the address range (hexadecimal) the guest set on etm0 for
+# uptime_proc_show, from the kernel's copy of its line.
+etm_range_of() {
+	tr -d '\r' <"$1" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' |
+		head -n 1
+}
+
 # An address range through the ETMs' sysfs (addr_idx 0, addr_range from uptime_proc_show's first
-# instruction to the next symbol's, both included), then /proc/uptime read on each CPU and the
+# instruction to its last, both included), then /proc/uptime read on each CPU and the
 # sysrq panic. check_trace.py --range: every decoded event leaves from inside the range, the
 # whole window equals the truth (branches out of the range are left out of both sides), each CPU
 # ran it; check_exec --traced-range: the decode is what the execution record has the CPUs run
@@ -1099,7 +1106,7 @@ scenario_trace-exclude-user() {
 scenario_trace-etm-range() {
 	local d=$RUNS/trace-etm-range range
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.etm_range=uptime_proc_show" || return 1
-	range=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' | head -n 1)
+	range=$(etm_range_of "$d/console.log")
 	[ -n "$range" ] || { echo "the guest did not set etm0's address range (console.log)" >&2; return 1; }
 	[ "$(grep -c "\] CSPD: etm config etm[0-9]* range uptime_proc_show 0x${range%:*}_0x${range#*:}" "$d/console.log")" = "$SMP" ] ||
 		{ echo "not every ETM took the range ${range/:/..}" >&2; return 1; }
@@ -1113,7 +1120,7 @@ scenario_harness-etm-range() {
 	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-etm-range || return 1
 	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
-	range=$(tr -d '\r' <"$src/console.log" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' | head -n 1)
+	range=$(etm_range_of "$src/console.log")
 	rm -rf "$d"
 	mkdir -p "$d"
 	judge_copy "$RUNS/trace-builtin" "$d/builtin"
@@ -1403,6 +1410,21 @@ sysfs_run() {
 		--panic-timeout 300 "$@"
 }
 
+# devfile_run NAME SINK TRUTH_BYTES EXEC_ENTRIES [perf]: the guest's cspd.upstream=1 sequence on
+# this project's drivers (the module variant, CS_TMC the TMC's configuration), the device file read
+# while the session traces and after it, judged by check_upstream.py --devfile --exec; with perf,
+# perf through the sink while its device file is open too (cspd.devfile_perf=1, --devfile-perf).
+devfile_run() {
+	local d=$RUNS/$1 sink=$2 truth=$3 entries=$4 perf=${5:-}
+	sysfs_run "$d" mod "cspd.devfile=1 ${perf:+cspd.devfile_perf=1 }cspd.sink=$sink reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
+		--cs-arg "truth_bytes=$truth" --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
+		--exec-entries "$entries" || return 1
+	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile ${perf:+--devfile-perf} --exec \
+		--sink "$sink" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || return 1
+	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+}
+
 # The guest's cspd.upstream=1 sequence on this project's drivers (the module variant), with the
 # device file read while the session traces (cspd.devfile=1) onto devfile.disk: /dev/tmc_etf0
 # during the session and after it, each decoding to the plugin's truth and to the execution
@@ -1412,14 +1434,7 @@ sysfs_run() {
 # while the device file is open, cspd.devfile_perf=1, adds about 60 M blocks on CPU0 after the
 # windows, which then end 85 M blocks before the record's end).
 scenario_devfile-etf() {
-	local d=$RUNS/devfile-etf
-	sysfs_run "$d" mod "cspd.devfile=1 cspd.devfile_perf=1 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
-		--cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((128 << 20)) || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --devfile-perf --exec \
-		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
-	[ "${PIPESTATUS[0]}" = 0 ] || return 1
-	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+	devfile_run devfile-etf tmc_etf0 2M $((128 << 20)) perf
 }
 
 # check_upstream.py --devfile fails with its own message on a copy of devfile-etf's run with one
@@ -1524,14 +1539,7 @@ PY
 # decoding to the plugin's truth and to the execution record. The truth reaches back past the
 # first read (up to 1 MiB) and the input after it.
 scenario_devfile-etr() {
-	local d=$RUNS/devfile-etr
-	CS_TMC=etr sysfs_run "$d" mod "cspd.devfile=1 cspd.devfile_perf=1 cspd.sink=tmc_etr0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
-		--cs-arg truth_bytes=4M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((128 << 20)) || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --devfile-perf --exec --sink tmc_etr0 \
-		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
-	[ "${PIPESTATUS[0]}" = 0 ] || return 1
-	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+	CS_TMC=etr devfile_run devfile-etr tmc_etr0 4M $((128 << 20)) perf
 }
 
 # harness-devfile's negatives on devfile-etr's run.
@@ -1543,14 +1551,7 @@ scenario_harness-devfile-etr() {
 # configuration type 0, the node etb@...; a sink only): /dev/tmc_etb0 read during the session and
 # after it, each decoding to the plugin's truth and to the execution record.
 scenario_devfile-etb() {
-	local d=$RUNS/devfile-etb
-	CS_TMC=etb sysfs_run "$d" mod "cspd.devfile=1 cspd.sink=tmc_etb0 reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS" \
-		--cs-arg truth_bytes=2M --cs-arg "tmc_dump=$d/tmc.bin" --cs-arg tmc_stops=2 \
-		--exec-entries $((64 << 20)) || return 1
-	python3 "$REPO/scripts/check_upstream.py" --dir "$d" --cpus "$SMP" --devfile --exec --sink tmc_etb0 \
-		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" 2>&1 | tee "$d/check.txt"
-	[ "${PIPESTATUS[0]}" = 0 ] || return 1
-	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$d/exec.rec"
+	CS_TMC=etb devfile_run devfile-etb tmc_etb0 2M $((64 << 20))
 }
 
 # harness-devfile's negatives on devfile-etb's run.
