@@ -676,10 +676,10 @@ def compare_window(cpu, dec, lost, tc, unserved=user_space, what="user space", u
         if k != "exception" and unserved(f):
             user += 1
             continue
-        if k != "exception" and untraced_to and untraced_to(t):
-            into += 1
-            continue
-        if k == "exception" and untraced_to and untraced_to(t):
+        if untraced_to and untraced_to(t):
+            if k != "exception":
+                into += 1
+                continue
             # Into an untraced vector: the trace names the exception, no range gives its vector.
             t = None
         tru.append((f, t, k == "exception"))
@@ -750,12 +750,12 @@ class Symbols:
 
 
 def check_ground(a, truth, rep, cpus):
+    untraced = (lambda x: not a.range[0] <= x <= a.range[1]) if a.range else \
+        (user_space if a.no_el0 else None)
     for cpu in cpus:
         rc = next((c for c in rep["cpus"] if c["cpu"] == cpu), None)
         if rc is None or cpu not in truth:
             raise Bad(f"CPU{cpu}: {'no decoded trace' if rc is None else 'no ground truth'}")
-        untraced = (lambda x: not a.range[0] <= x <= a.range[1]) if a.range else \
-            (user_space if a.no_el0 else None)
         # The range first: the comparison leaves out what the range does not hold.
         in_range = range_only(cpu, rc, *a.range) if a.range else None
         note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last, untraced_to=untraced)
@@ -767,18 +767,26 @@ def check_ground(a, truth, rep, cpus):
             print(f"CPU{cpu}: {in_range}")
 
 
+def decoded_in(rc, where, exceptions):
+    """The places csdump's decode of a CPU (`rc`) has in code `where` accepts, described: an
+    address it could not read there, or a branch (and, with `exceptions`, an exception) from
+    there."""
+    out = []
+    for b in rc["branches"]:
+        at = b["to"] if b["kind"] == "target" else b.get("from")
+        if at and (exceptions or b["kind"] != "exception") and where(int(at["addr"], 16)):
+            out.append(f"{b['kind']} at {at['addr']}")
+    return out
+
+
 def range_only(cpu, rc, lo, hi):
     """An address range set through the ETM's sysfs (addr_range, both ends included): every
     branch and exception csdump decoded leaves from inside it, no place outside it was decoded,
     and the CPU ran the range in the window. Returns a note."""
-    h = lambda x: int(x["addr"], 16)
-    out = [b for b in rc["branches"] if (b["kind"] == "target" and b["to"] and not lo <= h(b["to"]) <= hi)
-           or (b["kind"] != "target" and b.get("from") and not lo <= h(b["from"]) <= hi)]
+    out = decoded_in(rc, lambda x: not lo <= x <= hi, exceptions=True)
     if out:
-        b = out[0]
-        where = b["to"] if b["kind"] == "target" else b["from"]
         raise Bad(f"CPU{cpu}: the trace was set to {lo:#x}..{hi:#x}, yet csdump decodes {len(out)} events "
-                  f"outside it, the first {b['kind']} at {where['addr']}")
+                  f"outside it, the first {out[0]}")
     if not rc["branches"]:
         raise Bad(f"CPU{cpu}: no event decoded in {lo:#x}..{hi:#x}: the CPU did not run it, or it was not traced")
     return f"all {len(rc['branches'])} decoded events leave from {lo:#x}..{hi:#x}, the range set"
@@ -788,14 +796,10 @@ def no_el0(cpu, rc):
     """EL0 excluded through the ETM's sysfs `mode`: csdump's decode runs no EL0 code (no place
     where it had to read user-space instructions, no branch from there); exceptions may still
     return there. Returns a note."""
-    el0 = [b for b in rc["branches"] if (b["kind"] == "target" and b["to"] and user_space(int(b["to"]["addr"], 16)))
-           or (b["kind"] != "target" and b["kind"] != "exception" and b.get("from")
-               and user_space(int(b["from"]["addr"], 16)))]
+    el0 = decoded_in(rc, user_space, exceptions=False)
     if el0:
-        b = el0[0]
-        where = b["to"] if b["kind"] == "target" else b["from"]
         raise Bad(f"CPU{cpu}: EL0 was excluded, yet csdump's decode runs EL0 code: {len(el0)} places, the "
-                  f"first {b['kind']} at {where['addr']}")
+                  f"first {el0[0]}")
     back = sum(1 for b in rc["branches"] if b["kind"] == "exception" and b.get("from")
                and user_space(int(b["from"]["addr"], 16)))
     return (f"no EL0 code in the decode ({len(rc['branches'])} events; {back} exceptions taken from EL0, "

@@ -41,10 +41,6 @@ class Truth:
         self.f = open(path, "rb")
         self.mm = mmap.mmap(self.f.fileno(), 0, access=mmap.ACCESS_READ)
 
-    def close(self):
-        self.mm.close()
-        self.f.close()
-
     def section(self, cpu):
         """The byte range of `cpu`'s event lines."""
         head = self.mm.find(b'\n{"cpu": %d,' % cpu)
