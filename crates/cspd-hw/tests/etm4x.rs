@@ -500,9 +500,21 @@ fn panic_save_keeps_the_viewinst_state() {
             stopped: false
         })
     );
+    // The stop points' comparators are saved, and no other.
+    assert_ne!(s.flags & SAVED_FILTER_VALID, 0);
+    assert_eq!((s.trcviiectlr, s.cmp_saved), (0, 0b11));
+    assert_eq!(&s.acvr[..3], &[STOPS[0], STOPS[1], 0]);
+    assert_eq!(&s.acatr[..3], &[cfg.acatr, cfg.acatr, 0]);
     let mut buf = [0u8; SAVED_STATE_SIZE];
     s.encode(&mut buf).unwrap();
     assert_eq!(SavedState::decode(&buf), Ok(s));
+    // A version 2 payload (before the filter) is read, without it.
+    let mut v2 = buf[..SAVED_STATE_V2_SIZE].to_vec();
+    v2[..4].copy_from_slice(&2u32.to_le_bytes());
+    let old = SavedState::decode(&v2).unwrap();
+    assert_eq!(old.flags & SAVED_FILTER_VALID, 0);
+    assert_eq!((old.cmp_saved, old.acvr[0]), (0, 0));
+    assert_eq!(old.hw_stop(), s.hw_stop());
     // A version 1 payload (before the ViewInst registers) is read, without them.
     let mut v1 = buf[..SAVED_STATE_V1_SIZE].to_vec();
     v1[..4].copy_from_slice(&1u32.to_le_bytes());
@@ -513,8 +525,58 @@ fn panic_save_keeps_the_viewinst_state() {
     assert_eq!(
         SavedState::decode(&buf[..SAVED_STATE_V1_SIZE]),
         Err(PayloadError::TooShort(SAVED_STATE_V1_SIZE)),
-        "a version 2 payload cut to version 1's size"
+        "a version 3 payload cut to version 1's size"
     );
+    assert_eq!(
+        SavedState::decode(&buf[..SAVED_STATE_V2_SIZE]),
+        Err(PayloadError::TooShort(SAVED_STATE_V2_SIZE)),
+        "a version 3 payload cut to version 2's size"
+    );
+}
+
+#[test]
+fn panic_save_keeps_the_address_filter_the_user_set() {
+    let mut m = Etm4xModel::cortex_a53();
+    let ids = ids_of(&mut m);
+    let mut set = SysfsSettings::default();
+    set.set_mode(u64::from(mode::VIEWINST_STARTSTOP | mode::EXCL_USER));
+    set.set_addr_idx(2, &ids).unwrap();
+    set.set_range(0xFFFF_8000_8010_0000, 0xFFFF_8000_8010_0FFC, None)
+        .unwrap();
+    set.set_addr_idx(5, &ids).unwrap();
+    set.set_point(0xFFFF_8000_8020_0000, false, &ids).unwrap();
+    let cfg = TraceConfig::for_sysfs(&ids, 0x14, false, &set, false).unwrap();
+    // The hardware stop takes the comparators after the filter's.
+    let (cfg, _) = cfg.with_stop_points(&ids, &STOPS[..1], false);
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(2);
+    assert_eq!(s.outcome, SaveOutcome::Ok);
+    assert_eq!(exlevel_ns(s.trcvictlr) & 1, 1, "EL0 excluded");
+    // The filter took the first free pair (0, 1) and comparator 2; the stop point 3.
+    assert_eq!(s.trcviiectlr, 0b1);
+    assert_eq!(s.trcvissctlr, (0b1000 << 16) | 0b100);
+    assert_eq!(s.cmp_saved, 0b1111);
+    assert_eq!(
+        &s.acvr[..5],
+        &[
+            0xFFFF_8000_8010_0000,
+            0xFFFF_8000_8010_0FFC,
+            0xFFFF_8000_8020_0000,
+            STOPS[0],
+            0
+        ]
+    );
+    assert!(s.acatr[..4].iter().all(|&a| a == cfg.acatr && a & (1 << 12) != 0));
+    let mut buf = [0u8; SAVED_STATE_SIZE];
+    s.encode(&mut buf).unwrap();
+    assert_eq!(SavedState::decode(&buf), Ok(s));
+    // Through system registers each comparator value is one 64-bit read.
+    let mut m = Etm4xModel::new(ModelIds::CORTEX_A53, ModelInterface::SysReg);
+    let ids = Etm4x::new(&mut m, Interface::SysReg, T).read_ids().unwrap();
+    let cfg = TraceConfig::for_sysfs(&ids, 0x14, false, &set, false).unwrap();
+    Etm4x::new(&mut m, Interface::SysReg, T).enable(&cfg).unwrap();
+    let s = Etm4x::new(&mut m, Interface::SysReg, T).panic_save(2);
+    assert_eq!((s.cmp_saved, s.acvr[1]), (0b111, 0xFFFF_8000_8010_0FFC));
 }
 
 /// The kernel driver's table of trace system registers (`etm4x/sysreg.rs`: offset, `MRS`/`MSR`

@@ -114,6 +114,13 @@ pub trait CsAccess {
     where
         L: IoLoc<Frame, T, IoType = u64>;
 
+    /// Reads the 64-bit register at `loc` (an address comparator) whole: over a memory-mapped
+    /// frame as two 32-bit accesses, the low word first (as [`Self::write64`]); through system
+    /// registers as one.
+    fn read64<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u64>;
+
     /// Polls a register until a condition holds, a bounded number of times; the panic path's
     /// poll.
     ///
@@ -223,6 +230,16 @@ impl<R: RawFrame> CsAccess for R {
         // CAST: the low and high words of `value`.
         self.write32(off, value as u32);
         self.write32(off.wrapping_add(4), (value >> 32) as u32);
+    }
+
+    fn read64<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        let off = frame_offset(loc.offset());
+        let lo = u64::from(self.read32(off));
+        let hi = u64::from(self.read32(off.wrapping_add(4)));
+        from_io::<T, L>(lo | (hi << 32))
     }
 
     fn poll<T: Copy>(

@@ -10,6 +10,7 @@ use crate::{
     coresight::{
         self,
         access::{
+            from_io,
             to_io,
             CsAccess,
             Frame,
@@ -86,6 +87,17 @@ impl CsAccess for IoMem<'_, FRAME> {
         // CAST: the low and high words of `value`.
         Io::write(&*self, offset, value as u32);
         Io::write(&*self, offset + 4, (value >> 32) as u32);
+    }
+
+    #[inline(always)]
+    fn read64<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        let offset = loc.offset();
+        let lo: u32 = Io::read(&*self, offset);
+        let hi: u32 = Io::read(&*self, offset + 4);
+        from_io::<T, L>(u64::from(lo) | (u64::from(hi) << 32))
     }
 
     fn poll<T: Copy>(

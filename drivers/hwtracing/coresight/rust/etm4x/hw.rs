@@ -34,6 +34,7 @@ use kernel::{
             NR_IDR,
             SAVED_OS_LOCK_FOUND,
             SAVED_OS_LOCK_RESTORED,
+            SAVED_FILTER_VALID,
             SAVED_REGS_VALID,
             SAVED_SW_LOCK_FOUND,
             SAVED_VIEWINST_VALID, //
@@ -1175,6 +1176,39 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         result
     }
 
+    /// Saves what the ViewInst controls filter with: `TRCVIIECTLR` and, of the comparators the
+    /// unit has (`ids`), only those it or `TRCVISSCTLR` (already in `s`) selects (two or three
+    /// register reads each; none when nothing is filtered).
+    fn save_filter(&mut self, s: &mut SavedState, ids: &Etm4xIds) {
+        let total = TraceConfig::addr_comparators(ids);
+        s.trcviiectlr = self.io.read(TRCVIIECTLR).into_raw();
+        // Each include or exclude bit selects a comparator pair.
+        let pairs = (s.trcviiectlr | (s.trcviiectlr >> 16)) & 0xFF;
+        let mut used = s.trcvissctlr | (s.trcvissctlr >> 16);
+        used &= 0xFFFF;
+        for p in 0..8 {
+            if pairs & (1 << p) != 0 {
+                used |= 0b11 << (2 * p);
+            }
+        }
+        for n in 0..total {
+            if used & (1 << n) == 0 {
+                continue;
+            }
+            if let (Some(value), Some(access), Some(v), Some(a)) = (
+                TRCACVR::try_at(n),
+                TRCACATR::try_at(n),
+                s.acvr.get_mut(n),
+                s.acatr.get_mut(n),
+            ) {
+                *v = self.io.read64(value).into_raw();
+                *a = self.io.read(access).into_raw();
+                s.cmp_saved |= 1 << n;
+            }
+        }
+        s.flags |= SAVED_FILTER_VALID;
+    }
+
     /// Stops the trace unit at panic time and saves its state, read back from the hardware.
     ///
     /// Never fails: what could not be done is recorded in [`SavedState::outcome`], and as
@@ -1243,6 +1277,8 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         s.trcvictlr = self.io.read(TRCVICTLR).into_raw();
         s.trcvissctlr = self.io.read(TRCVISSCTLR).into_raw();
         s.flags |= SAVED_VIEWINST_VALID;
+        ids.idr = s.idr;
+        self.save_filter(&mut s, &ids);
         if os_locked {
             self.os_lock();
             if self.os_locked() {

@@ -263,6 +263,13 @@ impl CsAccess for SysRegIo {
         self.write_at(offset, to_io::<T, L>(value));
     }
 
+    fn read64<T, L>(&mut self, loc: L) -> T
+    where
+        L: IoLoc<Frame, T, IoType = u64>,
+    {
+        from_io::<T, L>(self.read_at(loc.offset()))
+    }
+
     fn poll<T: Copy>(
         &mut self,
         retry: u32,

@@ -15,6 +15,9 @@ use super::bytes::{
 /// Number of ID registers `TRCIDR0..=TRCIDR13` a saved state holds.
 pub const NR_IDR: usize = 14;
 
+/// Number of single address comparators a saved state has room for (the architecture's most).
+pub const NR_ADDR_CMP: usize = 16;
+
 fn put_u32le(out: &mut [u8], off: usize, v: u32) {
     put(out, off, &v.to_le_bytes());
 }
@@ -94,18 +97,25 @@ pub const SAVED_SESSION_SYSFS: u32 = 1 << 5;
 /// [`SavedState::flags`] bit: the unit was tracing for a perf session (`cs_etm`), with the
 /// configuration perf gave it (the registers saved are that configuration).
 pub const SAVED_SESSION_PERF: u32 = 1 << 6;
+/// [`SavedState::flags`] bit: `TRCVIIECTLR` and the address comparators the ViewInst controls
+/// select were read (version 3).
+pub const SAVED_FILTER_VALID: u32 = 1 << 7;
 
 /// Version of the [`SavedState`] payload layout this code writes.
 ///
-/// Version 2 added `TRCVICTLR` and `TRCVISSCTLR` after the ID registers; version 1 payloads
-/// ([`SAVED_STATE_V1_SIZE`] bytes) are read too.
-pub const SAVED_STATE_VERSION: u32 = 2;
+/// Version 2 added `TRCVICTLR` and `TRCVISSCTLR` after the ID registers, version 3
+/// `TRCVIIECTLR` and the address comparators; version 1 ([`SAVED_STATE_V1_SIZE`] bytes) and 2
+/// ([`SAVED_STATE_V2_SIZE`]) payloads are read too.
+pub const SAVED_STATE_VERSION: u32 = 3;
 
 /// Size in bytes of an encoded [`SavedState`].
-pub const SAVED_STATE_SIZE: usize = 112;
+pub const SAVED_STATE_SIZE: usize = 312;
 
 /// Size in bytes of a version 1 payload.
 pub const SAVED_STATE_V1_SIZE: usize = 104;
+
+/// Size in bytes of a version 2 payload.
+pub const SAVED_STATE_V2_SIZE: usize = 112;
 
 /// `TRCVICTLR.SSSTATUS`: the ViewInst start/stop logic is in the started state.
 pub const VICTLR_SSSTATUS: u32 = 1 << 9;
@@ -126,17 +136,25 @@ const OFF_PDSR: usize = 44;
 const OFF_IDR: usize = 48;
 const OFF_VICTLR: usize = 104;
 const OFF_VISSCTLR: usize = 108;
+const OFF_VIIECTLR: usize = 112;
+const OFF_CMP_SAVED: usize = 116;
+const OFF_ACATR: usize = 120;
+const OFF_ACVR: usize = OFF_ACATR + 4 * NR_ADDR_CMP;
 
-// The ID registers end a version 1 payload; the ViewInst registers follow in version 2.
+// The ID registers end a version 1 payload; the ViewInst registers follow in version 2, the
+// include/exclude control and the comparators in version 3 (`TRCACATRn` low words, then the
+// 64-bit `TRCACVRn` as two words each, the low one first).
 const _: () = assert!(OFF_IDR + 4 * NR_IDR == SAVED_STATE_V1_SIZE);
-const _: () = assert!(OFF_VISSCTLR + 4 == SAVED_STATE_SIZE);
+const _: () = assert!(OFF_VISSCTLR + 4 == SAVED_STATE_V2_SIZE);
+const _: () = assert!(OFF_ACVR + 8 * NR_ADDR_CMP == SAVED_STATE_SIZE);
 
 /// The state of one trace unit saved at panic time: the payload of a source record.
 ///
 /// Encoded as [`SAVED_STATE_SIZE`] bytes of little-endian 32-bit words: version, cpu,
 /// outcome, flags, `TRCCONFIGR`, `TRCTRACEIDR`, `TRCAUTHSTATUS`, `TRCDEVARCH`,
 /// `TRCPRGCTLR` (as found), `TRCSTATR` (after stopping), `TRCOSLSR` (as found), `TRCPDSR`,
-/// `TRCIDR0..=TRCIDR13`, then `TRCVICTLR` and `TRCVISSCTLR` (after stopping; version 2).
+/// `TRCIDR0..=TRCIDR13`, then `TRCVICTLR` and `TRCVISSCTLR` (after stopping; version 2), then
+/// `TRCVIIECTLR`, the mask of comparators saved, their `TRCACATRn` and `TRCACVRn` (version 3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SavedState {
     /// The CPU the trace unit belongs to.
@@ -169,6 +187,16 @@ pub struct SavedState {
     /// `TRCVISSCTLR`: the single address comparators programmed as stop (bits 31:16) and start
     /// (15:0) points; valid with [`SAVED_VIEWINST_VALID`].
     pub trcvissctlr: u32,
+    /// `TRCVIIECTLR`: the address range comparator pairs that include (bits 15:0) and exclude
+    /// (31:16) code; valid with [`SAVED_FILTER_VALID`].
+    pub trcviiectlr: u32,
+    /// The single address comparators saved, one bit each: those `TRCVIIECTLR` and
+    /// `TRCVISSCTLR` select; valid with [`SAVED_FILTER_VALID`].
+    pub cmp_saved: u32,
+    /// `TRCACATRn` (low word) of the comparators in [`Self::cmp_saved`].
+    pub acatr: [u32; NR_ADDR_CMP],
+    /// `TRCACVRn` of the comparators in [`Self::cmp_saved`].
+    pub acvr: [u64; NR_ADDR_CMP],
 }
 
 /// Why a [`SavedState`] could not be encoded or decoded.
@@ -235,22 +263,34 @@ impl SavedState {
         }
         put_u32le(out, OFF_VICTLR, self.trcvictlr);
         put_u32le(out, OFF_VISSCTLR, self.trcvissctlr);
+        put_u32le(out, OFF_VIIECTLR, self.trcviiectlr);
+        put_u32le(out, OFF_CMP_SAVED, self.cmp_saved);
+        for (i, v) in self.acatr.iter().enumerate() {
+            put_u32le(out, OFF_ACATR + 4 * i, *v);
+        }
+        for (i, v) in self.acvr.iter().enumerate() {
+            put(out, OFF_ACVR + 8 * i, &v.to_le_bytes());
+        }
         Ok(SAVED_STATE_SIZE)
     }
 
-    /// Decodes a payload written by [`Self::encode`] (or a version 1 payload); trailing bytes
-    /// are ignored.
+    /// Decodes a payload written by [`Self::encode`] (or a version 1 or 2 payload); trailing
+    /// bytes are ignored.
     pub fn decode(buf: &[u8]) -> Result<Self, PayloadError> {
         if buf.len() < SAVED_STATE_V1_SIZE {
             return Err(PayloadError::TooShort(buf.len()));
         }
         let version = get_u32(buf, OFF_VERSION);
-        let v2 = match version {
-            1 => false,
-            SAVED_STATE_VERSION if buf.len() >= SAVED_STATE_SIZE => true,
-            SAVED_STATE_VERSION => return Err(PayloadError::TooShort(buf.len())),
+        let size = match version {
+            1 => SAVED_STATE_V1_SIZE,
+            2 => SAVED_STATE_V2_SIZE,
+            SAVED_STATE_VERSION => SAVED_STATE_SIZE,
             _ => return Err(PayloadError::Version(version)),
         };
+        if buf.len() < size {
+            return Err(PayloadError::TooShort(buf.len()));
+        }
+        let (v2, v3) = (version >= 2, version >= 3);
         let flags = get_u32(buf, OFF_FLAGS);
         let raw_outcome = get_u32(buf, OFF_OUTCOME);
         let outcome =
@@ -259,15 +299,29 @@ impl SavedState {
         for (i, v) in idr.iter_mut().enumerate() {
             *v = get_u32(buf, OFF_IDR + 4 * i);
         }
+        let (mut acatr, mut acvr) = ([0u32; NR_ADDR_CMP], [0u64; NR_ADDR_CMP]);
+        if v3 {
+            for (i, v) in acatr.iter_mut().enumerate() {
+                *v = get_u32(buf, OFF_ACATR + 4 * i);
+            }
+            for (i, v) in acvr.iter_mut().enumerate() {
+                let lo = get_u32(buf, OFF_ACVR + 8 * i);
+                let hi = get_u32(buf, OFF_ACVR + 8 * i + 4);
+                *v = u64::from(lo) | (u64::from(hi) << 32);
+            }
+        }
+        // Registers an older payload has no room for are not valid, whatever its flags say.
+        let mut flags = flags;
+        if !v2 {
+            flags &= !SAVED_VIEWINST_VALID;
+        }
+        if !v3 {
+            flags &= !SAVED_FILTER_VALID;
+        }
         Ok(Self {
             cpu: get_u32(buf, OFF_CPU),
             outcome,
-            // A version 1 payload has no ViewInst registers, whatever its flags say.
-            flags: if v2 {
-                flags
-            } else {
-                flags & !SAVED_VIEWINST_VALID
-            },
+            flags,
             trcconfigr: get_u32(buf, OFF_CONFIGR),
             trctraceidr: get_u32(buf, OFF_TRACEIDR),
             authstatus: get_u32(buf, OFF_AUTHSTATUS),
@@ -279,6 +333,10 @@ impl SavedState {
             idr,
             trcvictlr: if v2 { get_u32(buf, OFF_VICTLR) } else { 0 },
             trcvissctlr: if v2 { get_u32(buf, OFF_VISSCTLR) } else { 0 },
+            trcviiectlr: if v3 { get_u32(buf, OFF_VIIECTLR) } else { 0 },
+            cmp_saved: if v3 { get_u32(buf, OFF_CMP_SAVED) } else { 0 },
+            acatr,
+            acvr,
         })
     }
 
