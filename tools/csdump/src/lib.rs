@@ -11,6 +11,7 @@ pub mod decode;
 pub mod demangle;
 pub mod elf;
 pub mod extract;
+pub mod filter;
 pub mod gdb;
 pub mod info;
 pub mod ini;

@@ -14,6 +14,8 @@ use crate::decode::CodeImages;
 use crate::decode::Element;
 use crate::decode::Memory;
 use crate::elf::Symbolizer;
+use crate::filter::Filter;
+use crate::filter::Untraced;
 use crate::info::render_phases;
 use crate::info::PhasesReport;
 use crate::modules::ModuleSymbols;
@@ -67,6 +69,10 @@ pub struct Branch {
     pub to: Option<Addr>,
     /// Branch type as OpenCSD names it.
     pub kind: String,
+    /// The trace went off after this branch: why, as the trace unit's filter explains it
+    /// (absent for a branch the trace followed, or one the filter does not explain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untraced: Option<String>,
 }
 
 /// A run of execution inside one function (or at one address, without symbols).
@@ -101,6 +107,98 @@ pub struct HwStopInfo {
     pub reached: bool,
 }
 
+/// What a CPU's trace unit was set to trace (its ViewInst filter, saved at panic).
+#[derive(Debug, Clone, Serialize)]
+pub struct FilterInfo {
+    /// The Non-secure levels traced: `EL0 and EL1`, `EL1 only`, `EL0 only`.
+    pub levels: String,
+    /// Address ranges traced, both ends included (none: everywhere).
+    pub include: Vec<[Addr; 2]>,
+    /// Address ranges left out.
+    pub exclude: Vec<[Addr; 2]>,
+    /// Start points.
+    pub start: Vec<Addr>,
+    /// Stop points (the user's and the crash path's hardware stop).
+    pub stop: Vec<Addr>,
+    /// Whether the filter leaves code out (a stop point alone does not).
+    pub cuts: bool,
+}
+
+impl FilterInfo {
+    fn new(f: &Filter, sym: Names<'_>) -> Self {
+        let ranges = |v: &[(u64, u64)]| {
+            v.iter()
+                .map(|&(lo, hi)| [addr(sym, lo), addr(sym, hi)])
+                .collect()
+        };
+        Self {
+            levels: f.levels(),
+            include: ranges(&f.include),
+            exclude: ranges(&f.exclude),
+            start: f.start.iter().map(|&a| addr(sym, a)).collect(),
+            stop: f.stop.iter().map(|&a| addr(sym, a)).collect(),
+            cuts: f.cuts(),
+        }
+    }
+
+    /// One line for the text report.
+    fn line(&self) -> String {
+        let mut s = format!("traced: {}", self.levels);
+        let list = |v: &[[Addr; 2]]| {
+            v.iter()
+                .map(|[lo, hi]| format!("{}..{}", show(lo), show(hi)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.include.is_empty() {
+            let _ = write!(s, "; in {}", list(&self.include));
+        }
+        if !self.exclude.is_empty() {
+            let _ = write!(s, "; not in {}", list(&self.exclude));
+        }
+        let points = |v: &[Addr]| v.iter().map(show).collect::<Vec<_>>().join(", ");
+        if !self.start.is_empty() {
+            let _ = write!(s, "; starting at {}", points(&self.start));
+        }
+        if !self.stop.is_empty() {
+            let _ = write!(s, "; stopping at {}", points(&self.stop));
+        }
+        s
+    }
+}
+
+/// What the text report says of a CPU's trace going off and on again.
+fn restarts_line(r: &Restarts, filtered: bool) -> Option<String> {
+    if r.total == 0 {
+        return None;
+    }
+    let explained = r.total - r.unexplained;
+    let mut s = format!(
+        "the trace went off and on again {} time(s) in the window",
+        r.total
+    );
+    if explained > 0 {
+        let _ = write!(
+            s,
+            ": {explained} where the filter leaves code out (not a loss)"
+        );
+    }
+    if r.unexplained > 0 {
+        let _ = write!(
+            s,
+            "{} {} {}: trace lost there",
+            if explained > 0 { ";" } else { ":" },
+            r.unexplained,
+            if filtered {
+                "not explained by the filter"
+            } else {
+                "with no filter set"
+            }
+        );
+    }
+    Some(s)
+}
+
 /// What one CPU did before the panic.
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuReport {
@@ -114,6 +212,10 @@ pub struct CpuReport {
     pub session: Option<&'static str>,
     /// The hardware stop of its trace unit, when the dump saved it.
     pub hw_stop: Option<HwStopInfo>,
+    /// What its trace unit was set to trace, when the dump saved it.
+    pub filter: Option<FilterInfo>,
+    /// Where its trace went off and on again in the decoded window.
+    pub restarts: Restarts,
     /// The CPU debug sample.
     pub sample: Option<SampleInfo>,
     /// Trace elements decoded for the CPU.
@@ -232,19 +334,32 @@ fn untraced_target(
         from: Some(addr(sym, from)),
         to: to.map(|t| addr(sym, t)),
         kind,
+        untraced: None,
     }
 }
 
-/// Turns a CPU's last elements into its last functions and branches.
-/// Sums the decoded elements of one CPU up into its last `last` function runs and branches;
-/// `word` reads the instruction at an address, for the target of a last branch no range
-/// follows.
+/// How often a CPU's trace went off and came on again inside its decoded window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Restarts {
+    /// Trace-ons after the window's first instruction.
+    pub total: u64,
+    /// Those the trace unit's filter does not explain: trace lost there.
+    pub unexplained: u64,
+}
+
+/// Sums the decoded elements of one CPU up into its last `last` function runs and branches,
+/// and counts where its trace went off and on again (`filter`: what the unit was set to trace,
+/// which explains those places); `word` reads the instruction at an address, for the target of a
+/// branch no range follows.
 fn summarise(
     els: &VecDeque<Element>,
     sym: Names<'_>,
+    filter: Option<&Filter>,
     last: usize,
     word: &mut dyn FnMut(u64) -> Option<u32>,
-) -> (Vec<FunctionRun>, Vec<Branch>) {
+) -> (Vec<FunctionRun>, Vec<Branch>, Restarts) {
+    let mut restarts = Restarts::default();
+    let mut ran = false;
     let mut funcs: Vec<FunctionRun> = Vec::new();
     let mut branches = Vec::new();
     // The last branch, waypoint or exception not yet given its target: (address, kind, what it
@@ -275,12 +390,14 @@ fn summarise(
                     from: Some(addr(sym, from)),
                     to: Some(addr(sym, a)),
                     kind,
+                    untraced: None,
                 });
             } else if matches!(e, Element::NoAccess { .. }) {
                 branches.push(Branch {
                     from: None,
                     to: Some(addr(sym, a)),
                     kind: "target".into(),
+                    untraced: None,
                 });
             }
             let name = sym.function(a).unwrap_or_else(|| format!("{a:#x}"));
@@ -300,7 +417,10 @@ fn summarise(
         match e {
             // A range whose last instruction is not a branch (a range cut by an exception)
             // adds no branch.
-            Element::Range { .. } => pending = last_branch(e),
+            Element::Range { .. } => {
+                ran = true;
+                pending = last_branch(e);
+            }
             // An exception goes from its preferred return address to the vector, where the
             // next element starts.
             Element::Exception { ret: Some(r), .. } => {
@@ -310,8 +430,22 @@ fn summarise(
             // set not to trace: a range filter, an excluded exception level) and comes on
             // again elsewhere: the branch was taken all the same.
             Element::TraceOn => {
-                if let Some(p) = pending.take() {
-                    branches.push(untraced_target(p, sym, word));
+                let why = match pending.take() {
+                    Some(p) => {
+                        let mut b = untraced_target(p, sym, word);
+                        let to = b.to.as_ref().and_then(|t| parse_hex(&t.addr));
+                        let why = filter.and_then(|f| f.untraced(to));
+                        b.untraced = why.map(Untraced::describe);
+                        branches.push(b);
+                        why
+                    }
+                    // The trace went off after an instruction that is not a branch (a range
+                    // cut by an exception into an untraced vector, a stop point).
+                    None => filter.and_then(|f| f.untraced(None)),
+                };
+                if ran {
+                    restarts.total += 1;
+                    restarts.unexplained += u64::from(why.is_none());
                 }
             }
             _ => pending = None,
@@ -323,7 +457,11 @@ fn summarise(
     }
     funcs.drain(..funcs.len().saturating_sub(last));
     branches.drain(..branches.len().saturating_sub(last));
-    (funcs, branches)
+    (funcs, branches, restarts)
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
 /// Builds the report: decodes the capture in process, keeping the last elements of each trace
@@ -416,15 +554,17 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             }
         });
         let id = etm.map(|e| e.trace_id());
-        let (mut functions, mut branches, mut elements, mut no_trace) =
-            (Vec::new(), Vec::new(), 0, None);
+        let filter = etm.and_then(|e| Filter::from_state(&e.state));
+        let (mut functions, mut branches, mut elements, mut no_trace, mut restarts) =
+            (Vec::new(), Vec::new(), 0, None, Restarts::default());
         match (id, &decoded) {
             (None, _) => no_trace = Some("no ETMv4 source record for this CPU".into()),
             (Some(_), None) => no_trace = Some(decoder.clone()),
             (Some(id), Some(d)) => match d.by_id.get(&id) {
                 Some(els) => {
                     elements = d.totals.get(&id).copied().unwrap_or(0);
-                    (functions, branches) = summarise(els, sym, opts.last, &mut word);
+                    (functions, branches, restarts) =
+                        summarise(els, sym, filter.as_ref(), opts.last, &mut word);
                     if functions.is_empty() {
                         no_trace = Some(no_code_left(id, elements));
                     }
@@ -444,6 +584,8 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             trace_id: id,
             session: etm.and_then(|e| e.state.session()),
             hw_stop,
+            filter: filter.as_ref().map(|f| FilterInfo::new(f, sym)),
+            restarts,
             sample,
             elements,
             functions,
@@ -574,6 +716,12 @@ pub fn render_text(r: &Report) -> String {
         if let Some(h) = &c.hw_stop {
             let _ = writeln!(s, "  {}", hw_stop_line(h));
         }
+        if let Some(f) = &c.filter {
+            let _ = writeln!(s, "  {}", f.line());
+        }
+        if let Some(l) = restarts_line(&c.restarts, c.filter.as_ref().is_some_and(|f| f.cuts)) {
+            let _ = writeln!(s, "  {l}");
+        }
         if let Some(why) = &c.no_trace {
             let _ = writeln!(s, "  no trace: {why}");
             continue;
@@ -590,7 +738,14 @@ pub fn render_text(r: &Report) -> String {
         for b in &c.branches {
             let from = b.from.as_ref().map_or("?".into(), show);
             let to = b.to.as_ref().map_or(NOT_TRACED.into(), show);
-            let _ = writeln!(s, "    {from} -> {to} [{}]", b.kind);
+            match &b.untraced {
+                Some(why) => {
+                    let _ = writeln!(s, "    {from} -> {to} [{}; trace off: {why}]", b.kind);
+                }
+                None => {
+                    let _ = writeln!(s, "    {from} -> {to} [{}]", b.kind);
+                }
+            }
         }
     }
     s
@@ -700,6 +855,12 @@ pub fn render_html(r: &Report) -> String {
         if let Some(h) = &c.hw_stop {
             let _ = writeln!(s, "<p>{}</p>", esc(&hw_stop_line(h)));
         }
+        if let Some(f) = &c.filter {
+            let _ = writeln!(s, "<p>{}</p>", esc(&f.line()));
+        }
+        if let Some(l) = restarts_line(&c.restarts, c.filter.as_ref().is_some_and(|f| f.cuts)) {
+            let _ = writeln!(s, "<p>{}</p>", esc(&l));
+        }
         if let Some(why) = &c.no_trace {
             let _ = writeln!(s, "<p>No trace: {}</p>", esc(why));
             continue;
@@ -709,10 +870,13 @@ pub fn render_html(r: &Report) -> String {
             let from = b.from.as_ref().map_or("?".into(), show);
             let _ = writeln!(
                 s,
-                "<li><code>{} &rarr; {}</code> [{}]</li>",
+                "<li><code>{} &rarr; {}</code> [{}{}]</li>",
                 esc(&from),
                 esc(&b.to.as_ref().map_or(NOT_TRACED.into(), show)),
-                esc(&b.kind)
+                esc(&b.kind),
+                b.untraced
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("; trace off: {}", esc(w)))
             );
         }
         let _ = writeln!(s, "</ol>");
@@ -767,7 +931,7 @@ mod tests {
         ]
         .into();
         // The last range ends in a BL at 0x210 (`bl .+0x40`) that no range follows.
-        let (_, branches) = summarise(&els, Names::default(), 64, &mut |a| {
+        let (_, branches, _) = summarise(&els, Names::default(), None, 64, &mut |a| {
             (a == 0x210).then_some(0x9400_0010)
         });
         let got: Vec<(Option<String>, String, String)> = branches
@@ -801,7 +965,7 @@ mod tests {
         // What trace-kdump's ETF held of the panicking CPU once a CPU spinning with interrupts
         // off had filled it: the trace-on and the flush of its stop, no instruction.
         let els: VecDeque<Element> = [Element::TraceOn, Element::NoSync].into();
-        let (f, b) = summarise(&els, Names::default(), 64, &mut |_| None);
+        let (f, b, _) = summarise(&els, Names::default(), None, 64, &mut |_| None);
         assert!(f.is_empty() && b.is_empty());
         let why = no_code_left(0x12, 2);
         assert!(
@@ -827,7 +991,7 @@ mod tests {
         .into();
         // BL 0x1024 -> 0x2000 (imm26 = (0x2000 - 0x1024) / 4).
         let bl = 0x9400_0000 | ((0x2000 - 0x1024) / 4);
-        let (_, b) = summarise(&els, Names::default(), 64, &mut |a| {
+        let (_, b, _) = summarise(&els, Names::default(), None, 64, &mut |a| {
             (a == 0x1024).then_some(bl).or(Some(0xD65F_03C0))
         });
         let got: Vec<(Option<String>, Option<String>)> = b
@@ -849,6 +1013,79 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_explains_where_the_trace_went_off_and_an_unfiltered_restart_is_a_loss() {
+        // EL0 excluded: an ERET to user space (no target: the trace goes off), the trace on
+        // again at the next exception's vector; then a BL into the kernel's own code and a
+        // trace-on that nothing in the filter explains.
+        let k = 0xFFFF_8000_8000_0000u64;
+        let els: VecDeque<Element> = [
+            range(k, k + 0x10, true, B::Return),
+            Element::TraceOn,
+            range(k + 0x800, k + 0x810, true, B::DirectLink),
+            Element::TraceOn,
+            range(k + 0x900, k + 0x910, false, B::None),
+        ]
+        .into();
+        let f = Filter {
+            excluded_ns: 0b101,
+            ..Filter::default()
+        };
+        let bl = 0x9400_0000 | 0x40; // BL +0x100
+        let mut word = |a: u64| Some(if a == k + 0x80c { bl } else { 0xD69F_03E0 });
+        let (_, b, r) = summarise(&els, Names::default(), Some(&f), 64, &mut word);
+        assert_eq!(
+            r,
+            Restarts {
+                total: 2,
+                unexplained: 1
+            }
+        );
+        assert_eq!(
+            b[0].untraced.as_deref(),
+            Some("into code the filter leaves out")
+        );
+        assert_eq!(b[0].to.as_ref().map(|a| a.addr.clone()), None);
+        assert_eq!(
+            b[1].to.as_ref().map(|a| a.addr.as_str()),
+            Some("0xffff80008000090c")
+        );
+        assert_eq!(
+            b[1].untraced, None,
+            "a kernel target is traced with EL0 excluded"
+        );
+        let line = restarts_line(&r, true).unwrap();
+        assert!(
+            line.contains("1 where the filter leaves code out (not a loss); 1 not explained"),
+            "{line}"
+        );
+        // Without a filter both are losses; the window's first trace-on is not counted.
+        let (_, _, r) = summarise(&els, Names::default(), None, 64, &mut word);
+        assert_eq!(
+            r,
+            Restarts {
+                total: 2,
+                unexplained: 2
+            }
+        );
+        assert!(restarts_line(&r, false)
+            .unwrap()
+            .ends_with("2 with no filter set: trace lost there"));
+        let mut first: VecDeque<Element> = [Element::NoSync, Element::TraceOn].into();
+        first.extend(els.iter().take(1).cloned());
+        assert_eq!(
+            summarise(&first, Names::default(), None, 64, &mut word).2,
+            Restarts::default()
+        );
+        // A user-space target named by the encoding is EL0.
+        assert_eq!(
+            f.untraced(Some(0x40_0000))
+                .map(Untraced::describe)
+                .as_deref(),
+            Some("EL0 not traced")
+        );
+    }
+
+    #[test]
     fn a_last_indirect_branch_has_the_target_the_trace_names_else_none() {
         let els: VecDeque<Element> = [
             range_c(0x100, 0x110, true, B::Direct, true),
@@ -856,18 +1093,18 @@ mod tests {
         ]
         .into();
         // RET: the target is in a register, and the trace ended before its address packet.
-        let (_, b) = summarise(&els, Names::default(), 64, &mut |_| Some(0xD65F_03C0));
+        let (_, b, _) = summarise(&els, Names::default(), None, 64, &mut |_| Some(0xD65F_03C0));
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
         assert!(b[1].to.is_none());
         // A direct branch whose code cannot be read: listed, target unknown.
-        let (_, b) = summarise(&els, Names::default(), 64, &mut |_| None);
+        let (_, b, _) = summarise(&els, Names::default(), None, 64, &mut |_| None);
         assert!(b[1].to.is_none());
         // The address packet after the RET named its target: the branch goes there, and the
         // function it enters is the last one, with no instruction executed in it.
         let mut els = els;
         els.push_back(Element::BranchTarget { addr: 0x4000 });
-        let (f, b) = summarise(&els, Names::default(), 64, &mut |_| Some(0xD65F_03C0));
+        let (f, b, _) = summarise(&els, Names::default(), None, 64, &mut |_| Some(0xD65F_03C0));
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].from.as_ref().map(|a| a.addr.as_str()), Some("0x208"));
         assert_eq!(b[1].to.as_ref().map(|a| a.addr.as_str()), Some("0x4000"));
@@ -877,7 +1114,7 @@ mod tests {
         // A range that does not end in a taken branch adds nothing.
         let els: VecDeque<Element> = [range_c(0x100, 0x110, false, B::Direct, true)].into();
         assert!(
-            summarise(&els, Names::default(), 64, &mut |_| Some(0x9400_0010))
+            summarise(&els, Names::default(), None, 64, &mut |_| Some(0x9400_0010))
                 .1
                 .is_empty()
         );
