@@ -765,6 +765,8 @@ def check_ground(a, truth, rep, cpus):
             print(f"CPU{cpu}: {no_el0(cpu, rc)}")
         if in_range:
             print(f"CPU{cpu}: {in_range}")
+        if a.no_el0 or a.range:
+            print(f"CPU{cpu}: {saved_filter(cpu, rc, a.no_el0, a.range)}")
 
 
 def decoded_in(rc, where, exceptions):
@@ -804,6 +806,30 @@ def no_el0(cpu, rc):
                and user_space(int(b["from"]["addr"], 16)))
     return (f"no EL0 code in the decode ({len(rc['branches'])} events; {back} exceptions taken from EL0, "
             "the code before them not traced)")
+
+
+def saved_filter(cpu, rc, no_el0, rng):
+    """The filter the user set is the one the panic path's ETM record saved, as csdump reads it
+    (the levels, the included range), and csdump explains every place in the window where the
+    trace went off and on again by it. Returns a note."""
+    f = rc.get("filter")
+    if not f:
+        raise Bad(f"CPU{cpu}: csdump shows no filter for the ETM: its record does not save the configuration")
+    want = "EL1 only" if no_el0 else "EL0 and EL1"
+    if f["levels"] != want:
+        raise Bad(f"CPU{cpu}: the ETM record saves the levels traced as '{f['levels']}', the user set '{want}'")
+    inc = [tuple(int(x["addr"], 16) for x in r) for r in f["include"]]
+    if inc != ([tuple(rng)] if rng else []):
+        got = ", ".join(f"{lo:#x}..{hi:#x}" for lo, hi in inc) or "none"
+        raise Bad(f"CPU{cpu}: the ETM record saves the included ranges {got}, the user set "
+                  f"{f'{rng[0]:#x}..{rng[1]:#x}' if rng else 'none'}")
+    r = rc["restarts"]
+    if r["unexplained"]:
+        raise Bad(f"CPU{cpu}: csdump finds {r['unexplained']} of the {r['total']} places where the trace went off "
+                  "and on again unexplained by the saved filter")
+    return (f"the ETM record saves the filter set ({f['levels']}"
+            + (f", {len(inc)} range" if inc else "") + f"); the trace went off and on {r['total']} times in "
+            "the decoded window, each explained by it")
 
 
 def check_el0_excluded(d, cpus):

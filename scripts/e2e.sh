@@ -788,8 +788,8 @@ KDUMP_FIRST_WARNING="coresight: a kdump capture kernel is loaded and crash_kexec
 
 scenario_trace-kdump() {
 	local d=$RUNS/trace-kdump
-	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.post_notifiers=1" \
-		--makedumpfile || return 1
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.post_notifiers=1 cspd.etm_el1_only=1" \
+		--makedumpfile && el1_only_set "$d" || return 1
 	# Nothing on the command line: the capture kernel was loaded with crash_kexec_post_notifiers
 	# off, so the sink said when it started that kdump would run first, and the guest then set
 	# it through sysfs as the warning says; the core itself never changed it.
@@ -798,10 +798,10 @@ scenario_trace-kdump() {
 		[ "$(grep -c "$KDUMP_FIRST_WARNING" "$d/console.log")" = 1 ] &&
 		grep -q "CSPD: crash_kexec_post_notifiers set through sysfs: Y" "$d/console.log" ||
 		{ echo "the sink did not warn once that kdump would run before the dump" >&2; return 1; }
-	EXEC_SELF_TEST=1 check_trace "$d" mod --perf && check_vmcores "$d" &&
-		check_trace "$d" mod --vmcore "$d/vmcore.flat" &&
-		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" &&
-		check_trace "$d" mod --vmcore "$d/vmcore.kdump"
+	EXEC_SELF_TEST=1 EXEC_UNTRACED_EL0=1 check_trace "$d" mod --perf --no-el0 && check_vmcores "$d" &&
+		check_trace "$d" mod --vmcore "$d/vmcore.flat" --no-el0 &&
+		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" --no-el0 &&
+		check_trace "$d" mod --vmcore "$d/vmcore.kdump" --no-el0
 }
 
 # trace-kdump with the dump region from the device tree (no-map) instead of reserve_mem=: the
@@ -817,16 +817,26 @@ scenario_trace-dt-kdump() {
 	check_device_dump "$d"
 }
 
-# Built in, with stop_at given on the kernel command line.
+# el1_only_set DIR: every ETM of the run took EL1-only tracing (cspd.etm_el1_only: the mode's
+# exclude-user bit set, the rest of upstream's default mode kept), from the kernel's copies of the
+# guest's lines.
+el1_only_set() {
+	[ "$(tr -d '\r' <"$1/console.log" | grep -cE '\] CSPD: etm el1 only etm[0-9]+: mode 0x88000000$')" = "$SMP" ] ||
+		{ echo "not every ETM took EL1-only tracing (mode 0x88000000; console.log)" >&2; return 1; }
+}
+
+# Built in, with stop_at given on the kernel command line, EL1 only (what the user guide
+# recommends for a kernel panic: csdump serves no user-space code, and the trace keeps more of
+# the kernel's): check_trace.py --no-el0, no EL0 code or gap in any CPU's decode.
 scenario_trace-builtin() {
 	local d=$RUNS/trace-builtin
 	# stop_at as the guest read it back, from the kernel's copy of its line ("[ time] CSPD: ..."):
 	# the console writes a kernel record whole, while the guest's own tty write of the same line
 	# may be split by one.
 	cs_qemu qemu-dump builtin "$d" \
-		"cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1 coresight_panic_dump.stop_at=panic" &&
-		grep -qE '\] CSPD: stop_at: panic$' <(tr -d '\r' <"$d/console.log") &&
-		check_trace_with "$d" builtin --through sysrq_handle_crash --hw-stop panic
+		"cspd.test=panic $TRACE_APPEND coresight_cpu_debug.enable=1 coresight_panic_dump.stop_at=panic cspd.etm_el1_only=1" &&
+		grep -qE '\] CSPD: stop_at: panic$' <(tr -d '\r' <"$d/console.log") && el1_only_set "$d" &&
+		EXEC_UNTRACED_EL0=1 check_trace_with "$d" builtin --through sysrq_handle_crash --hw-stop panic --no-el0
 }
 
 # Eight CPUs, KASLR off, the panic pinned to CPU 5 (a non-boot CPU): every CPU's window is
@@ -1114,10 +1124,11 @@ scenario_trace-etm-range() {
 }
 
 # check_trace.py --range fails with its own messages: on trace-builtin's run (traced whole) judged
-# with trace-etm-range's range, and on trace-etm-range's run with one event of the truth inside the
-# range moved one instruction.
+# with trace-etm-range's range, on trace-etm-range's run with one event of the truth inside the
+# range moved one instruction, and on trace-etm-range's run judged with a configuration the guest
+# did not set (the saved filter's check).
 scenario_harness-etm-range() {
-	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range c rc=0
+	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range wide c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-etm-range || return 1
 	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
 	range=$(etm_range_of "$src/console.log")
@@ -1144,26 +1155,37 @@ PY
 	judge_negative "one event of trace-etm-range's truth moved" "differs from the plugin's ground truth" \
 		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
 		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" || rc=1
+	# What the ETM record saved, against a configuration the guest did not set: the range one
+	# instruction wider (every decoded event still inside it), and EL0 excluded besides.
+	c=$d/saved
+	judge_copy "$src" "$c"
+	wide=$(printf '%x:%s' $((0x${range%:*} - 4)) "${range#*:}")
+	judge_negative "trace-etm-range's run judged with the range one instruction wider" "the ETM record saves the included ranges" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$wide" || rc=1
+	judge_negative "trace-etm-range's run judged as EL0 excluded" "the ETM record saves the levels traced as 'EL0 and EL1'" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" --no-el0 || rc=1
 	return $rc
 }
 
 # The EL0 exclusion's judges fail with their own messages: check_etm_config on trace-exclude-user's
-# console with the reset not giving the defaults back; check_trace.py --no-el0 on trace-builtin's
+# console with the reset not giving the defaults back; check_trace.py --no-el0 on trace-no-hw-stop's
 # run (traced with the default mode: its decode runs EL0 code) and on trace-exclude-user's with the
 # plugin's record of one enable saying EL0 was traced.
 scenario_harness-exclude-user() {
 	local src=$RUNS/trace-exclude-user d=$RUNS/harness-exclude-user c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-exclude-user || return 1
-	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
+	[ -f "$RUNS/trace-no-hw-stop/check.txt" ] || scenario_trace-no-hw-stop || return 1
 	rm -rf "$d"
 	mkdir -p "$d/reset"
 	sed 's/\(CSPD: etm config etm0 reset mode \)0x8000000 /\10x88000000 /' "$src/console.log" >"$d/reset/console.log"
 	judge_negative "etm0's reset not giving the default mode back" "FAIL: etm0's sysfs configuration: no 'etm config etm0 reset mode" \
 		check_etm_config "$d/reset" 0x88000000 || rc=1
-	judge_copy "$RUNS/trace-builtin" "$d/builtin"
-	judge_negative "trace-builtin's run (EL0 traced) judged as EL0 excluded" "EL0 was excluded, yet csdump's decode runs EL0 code" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$d/builtin" --csdump "$CSDUMP" \
-		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic --no-el0 || rc=1
+	judge_copy "$RUNS/trace-no-hw-stop" "$d/whole"
+	judge_negative "trace-no-hw-stop's run (EL0 traced) judged as EL0 excluded" "EL0 was excluded, yet csdump's decode runs EL0 code" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$d/whole" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --through sysrq_handle_crash,panic --no-hw-stop --no-el0 || rc=1
 	c=$d/traced
 	judge_copy "$src" "$c"
 	sed -i '0,/EL excluded (NS) 0x1/s//EL excluded (NS) 0x0/' "$c/plugin.log"
@@ -2413,7 +2435,7 @@ for c in rep["cpus"]:
     altered(c, "last", lambda b, k: b.__setitem__(-1, dict(b[-1], to=None)))
 PY
 	local -a cmp=(python3 "$REPO/scripts/check_trace.py" --dir "$src" --csdump "$CSDUMP"
-		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --compare-only)
+		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --compare-only --no-el0)
 	"${cmp[@]}" --decoded "$src/ground/report.json" >"$d/unaltered.txt" 2>&1 ||
 		{ cat "$d/unaltered.txt"; echo "the comparison fails on the unaltered decoded report" >&2; return 1; }
 	# Every alteration in one run (the truth is read once); each report's verdict is on its own line.
@@ -2498,7 +2520,7 @@ scenario_harness-judges() {
 		{ [ $? = 3 ] || { cat "$d/report.err"; echo "csdump report failed on trace-builtin" >&2; return 1; }; }
 	local -a judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP"
 		--vmlinux "$CSPD_CACHE/build-builtin/vmlinux" --cpus "$SMP" --through sysrq_handle_crash --hw-stop panic
-		--report "$d/report.json")
+		--no-el0 --report "$d/report.json")
 	# The unaltered copy passes: each failure below is the one alteration's.
 	judge_baseline "$src" "$d/unaltered" "check_trace.py" "${judge[@]}" || return 1
 	c=$d/tmc
@@ -3044,7 +3066,7 @@ declare -A NEEDS=(
 	[harness-devfile-etr]="devfile-etr"
 	[harness-devfile-etb]="devfile-etb"
 	[tmc-etb-sysfs-listing]="upstream-etb devfile-etb"
-	[harness-exclude-user]="trace-exclude-user trace-builtin"
+	[harness-exclude-user]="trace-exclude-user trace-no-hw-stop"
 	[harness-etm-range]="trace-etm-range trace-builtin"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
