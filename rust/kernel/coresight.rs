@@ -362,7 +362,7 @@ impl Connection {
 }
 
 /// Most sysfs attributes a component adds, in all its groups ([`Operations::ATTRIBUTE_GROUPS`]).
-pub const MAX_ATTRIBUTES: usize = 32;
+pub const MAX_ATTRIBUTES: usize = 64;
 
 /// Most attribute groups a component adds.
 pub const MAX_ATTRIBUTE_GROUPS: usize = 4;

@@ -552,21 +552,31 @@ fn panic_save_keeps_the_address_filter_the_user_set() {
     let s = Etm4x::new(&mut m, Interface::Mmio, T).panic_save(2);
     assert_eq!(s.outcome, SaveOutcome::Ok);
     assert_eq!(exlevel_ns(s.trcvictlr) & 1, 1, "EL0 excluded");
-    // The filter took the first free pair (0, 1) and comparator 2; the stop point 3.
-    assert_eq!(s.trcviiectlr, 0b1);
-    assert_eq!(s.trcvissctlr, (0b1000 << 16) | 0b100);
-    assert_eq!(s.cmp_saved, 0b1111);
+    // The filter is where the user set it: pair 1 (comparators 2 and 3) and comparator 5; the
+    // stop point after them, 6. Comparators 0, 1 and 4 are not read.
+    assert_eq!(s.trcviiectlr, 0b10);
+    assert_eq!(s.trcvissctlr, (1 << (16 + 6)) | (1 << 5));
+    assert_eq!(s.cmp_saved, 0b110_1100);
     assert_eq!(
-        &s.acvr[..5],
+        &s.acvr[..7],
         &[
+            0,
+            0,
             0xFFFF_8000_8010_0000,
             0xFFFF_8000_8010_0FFC,
+            0,
             0xFFFF_8000_8020_0000,
             STOPS[0],
-            0
         ]
     );
-    assert!(s.acatr[..4].iter().all(|&a| a == cfg.acatr && a & (1 << 12) != 0));
+    for n in [2, 3, 5, 6] {
+        assert_eq!(s.acatr[n], cfg.acatr, "TRCACATR{n}");
+    }
+    assert_ne!(
+        cfg.acatr & (1 << 12),
+        0,
+        "EL0 left out of the comparators' match"
+    );
     let mut buf = [0u8; SAVED_STATE_SIZE];
     s.encode(&mut buf).unwrap();
     assert_eq!(SavedState::decode(&buf), Ok(s));
@@ -574,9 +584,11 @@ fn panic_save_keeps_the_address_filter_the_user_set() {
     let mut m = Etm4xModel::new(ModelIds::CORTEX_A53, ModelInterface::SysReg);
     let ids = Etm4x::new(&mut m, Interface::SysReg, T).read_ids().unwrap();
     let cfg = TraceConfig::for_sysfs(&ids, 0x14, false, &set, false).unwrap();
-    Etm4x::new(&mut m, Interface::SysReg, T).enable(&cfg).unwrap();
+    Etm4x::new(&mut m, Interface::SysReg, T)
+        .enable(&cfg)
+        .unwrap();
     let s = Etm4x::new(&mut m, Interface::SysReg, T).panic_save(2);
-    assert_eq!((s.cmp_saved, s.acvr[1]), (0b111, 0xFFFF_8000_8010_0FFC));
+    assert_eq!((s.cmp_saved, s.acvr[3]), (0b10_1100, 0xFFFF_8000_8010_0FFC));
 }
 
 /// The kernel driver's table of trace system registers (`etm4x/sysreg.rs`: offset, `MRS`/`MSR`
@@ -1120,11 +1132,7 @@ fn sysfs_address_comparators_follow_addr_idx_as_upstream() {
     );
     s.set_range(0x40_1000, 0x40_1400, None).unwrap();
     assert_eq!(s.range(), Ok((0x40_1000, 0x40_1400)));
-    assert_eq!(
-        s.set_range(0x1000, 0x2000, Some(true)),
-        Err(SettingError::Invalid),
-        "exclude ranges are not provided"
-    );
+    assert_eq!(s.exclude, 0, "a range includes by default");
     // Comparator 1 is half of the range: no start point there; an odd index has no range.
     s.set_addr_idx(1, &ids).unwrap();
     assert_eq!(s.point(false), Err(SettingError::OtherKind));
@@ -1145,7 +1153,7 @@ fn sysfs_address_comparators_follow_addr_idx_as_upstream() {
     s.set_addr_idx(3, &ids).unwrap();
     s.set_point(0x40_3000, true, &ids).unwrap();
 
-    // Programmed as perf's filters would be, started by default (mode's start/stop bit).
+    // Programmed at the comparators the user set, started by default (mode's start/stop bit).
     let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
     assert_eq!(
         &cfg.comparators[..4],
@@ -1183,4 +1191,71 @@ fn sysfs_address_comparators_follow_addr_idx_as_upstream() {
     assert_eq!(cfg.acatr, 0x5B00);
     let (cfg, _) = cfg.with_stop_points(&ids, &STOPS, false);
     assert_eq!(cfg.acatr, 0x5B00, "the stop points' comparators too");
+}
+
+#[test]
+fn sysfs_exclude_ranges_single_addresses_and_comparator_levels_as_upstream() {
+    let mut m = Etm4xModel::cortex_a57();
+    let ids = ids_of(&mut m);
+    let mut s = SysfsSettings::default();
+    // A third value excludes the range; mode's exclude bit flips the pair addr_idx selects.
+    s.set_addr_idx(2, &ids).unwrap();
+    s.set_range(0x40_1000, 0x40_1400, Some(true)).unwrap();
+    assert_eq!(s.exclude, 0b10);
+    s.set_mode(u64::from(mode::VIEWINST_STARTSTOP));
+    assert_eq!(
+        s.exclude, 0,
+        "mode without the exclude bit makes the pair include"
+    );
+    s.set_mode(u64::from(mode::VIEWINST_STARTSTOP | mode::EXCLUDE));
+    assert_eq!(s.exclude, 0b10);
+    // With mode's exclude bit set, a range written without a third value excludes too.
+    s.set_addr_idx(0, &ids).unwrap();
+    s.set_range(0x50_0000, 0x50_0FFC, None).unwrap();
+    assert_eq!(s.exclude, 0b11);
+    s.set_range(0x50_0000, 0x50_0FFC, Some(false)).unwrap();
+    assert_eq!(s.exclude, 0b10);
+    // A single address, and its kind kept apart from the others.
+    s.set_addr_idx(5, &ids).unwrap();
+    assert_eq!(s.single(), Ok(0));
+    s.set_single(0x40_5000).unwrap();
+    assert_eq!(s.single(), Ok(0x40_5000));
+    assert_eq!(s.point(false), Err(SettingError::OtherKind));
+    s.set_addr_idx(2, &ids).unwrap();
+    assert_eq!(s.set_single(0x1), Err(SettingError::OtherKind));
+    // The levels a comparator does not match at: seven bits.
+    assert_eq!(s.set_exlevel(0x80), Err(SettingError::Invalid));
+    s.set_exlevel(0x10).unwrap();
+    assert_eq!(s.exlevel(), 0x10);
+    // addr_cmp_view from either comparator of a pair shows the pair.
+    s.set_addr_idx(3, &ids).unwrap();
+    assert_eq!(
+        s.cmp_view(),
+        CmpView {
+            index: 2,
+            setting: AddrSetting::Range(0x40_1000),
+            range_end: 0x40_1400,
+            exclude: true,
+            ctrl: 0,
+        }
+    );
+    s.set_addr_idx(2, &ids).unwrap();
+    assert_eq!(s.cmp_view().ctrl, 0x1000);
+    s.set_addr_idx(7, &ids).unwrap();
+    assert_eq!(s.cmp_view().setting, AddrSetting::None);
+
+    // Programmed: pair 0 includes, pair 1 excludes, comparator 5 holds its address selected
+    // nowhere, comparator 2 also leaves out Non-secure EL0 (0x10 << 8).
+    let cfg = TraceConfig::for_sysfs(&ids, 0x10, false, &s, false).unwrap();
+    assert_eq!(cfg.viiectlr, 0b1 | (0b10 << 16));
+    assert_eq!((cfg.vissctlr, cfg.nr_comparators), (0, 6));
+    assert_eq!(cfg.comparators[5], 0x40_5000);
+    Etm4x::new(&mut m, Interface::Mmio, T).enable(&cfg).unwrap();
+    assert_eq!(m.peek(TRCVIIECTLR), 0b1 | (0b10 << 16));
+    assert_eq!(m.peek(0x480 + 8 * 2), cfg.acatr | 0x1000, "TRCACATR2");
+    assert_eq!(m.peek(0x480 + 8 * 3), cfg.acatr, "TRCACATR3");
+    assert_eq!(m.peek(0x400 + 8 * 5), 0x40_5000, "TRCACVR5");
+    // reset forgets all of it.
+    s.reset(1, &ids);
+    assert_eq!(s, SysfsSettings::default());
 }

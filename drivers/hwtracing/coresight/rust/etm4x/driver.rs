@@ -12,7 +12,8 @@ use kernel::{
         self,
         access::{
             CsAccess,
-            FRAME, //
+            FRAME,
+            LSR, //
         },
         component::{
             Backend,
@@ -60,7 +61,10 @@ use kernel::{
         Device, //
     },
     fmt,
-    io::mem::IoMem,
+    io::{
+        mem::IoMem,
+        register::Array, //
+    },
     prelude::*,
     smp,
     str::CString,
@@ -75,6 +79,8 @@ use kernel::{
 
 use crate::{
     hw::{
+        AddrSetting,
+        CmpView,
         Etm4x,
         Etm4xError,
         Etm4xIds,
@@ -92,7 +98,11 @@ use crate::{
     regs::{
         MAX_ADDR_COMPARATORS,
         TRCCONFIGR,
-        TRCTRACEIDR, //
+        TRCDEVID,
+        TRCOSLSR,
+        TRCPDCR,
+        TRCPDSR,
+        TRCPIDR, //
     },
 };
 
@@ -197,6 +207,12 @@ impl<B: Backend> Etm<B> {
             None => run(),
             Some(cpu) => smp::call_on_cpu(CpuId::from_u32(cpu).ok_or(ENODEV)?, run)?,
         }
+    }
+
+    /// Reads a management register with `f` on the unit's CPU, no lock touched (as upstream's
+    /// `mgmt/` files read them).
+    fn read_live(&self, f: impl FnOnce(&mut B::Io) -> u32 + Send) -> Result<u32> {
+        self.with(|u| f(u.io()))
     }
 
     /// Reads trace registers with `f` on the unit's CPU, the locks cleared for the read and put
@@ -371,11 +387,14 @@ const ATTR_CPU: usize = 1;
 const ATTR_MGMT: usize = 2;
 /// Index of `mgmt/trcconfig`, read live; `mgmt/trctraceid` follows.
 const ATTR_TRCCONFIG: usize = 5;
+/// Index of `mgmt/trcpdcr`, the first of the management registers read live as they are:
+/// `trcpdsr`, `trclsr`, `trcoslsr`, `trcdevid` and `trcpidr0` to `trcpidr3` follow.
+const ATTR_MGMT_LIVE: usize = 7;
 /// Index of `trcidr/trcidr0`; the ID registers of [`TRCIDR_LISTED`] follow, in its order.
-const ATTR_TRCIDR: usize = 7;
+const ATTR_TRCIDR: usize = ATTR_MGMT_LIVE + 9;
 /// Index of `mode`, the first of the configuration files (upstream's names, in the unit's
-/// directory): `reset`, `nr_addr_cmp`, `addr_idx`, `addr_range`, `addr_start` and `addr_stop`
-/// follow.
+/// directory): `reset`, `nr_addr_cmp`, `addr_idx`, `addr_range`, `addr_start`, `addr_stop`,
+/// `addr_single`, `addr_exlevel_s_ns` and `addr_cmp_view` follow.
 const ATTR_MODE: usize = ATTR_TRCIDR + TRCIDR_LISTED.len();
 /// Index of `reset`.
 const ATTR_RESET: usize = ATTR_MODE + 1;
@@ -389,6 +408,16 @@ const ATTR_ADDR_RANGE: usize = ATTR_MODE + 4;
 const ATTR_ADDR_START: usize = ATTR_MODE + 5;
 /// Index of `addr_stop`.
 const ATTR_ADDR_STOP: usize = ATTR_MODE + 6;
+/// Index of `addr_single`.
+const ATTR_ADDR_SINGLE: usize = ATTR_MODE + 7;
+/// Index of `addr_exlevel_s_ns`.
+const ATTR_ADDR_EXLEVEL: usize = ATTR_MODE + 8;
+/// Index of `addr_cmp_view`.
+const ATTR_ADDR_CMP_VIEW: usize = ATTR_MODE + 9;
+/// Index of `nr_pe_cmp`, the first of the unit's resources as upstream counts them from its ID
+/// registers: `nr_cntr`, `nr_ext_inp`, `nr_resource`, `nr_ss_cmp`, `nrseqstate`, `numcidc`
+/// and `numvmidc` follow.
+const ATTR_COUNTS: usize = ATTR_MODE + 10;
 /// The ID registers listed in `trcidr/`, as upstream lists them (6 and 7 are reserved).
 const TRCIDR_LISTED: [usize; 12] = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13];
 
@@ -417,23 +446,71 @@ impl From<SettingError> for Error {
     }
 }
 
-/// A number as C's `%#lx` prints it: `0x` and hexadecimal digits, but zero as `0`.
-struct CHex(u64);
-
-impl core::fmt::Display for CHex {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        if self.0 == 0 {
-            f.write_str("0")
-        } else {
-            write!(f, "{:#x}", self.0)
-        }
-    }
-}
-
 /// Parses a number as `kstrtoul(buf, 16, ...)` does: hexadecimal, `0x` allowed, a trailing
 /// newline allowed.
 fn parse_hex(input: &[u8]) -> Result<u64> {
     vmcoreinfo::parse_hex(input.strip_suffix(b"\n").unwrap_or(input)).ok_or(EINVAL)
+}
+
+/// Parses a number as `kstrtoul(buf, 0, ...)` does: `0x` hexadecimal, a leading `0` octal,
+/// else decimal; a trailing newline allowed.
+fn parse_auto(input: &[u8]) -> Result<u64> {
+    let text =
+        core::str::from_utf8(input.strip_suffix(b"\n").unwrap_or(input)).map_err(|_| EINVAL)?;
+    let (digits, radix) =
+        if let Some(h) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            (h, 16)
+        } else if text.len() > 1 && text.starts_with('0') {
+            (&text[1..], 8)
+        } else {
+            (text, 10)
+        };
+    u64::from_str_radix(digits, radix).map_err(|_| EINVAL)
+}
+
+/// The unit's resources upstream counts from its ID registers (`etm4_init_arch_data()`), in the
+/// order of the files from `nr_pe_cmp` on.
+fn resource_count(ids: &Etm4xIds, n: usize) -> Result<u32> {
+    let (idr4, idr5) = (ids.idr(4), ids.idr(5));
+    let field = |v: u32, lo: u32, bits: u32| (v >> lo) & ((1 << bits) - 1);
+    Ok(match n {
+        0 => field(idr4, 12, 4),
+        1 => field(idr5, 28, 3),
+        2 => field(idr5, 0, 9),
+        3 => {
+            // NUMRSPAIR: before ETMv4.3, or when not zero, the pairs are N + 1.
+            let pairs = field(idr4, 16, 4);
+            let v4_3 = field(ids.idr(1), 8, 4) > 4
+                || (field(ids.idr(1), 8, 4) == 4 && field(ids.idr(1), 4, 4) >= 3);
+            if !v4_3 || pairs > 0 {
+                pairs + 1
+            } else {
+                pairs
+            }
+        }
+        4 => field(idr4, 20, 4),
+        5 => field(idr5, 25, 3),
+        6 => field(idr4, 24, 4),
+        7 => field(idr4, 28, 4),
+        _ => return Err(EINVAL),
+    })
+}
+
+/// `addr_cmp_view` as upstream prints it.
+fn write_cmp_view(out: &mut AttributeBuf<'_>, v: &CmpView) -> core::fmt::Result {
+    let (kind, addr) = match v.setting {
+        AddrSetting::None => return writeln!(out, "addr_cmp[{}] unused", v.index),
+        AddrSetting::Single(a) => ("single", a),
+        AddrSetting::Range(a) => ("range", a),
+        AddrSetting::Start(a) => ("start", a),
+        AddrSetting::Stop(a) => ("stop", a),
+    };
+    write!(out, "addr_cmp[{}] {kind} {addr:#x}", v.index)?;
+    if let AddrSetting::Range(_) = v.setting {
+        let how = if v.exclude { "exclude" } else { "include" };
+        write!(out, " {:#x} {how}", v.range_end)?;
+    }
+    writeln!(out, " ctrl({:#x})", v.ctrl)
 }
 #[vtable]
 impl<B: Backend> coresight::Operations for SourceOps<B> {
@@ -455,6 +532,15 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 ro(c_str!("trcdevtype")),
                 ro(c_str!("trcconfig")),
                 ro(c_str!("trctraceid")),
+                ro(c_str!("trcpdcr")),
+                ro(c_str!("trcpdsr")),
+                ro(c_str!("trclsr")),
+                ro(c_str!("trcoslsr")),
+                ro(c_str!("trcdevid")),
+                ro(c_str!("trcpidr0")),
+                ro(c_str!("trcpidr1")),
+                ro(c_str!("trcpidr2")),
+                ro(c_str!("trcpidr3")),
             ],
         },
         AttributeGroup {
@@ -487,15 +573,26 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 rw(c_str!("addr_range")),
                 rw(c_str!("addr_start")),
                 rw(c_str!("addr_stop")),
+                rw(c_str!("addr_single")),
+                rw(c_str!("addr_exlevel_s_ns")),
+                ro(c_str!("addr_cmp_view")),
+                ro(c_str!("nr_pe_cmp")),
+                ro(c_str!("nr_cntr")),
+                ro(c_str!("nr_ext_inp")),
+                ro(c_str!("nr_resource")),
+                ro(c_str!("nr_ss_cmp")),
+                ro(c_str!("nrseqstate")),
+                ro(c_str!("numcidc")),
+                ro(c_str!("numvmidc")),
             ],
         },
     ];
 
-    fn show(&self, _csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
+    fn show(&self, csdev: &CsDevice, index: usize, out: &mut AttributeBuf<'_>) -> Result {
         let ids = &self.0.ids;
         if index >= ATTR_MODE {
             let s = *self.0.settings.lock();
-            // As upstream prints them: `%#lx` (zero as `0`), a range as two.
+            // As upstream prints them: the kernel's `%#lx` (zero as `0x0`), a range as two.
             let value = match index {
                 ATTR_MODE => u64::from(s.mode),
                 // CAST: at most 16 comparators.
@@ -503,13 +600,21 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 ATTR_ADDR_IDX => s.addr_idx as u64,
                 ATTR_ADDR_RANGE => {
                     let (lo, hi) = s.range()?;
-                    return writeln!(out, "{} {}", CHex(lo), CHex(hi)).map_err(|_| EINVAL);
+                    return writeln!(out, "{lo:#x} {hi:#x}").map_err(|_| EINVAL);
                 }
                 ATTR_ADDR_START => s.point(false)?,
                 ATTR_ADDR_STOP => s.point(true)?,
-                _ => return Err(EINVAL),
+                ATTR_ADDR_SINGLE => s.single()?,
+                ATTR_ADDR_EXLEVEL => s.exlevel(),
+                ATTR_ADDR_CMP_VIEW => {
+                    return write_cmp_view(out, &s.cmp_view()).map_err(|_| EINVAL);
+                }
+                i => u64::from(resource_count(
+                    ids,
+                    i.checked_sub(ATTR_COUNTS).ok_or(EINVAL)?,
+                )?),
             };
-            return writeln!(out, "{}", CHex(value)).map_err(|_| EINVAL);
+            return writeln!(out, "{value:#x}").map_err(|_| EINVAL);
         }
         let value = match index {
             // Upstream shows the timestamp source of TRFCR_EL1's TS field, -1 when the driver
@@ -519,8 +624,25 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             // What the unit is programmed with, read on its CPU as upstream does; with the OS
             // lock clear for the read (trace registers read as zero under it), then put back.
             ATTR_TRCCONFIG => self.0.read_unlocked(|io| io.read(TRCCONFIGR).into_raw())?,
-            i if i == ATTR_TRCCONFIG + 1 => {
-                self.0.read_unlocked(|io| io.read(TRCTRACEIDR).into_raw())?
+            // The trace ID a sysfs session of the unit gets, as upstream shows it.
+            i if i == ATTR_TRCCONFIG + 1 => u32::from(csdev.etm_trace_id(Mode::Sysfs, None)?),
+            i if (ATTR_MGMT_LIVE..ATTR_TRCIDR).contains(&i) => {
+                // Registers of the memory-mapped interface: a system-register unit has none
+                // (upstream hides these files there).
+                if self.0.iface != Interface::Mmio {
+                    return Err(EOPNOTSUPP);
+                }
+                match i - ATTR_MGMT_LIVE {
+                    0 => self.0.read_live(|io| io.read(TRCPDCR).into_raw())?,
+                    1 => self.0.read_live(|io| io.read(TRCPDSR).into_raw())?,
+                    2 => self.0.read_live(|io| io.read(LSR).into_raw())?,
+                    3 => self.0.read_live(|io| io.read(TRCOSLSR).into_raw())?,
+                    4 => self.0.read_live(|io| io.read(TRCDEVID).into_raw())?,
+                    k => self.0.read_live(move |io| {
+                        // The index is bounded here, where the access is checked at build time.
+                        TRCPIDR::try_at(k - 5).map_or(0, |loc| io.read(loc).into_raw())
+                    })?,
+                }
             }
             ATTR_MGMT => ids.authstatus,
             i if i == ATTR_MGMT + 1 => ids.devarch,
@@ -556,6 +678,8 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             }
             ATTR_ADDR_START => s.set_point(parse_hex(input)?, false, ids)?,
             ATTR_ADDR_STOP => s.set_point(parse_hex(input)?, true, ids)?,
+            ATTR_ADDR_SINGLE => s.set_single(parse_hex(input)?)?,
+            ATTR_ADDR_EXLEVEL => s.set_exlevel(parse_auto(input)?)?,
             _ => return Err(EINVAL),
         }
         Ok(())

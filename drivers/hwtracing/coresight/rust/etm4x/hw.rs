@@ -32,9 +32,9 @@ use kernel::{
             SaveOutcome,
             SavedState,
             NR_IDR,
+            SAVED_FILTER_VALID,
             SAVED_OS_LOCK_FOUND,
             SAVED_OS_LOCK_RESTORED,
-            SAVED_FILTER_VALID,
             SAVED_REGS_VALID,
             SAVED_SW_LOCK_FOUND,
             SAVED_VIEWINST_VALID, //
@@ -261,6 +261,9 @@ pub struct TraceConfig {
     pub nr_stops: usize,
     /// `TRCACATRn` of the programmed comparators (low half; the high half is zero).
     pub acatr: u32,
+    /// Exception levels comparator `n` is set not to match at besides those of [`Self::acatr`]
+    /// (`TRCACATRn.EXLEVEL_S` and `EXLEVEL_NS`, bits 14:8; the sysfs `addr_exlevel_s_ns`).
+    pub acatr_levels: [u32; MAX_ADDR_COMPARATORS],
 }
 
 impl TraceConfig {
@@ -297,6 +300,7 @@ impl TraceConfig {
             nr_comparators: 0,
             nr_stops: 0,
             acatr: 0,
+            acatr_levels: [0; MAX_ADDR_COMPARATORS],
         })
     }
 
@@ -449,9 +453,13 @@ impl TraceConfig {
     ///   return stack, timestamps); the others are kept in `mode` and do nothing, as upstream;
     /// - `mode`'s exclude-kernel and exclude-user bits exclude those levels from ViewInst and
     ///   from every address comparator's match;
-    /// - the address comparators set through `addr_range`, `addr_start` and `addr_stop`, as
-    ///   [`Self::for_perf`] programs perf's filters; the start/stop logic starts started when
-    ///   `mode`'s ViewInst start/stop bit is set (the default), as upstream.
+    /// - each address comparator at the index the user set it (`addr_idx`), as upstream: a
+    ///   range pair (`addr_range`) included or excluded (`TRCVIIECTLR`), a start or stop point
+    ///   (`addr_start`, `addr_stop`: `TRCVISSCTLR`), a single address (`addr_single`:
+    ///   programmed, selected nowhere: the unit's resource selectors are not provided), each
+    ///   with the levels `addr_exlevel_s_ns` leaves out added to its access type; the
+    ///   start/stop logic starts started when `mode`'s ViewInst start/stop bit is set (the
+    ///   default), as upstream.
     pub fn for_sysfs(
         ids: &Etm4xIds,
         trace_id: u8,
@@ -474,16 +482,57 @@ impl TraceConfig {
             configr = configr.with_bb(true);
         }
         cfg.configr = configr.into_raw();
-        let mut list = [PerfFilter::Start(0); MAX_ADDR_COMPARATORS];
-        let n = settings.filters(&mut list);
-        cfg.filtered(
+        let mut cfg = cfg.filtered(
             ids,
             m & mode::EXCL_USER != 0,
             m & mode::EXCL_KERN != 0,
-            list.get(..n).unwrap_or(&[]),
+            &[],
             m & mode::VIEWINST_STARTSTOP != 0,
             kernel_el2,
-        )
+        )?;
+        let (mut include, mut exclude, mut start, mut stop) = (0u32, 0u32, 0u32, 0u32);
+        let total = Self::addr_comparators(ids);
+        for (i, a) in settings.addr.iter().enumerate().take(total) {
+            let (addr, bits) = match *a {
+                AddrSetting::None => continue,
+                AddrSetting::Range(addr) if i.is_multiple_of(2) => {
+                    if settings.exclude & (1 << (i / 2)) != 0 {
+                        exclude |= 1 << (i / 2);
+                    } else {
+                        include |= 1 << (i / 2);
+                    }
+                    (addr, None)
+                }
+                AddrSetting::Range(addr) | AddrSetting::Single(addr) => (addr, None),
+                AddrSetting::Start(addr) => (addr, Some(&mut start)),
+                AddrSetting::Stop(addr) => (addr, Some(&mut stop)),
+            };
+            if let Some(b) = bits {
+                *b |= 1 << i;
+            }
+            if let (Some(slot), Some(levels), Some(set)) = (
+                cfg.comparators.get_mut(i),
+                cfg.acatr_levels.get_mut(i),
+                settings.exlevel.get(i),
+            ) {
+                *slot = addr;
+                *levels = u32::from(*set) << 8;
+            }
+            cfg.nr_comparators = i + 1;
+        }
+        cfg.viiectlr = include | (exclude << 16);
+        // At most 16 comparators: the bits fit the fields.
+        cfg.vissctlr = TRCVISSCTLR::from_raw(0)
+            .with_start(
+                Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()),
+            )
+            .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
+            .into_raw();
+        if cfg.nr_comparators > 0 {
+            let excluded = TRCVICTLR::from_raw(cfg.victlr).exlevel_ns().get();
+            cfg.acatr = Self::comparator_access(ids, kernel_el2, excluded);
+        }
+        Ok(cfg)
     }
 
     /// Excludes user space or the kernel from ViewInst and programs the address `filters`
@@ -626,6 +675,8 @@ impl PerfOptions<'_> {
 /// The bits of the unit's sysfs `mode` file that this driver acts on: the C driver's
 /// `ETM_MODE_*` and `ETMv4_MODE_*` (`coresight-etm4x.h`).
 pub mod mode {
+    /// `ETM_MODE_EXCLUDE`: the range pair `addr_idx` selects excludes its range.
+    pub const EXCLUDE: u32 = 1 << 0;
     /// `ETM_MODE_BB`: branch broadcast.
     pub const BB: u32 = 1 << 4;
     /// `ETMv4_MODE_CYCACC`: cycle counting.
@@ -656,6 +707,8 @@ pub enum AddrSetting {
     Start(u64),
     /// A stop point (`addr_stop`).
     Stop(u64),
+    /// A single address (`addr_single`).
+    Single(u64),
 }
 
 /// Why a write to the unit's sysfs configuration was refused, as the C driver refuses it.
@@ -667,9 +720,14 @@ pub enum SettingError {
     OtherKind,
 }
 
+/// Largest value of `addr_exlevel_s_ns`: `TRCACATRn.EXLEVEL_S` (bits 3:0 of the value) and
+/// `EXLEVEL_NS` (6:4).
+pub const ADDR_EXLEVEL_MAX: u64 = 0x7F;
+
 /// The trace configuration a user sets through the unit's sysfs files, with the C driver's
 /// names and meanings: `mode`, and the address comparators that `addr_idx` selects for
-/// `addr_range`, `addr_start` and `addr_stop`. [`TraceConfig::for_sysfs`] programs it.
+/// `addr_range`, `addr_start`, `addr_stop`, `addr_single` and `addr_exlevel_s_ns`.
+/// [`TraceConfig::for_sysfs`] programs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SysfsSettings {
     /// `mode`.
@@ -678,6 +736,25 @@ pub struct SysfsSettings {
     pub addr_idx: usize,
     /// Each single comparator's setting.
     pub addr: [AddrSetting; MAX_ADDR_COMPARATORS],
+    /// The range pairs that exclude their range, one bit per pair (`TRCVIIECTLR.EXCLUDE`).
+    pub exclude: u8,
+    /// Each comparator's `addr_exlevel_s_ns`: levels where it does not match.
+    pub exlevel: [u8; MAX_ADDR_COMPARATORS],
+}
+
+/// What `addr_cmp_view` shows of the comparator `addr_idx` selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmpView {
+    /// The comparator (the pair's first for a range).
+    pub index: usize,
+    /// Its setting.
+    pub setting: AddrSetting,
+    /// The pair's other address, for a range.
+    pub range_end: u64,
+    /// A range that excludes.
+    pub exclude: bool,
+    /// Its access type as set (`TRCACATRn` bits the user set: `addr_exlevel_s_ns` << 8).
+    pub ctrl: u32,
 }
 
 impl Default for SysfsSettings {
@@ -688,6 +765,8 @@ impl Default for SysfsSettings {
             mode: mode::VIEWINST_STARTSTOP,
             addr_idx: 0,
             addr: [AddrSetting::None; MAX_ADDR_COMPARATORS],
+            exclude: 0,
+            exlevel: [0; MAX_ADDR_COMPARATORS],
         }
     }
 }
@@ -705,12 +784,35 @@ impl SysfsSettings {
         }
         self.addr_idx = 0;
         self.addr = [AddrSetting::None; MAX_ADDR_COMPARATORS];
+        self.exclude = 0;
+        self.exlevel = [0; MAX_ADDR_COMPARATORS];
     }
 
-    /// `mode`: keeps the bits upstream keeps.
+    /// `mode`: keeps the bits upstream keeps; its exclude bit makes the range pair `addr_idx`
+    /// selects exclude or include its range, when it is one (upstream's `mode_store()`).
     pub fn set_mode(&mut self, value: u64) {
         // CAST: `ALL` fits 32 bits, the rest is masked off.
         self.mode = (value & u64::from(mode::ALL)) as u32;
+        self.set_pair_exclude(self.mode & mode::EXCLUDE != 0);
+    }
+
+    /// Makes the range pair at `addr_idx` exclude (or include) its range; nothing when
+    /// `addr_idx` is not a set range pair's first comparator.
+    fn set_pair_exclude(&mut self, exclude: bool) {
+        let i = self.addr_idx;
+        if i.is_multiple_of(2)
+            && matches!(
+                self.pair(),
+                Ok((AddrSetting::Range(_), AddrSetting::Range(_)))
+            )
+        {
+            let bit = 1u8 << (i / 2);
+            if exclude {
+                self.exclude |= bit;
+            } else {
+                self.exclude &= !bit;
+            }
+        }
     }
 
     /// `addr_idx`: a single comparator the unit has.
@@ -747,22 +849,90 @@ impl SysfsSettings {
         }
     }
 
-    /// `addr_range` written: the pair at `addr_idx` includes `lo..=hi` in the trace. An
-    /// exclude range (a third value, or `mode` bit 0) is refused: not provided.
+    /// `addr_range` written: the pair at `addr_idx` includes `lo..=hi` in the trace, or
+    /// excludes it from the trace (a third value not zero, else `mode`'s exclude bit).
     pub fn set_range(
         &mut self,
         lo: u64,
         hi: u64,
         exclude: Option<bool>,
     ) -> Result<(), SettingError> {
-        if lo > hi || exclude.unwrap_or(self.mode & 1 != 0) {
+        if lo > hi {
             return Err(SettingError::Invalid);
         }
         self.range()?;
         let i = self.addr_idx;
         self.addr[i] = AddrSetting::Range(lo);
         self.addr[i + 1] = AddrSetting::Range(hi);
+        self.set_pair_exclude(exclude.unwrap_or(self.mode & mode::EXCLUDE != 0));
         Ok(())
+    }
+
+    /// `addr_single` as read: the address at `addr_idx` (zero while unset);
+    /// [`SettingError::OtherKind`] when it is set to something else.
+    pub fn single(&self) -> Result<u64, SettingError> {
+        match self.addr.get(self.addr_idx) {
+            Some(AddrSetting::None) => Ok(0),
+            Some(AddrSetting::Single(a)) => Ok(*a),
+            Some(_) => Err(SettingError::OtherKind),
+            None => Err(SettingError::Invalid),
+        }
+    }
+
+    /// `addr_single` written: the comparator at `addr_idx` holds `addr`.
+    pub fn set_single(&mut self, addr: u64) -> Result<(), SettingError> {
+        self.single()?;
+        self.addr[self.addr_idx] = AddrSetting::Single(addr);
+        Ok(())
+    }
+
+    /// `addr_exlevel_s_ns` as read: the levels the comparator at `addr_idx` does not match at.
+    pub fn exlevel(&self) -> u64 {
+        self.exlevel.get(self.addr_idx).map_or(0, |&v| u64::from(v))
+    }
+
+    /// `addr_exlevel_s_ns` written: at most [`ADDR_EXLEVEL_MAX`].
+    pub fn set_exlevel(&mut self, value: u64) -> Result<(), SettingError> {
+        let v = u8::try_from(value)
+            .ok()
+            .filter(|&v| u64::from(v) <= ADDR_EXLEVEL_MAX)
+            .ok_or(SettingError::Invalid)?;
+        let slot = self
+            .exlevel
+            .get_mut(self.addr_idx)
+            .ok_or(SettingError::Invalid)?;
+        *slot = v;
+        Ok(())
+    }
+
+    /// `addr_cmp_view`: the comparator at `addr_idx`, as upstream shows it (a range from its
+    /// first comparator).
+    pub fn cmp_view(&self) -> CmpView {
+        let i = self.addr_idx;
+        let at = |k: usize| self.addr.get(k).copied().unwrap_or_default();
+        let ctrl = u32::from(self.exlevel.get(i).copied().unwrap_or(0)) << 8;
+        let setting = at(i);
+        if !matches!(setting, AddrSetting::Range(_)) {
+            return CmpView {
+                index: i,
+                setting,
+                range_end: 0,
+                exclude: false,
+                ctrl,
+            };
+        }
+        let first = i - i % 2;
+        let addr = |k: usize| match at(k) {
+            AddrSetting::Range(a) => a,
+            _ => 0,
+        };
+        CmpView {
+            index: first,
+            setting: AddrSetting::Range(addr(first)),
+            range_end: addr(first + 1),
+            exclude: self.exclude & (1 << (first / 2)) != 0,
+            ctrl,
+        }
     }
 
     /// `addr_start` (`stop` false) or `addr_stop` as read: the address at `addr_idx` (zero while
@@ -789,33 +959,6 @@ impl SysfsSettings {
             AddrSetting::Start(addr)
         };
         Ok(())
-    }
-
-    /// Writes the settings as address filters into `out`; returns how many.
-    pub fn filters(&self, out: &mut [PerfFilter; MAX_ADDR_COMPARATORS]) -> usize {
-        let mut n = 0;
-        let mut push = |f: PerfFilter| {
-            if let Some(slot) = out.get_mut(n) {
-                *slot = f;
-                n += 1;
-            }
-        };
-        for (i, a) in self.addr.iter().enumerate() {
-            match *a {
-                AddrSetting::Range(lo) if i.is_multiple_of(2) => {
-                    if let Some(AddrSetting::Range(hi)) = self.addr.get(i + 1) {
-                        push(PerfFilter::Range {
-                            start: lo,
-                            stop: *hi,
-                        });
-                    }
-                }
-                AddrSetting::Start(a) => push(PerfFilter::Start(a)),
-                AddrSetting::Stop(a) => push(PerfFilter::Stop(a)),
-                _ => {}
-            }
-        }
-        n
     }
 }
 
@@ -1090,9 +1233,13 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         io.write_reg(TRCVIIECTLR::from_raw(cfg.viiectlr));
         io.write_reg(TRCVISSCTLR::from_raw(cfg.vissctlr));
         for (n, addr) in cfg.comparators.iter().enumerate().take(cfg.nr_comparators) {
-            if let (Some(value), Some(access)) = (TRCACVR::try_at(n), TRCACATR::try_at(n)) {
+            if let (Some(value), Some(access), Some(levels)) = (
+                TRCACVR::try_at(n),
+                TRCACATR::try_at(n),
+                cfg.acatr_levels.get(n),
+            ) {
                 io.write64(value, TRCACVR::from_raw(*addr));
-                io.write(access, TRCACATR::from_raw(cfg.acatr));
+                io.write(access, TRCACATR::from_raw(cfg.acatr | levels));
             }
         }
     }

@@ -181,6 +181,16 @@ register! {
         /// The trace unit power domain is up.
         0:0 power => bool;
     }
+
+    /// Device Configuration Register (memory-mapped interface only).
+    pub TRCDEVID(u32) @ 0xFC8 {
+        31:0 value;
+    }
+
+    /// Peripheral Identification Registers 0 to 3 (memory-mapped interface only).
+    pub TRCPIDR(u32)[4] @ 0xFE0 {
+        7:0 value;
+    }
 }
 
 /// Number of single address comparators `TRCIDR4` can announce (8 pairs).
