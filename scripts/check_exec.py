@@ -410,7 +410,8 @@ def asynchronous(vector):
 
 
 # Code the trace units did not trace (--untraced-el0: EL0, which the user excluded through the
-# ETMs' sysfs mode; --traced-range: everything outside the range set), or None.
+# ETMs' sysfs mode; --traced-range: everything outside the range set; --untraced-range: the range
+# excluded), or None.
 UNTRACED = None
 
 
@@ -763,6 +764,9 @@ def main():
     ap.add_argument("--traced-range", metavar="LO:HI",
                     help="the ETMs traced only LO..HI (hexadecimal, both ends included): the decode passes "
                          "into and out of it with no event, every boundary inside it is in the decode")
+    ap.add_argument("--untraced-range", metavar="LO:HI",
+                    help="the ETMs excluded LO..HI (hexadecimal, both ends included): the decode passes "
+                         "into and out of it with no event, every boundary outside it is in the decode")
     ap.add_argument("--self-test", action="store_true",
                     help="also require the judge to fail the first CPU's decode mutated by one event")
     a = ap.parse_args()
@@ -772,6 +776,9 @@ def main():
     if a.traced_range:
         lo, hi = (int(x, 16) for x in a.traced_range.split(":"))
         UNTRACED = lambda x: not lo <= x <= hi  # noqa: E731
+    if a.untraced_range:
+        xlo, xhi = (int(x, 16) for x in a.untraced_range.split(":"))
+        UNTRACED = lambda x: xlo <= x <= xhi  # noqa: E731
     try:
         rec = Record(os.path.join(a.dir, "exec.rec"))
         if rec.table_full:

@@ -751,13 +751,15 @@ class Symbols:
 
 def check_ground(a, truth, rep, cpus):
     untraced = (lambda x: not a.range[0] <= x <= a.range[1]) if a.range else \
+        (lambda x: a.exclude_range[0] <= x <= a.exclude_range[1]) if a.exclude_range else \
         (user_space if a.no_el0 else None)
     for cpu in cpus:
         rc = next((c for c in rep["cpus"] if c["cpu"] == cpu), None)
         if rc is None or cpu not in truth:
             raise Bad(f"CPU{cpu}: {'no decoded trace' if rc is None else 'no ground truth'}")
         # The range first: the comparison leaves out what the range does not hold.
-        in_range = range_only(cpu, rc, *a.range) if a.range else None
+        in_range = range_only(cpu, rc, *a.range) if a.range else \
+            range_excluded(cpu, rc, truth[cpu], *a.exclude_range) if a.exclude_range else None
         note = compare_cpu(cpu, truth[cpu], rc, None if a.compare_only else a.last, untraced_to=untraced)
         print(f"ground truth CPU{cpu}: the decoded branches, waypoints and exceptions of the whole "
               f"window equal the plugin's: {note}")
@@ -765,8 +767,8 @@ def check_ground(a, truth, rep, cpus):
             print(f"CPU{cpu}: {no_el0(cpu, rc)}")
         if in_range:
             print(f"CPU{cpu}: {in_range}")
-        if a.no_el0 or a.range:
-            print(f"CPU{cpu}: {saved_filter(cpu, rc, a.no_el0, a.range)}")
+        if a.no_el0 or a.range or a.exclude_range:
+            print(f"CPU{cpu}: {saved_filter(cpu, rc, a.no_el0, a.range, a.exclude_range)}")
 
 
 def decoded_in(rc, where, exceptions):
@@ -808,7 +810,22 @@ def no_el0(cpu, rc):
             "the code before them not traced)")
 
 
-def saved_filter(cpu, rc, no_el0, rng):
+def range_excluded(cpu, rc, tc, lo, hi):
+    """An address range excluded through the ETM's sysfs (addr_range with its exclude flag): no
+    branch or exception csdump decoded leaves from inside it, no place inside it was decoded, and
+    the CPU ran it in the window (the truth has it branch there). Returns a note."""
+    out = decoded_in(rc, lambda x: lo <= x <= hi, exceptions=True)
+    if out:
+        raise Bad(f"CPU{cpu}: {lo:#x}..{hi:#x} was excluded, yet csdump decodes {len(out)} events inside it, "
+                  f"the first {out[0]}")
+    into = sum(1 for e in tc["events"] if e["kind"] in TRUTH_KINDS and lo <= int(e["to"], 16) <= hi)
+    if not into:
+        raise Bad(f"CPU{cpu}: the truth has no branch into {lo:#x}..{hi:#x}: the CPU did not run the excluded "
+                  "range in the window, the exclusion went untested")
+    return f"no decoded event inside {lo:#x}..{hi:#x}, the range excluded; the CPU branched into it {into} times"
+
+
+def saved_filter(cpu, rc, no_el0, rng, excluded=None):
     """The filter the user set is the one the panic path's ETM record saved, as csdump reads it
     (the levels, the included range), and csdump explains every place in the window where the
     trace went off and on again by it. Returns a note."""
@@ -818,11 +835,13 @@ def saved_filter(cpu, rc, no_el0, rng):
     want = "EL1 only" if no_el0 else "EL0 and EL1"
     if f["levels"] != want:
         raise Bad(f"CPU{cpu}: the ETM record saves the levels traced as '{f['levels']}', the user set '{want}'")
-    inc = [tuple(int(x["addr"], 16) for x in r) for r in f["include"]]
-    if inc != ([tuple(rng)] if rng else []):
-        got = ", ".join(f"{lo:#x}..{hi:#x}" for lo, hi in inc) or "none"
-        raise Bad(f"CPU{cpu}: the ETM record saves the included ranges {got}, the user set "
-                  f"{f'{rng[0]:#x}..{rng[1]:#x}' if rng else 'none'}")
+    for key, want in (("include", rng), ("exclude", excluded)):
+        got = [tuple(int(x["addr"], 16) for x in r) for r in f[key]]
+        if got != ([tuple(want)] if want else []):
+            show = ", ".join(f"{lo:#x}..{hi:#x}" for lo, hi in got) or "none"
+            raise Bad(f"CPU{cpu}: the ETM record saves the {key}d ranges {show}, the user set "
+                      f"{f'{want[0]:#x}..{want[1]:#x}' if want else 'none'}")
+    inc = f["include"] + f["exclude"]
     r = rc["restarts"]
     if r["unexplained"]:
         raise Bad(f"CPU{cpu}: csdump finds {r['unexplained']} of the {r['total']} places where the trace went off "
@@ -1583,6 +1602,9 @@ def main():
     ap.add_argument("--last", type=int, default=1000000,
                     help="csdump report --last: enough to hold every decoded branch of a CPU (the whole window is compared)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
+    ap.add_argument("--exclude-range", metavar="LO:HI", type=lambda v: tuple(int(x, 16) for x in v.split(":")),
+                    help="the ETMs were set through sysfs to exclude LO..HI (hexadecimal, both ends included): no "
+                         "decoded event from inside it, the CPU ran it, the rest equals the truth")
     ap.add_argument("--range", metavar="LO:HI", type=lambda v: tuple(int(x, 16) for x in v.split(":")),
                     help="the ETMs traced only LO..HI (addr_range, hexadecimal, both ends included): every "
                          "decoded event is inside it; the crash path is not traced")

@@ -56,6 +56,9 @@
 #   upstream-etb         upstream-drivers' sequence on that ETB (Linux's C driver, /dev/tmc_etb0)
 #   tmc-etb-sysfs-listing  tmc_etb0's sysfs as probed under upstream's driver (upstream-etb) and
 #                        ours (devfile-etb): the same files and values; and its negatives
+#   etm-sysfs-listing    etm0's sysfs as probed under upstream's driver (upstream-drivers) and ours
+#                        (trace-builtin): the same files and values but for the explained
+#                        differences (what this driver does not provide); and its negatives
 #   harness-last-dump    trace-warm-reboot's readback check must FAIL on its console with one line
 #                        altered (a kernel with debugfs, the dump read from debugfs, a clear that
 #                        failed either way)
@@ -757,7 +760,7 @@ check_modules() {
 # EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace;
 # EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore);
 # EXEC_UNTRACED_EL0=1 where the ETMs were set to exclude EL0, EXEC_TRACED_RANGE=LO:HI where they
-# traced only that range.
+# traced only that range, EXEC_UNTRACED_RANGE=LO:HI where they excluded it.
 check_exec() {
 	local dir=$1 variant=$2
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
@@ -767,6 +770,7 @@ check_exec() {
 	[ -z "${EXEC_TEXT_FROM:-}" ] || extra+=(--text-from "$EXEC_TEXT_FROM")
 	[ -z "${EXEC_UNTRACED_EL0:-}" ] || extra+=(--untraced-el0)
 	[ -z "${EXEC_TRACED_RANGE:-}" ] || extra+=(--traced-range "$EXEC_TRACED_RANGE")
+	[ -z "${EXEC_UNTRACED_RANGE:-}" ] || extra+=(--untraced-range "$EXEC_UNTRACED_RANGE")
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
@@ -1070,9 +1074,9 @@ check_etm_config() {
 	console=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] \(CSPD: etm config .*\)$/\1/p' | sort -u)
 	for ((c = 0; c < SMP; c++)); do
 		e=etm$c
-		for line in "default mode 0x8000000 nr_addr_cmp 0x4 addr_idx 0 addr_range 0_0" \
+		for line in "default mode 0x8000000 nr_addr_cmp 0x4 addr_idx 0x0 addr_range 0x0_0x0" \
 			"set mode 0x88000000 addr_range 0x1000_0x2000" \
-			"reset mode 0x8000000 addr_range 0_0" "mode $want"; do
+			"reset mode 0x8000000 addr_range 0x0_0x0" "mode $want"; do
 			grep -qxF "CSPD: etm config $e $line" <<<"$console" || {
 				echo "FAIL: $e's sysfs configuration: no 'etm config $e $line'; the guest read:" >&2
 				grep "etm config $e " <<<"$console" | sed 's/^/  /' >&2
@@ -1099,10 +1103,10 @@ scenario_trace-exclude-user() {
 		{ echo "the execution record has no CPU run EL0 code in the window: the exclusion went untested" >&2; return 1; }
 }
 
-# etm_range_of CONSOLE: "LO:HI", the address range (hexadecimal) the guest set on etm0 for
-# uptime_proc_show, from the kernel's copy of its line.
+# etm_range_of CONSOLE [FUNC]: "LO:HI", the address range (hexadecimal) the guest set on etm0 for
+# FUNC (default uptime_proc_show), from the kernel's copy of its line.
 etm_range_of() {
-	tr -d '\r' <"$1" | sed -n 's/^.*\] CSPD: etm config etm0 range uptime_proc_show 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)$/\1:\2/p' |
+	tr -d '\r' <"$1" | sed -n "s/^.*\] CSPD: etm config etm0 range ${2:-uptime_proc_show} 0x\([0-9a-f]*\)_0x\([0-9a-f]*\)\$/\1:\2/p" |
 		head -n 1
 }
 
@@ -1123,6 +1127,22 @@ scenario_trace-etm-range() {
 	EXEC_TRACED_RANGE=$range check_trace_with "$d" mod --range "$range" || return 1
 }
 
+# An address range excluded (addr_range's third value): gic_handle_irq, which every CPU runs at
+# each interrupt, so that the window holds many entries into it; its comparators set not to match
+# at EL0 (addr_exlevel_s_ns 0x10: addr_cmp_view shows it). check_trace.py --exclude-range: no
+# decoded event inside the range, the CPUs ran it (the truth branches into it), the rest of the
+# window equals the truth, the panic record saved the exclusion; check_exec --untraced-range.
+scenario_trace-etm-exclude-range() {
+	local d=$RUNS/trace-etm-exclude-range range n
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.etm_range=gic_handle_irq cspd.etm_range_exclude=1" ||
+		return 1
+	range=$(etm_range_of "$d/console.log" gic_handle_irq)
+	[ -n "$range" ] || { echo "the guest did not set etm0's address range (console.log)" >&2; return 1; }
+	n=$(tr -d '\r' <"$d/console.log" | grep -cE "\] CSPD: etm config etm[0-9]+ view addr_cmp\[0\]_range_0x${range%:*}_0x${range#*:}_exclude_ctrl\(0x1000\)_$")
+	[ "$n" = "$SMP" ] || { echo "not every ETM shows the range excluded, its comparator not matching at EL0 (addr_cmp_view)" >&2; return 1; }
+	EXEC_UNTRACED_RANGE=$range check_trace "$d" mod --exclude-range "$range" || return 1
+}
+
 # check_trace.py --range fails with its own messages: on trace-builtin's run (traced whole) judged
 # with trace-etm-range's range, on trace-etm-range's run with one event of the truth inside the
 # range moved one instruction, and on trace-etm-range's run judged with a configuration the guest
@@ -1131,6 +1151,7 @@ scenario_harness-etm-range() {
 	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range wide c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-etm-range || return 1
 	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
+	[ -f "$RUNS/trace-etm-exclude-range/check.txt" ] || scenario_trace-etm-exclude-range || return 1
 	range=$(etm_range_of "$src/console.log")
 	rm -rf "$d"
 	mkdir -p "$d"
@@ -1166,6 +1187,19 @@ PY
 	judge_negative "trace-etm-range's run judged as EL0 excluded" "the ETM record saves the levels traced as 'EL0 and EL1'" \
 		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
 		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" --no-el0 || rc=1
+	# The exclusion's judge: trace-etm-range's run (the range included) judged as excluded, and
+	# trace-etm-exclude-range's judged with the range one instruction wider (the instruction
+	# before gic_handle_irq is padding no CPU runs).
+	judge_negative "trace-etm-range's run judged as the range excluded" "was excluded, yet csdump decodes" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --exclude-range "$range" || rc=1
+	c=$d/excluded
+	judge_copy "$RUNS/trace-etm-exclude-range" "$c"
+	range=$(etm_range_of "$c/console.log" gic_handle_irq)
+	wide=$(printf '%x:%s' $((0x${range%:*} - 4)) "${range#*:}")
+	judge_negative "trace-etm-exclude-range's run judged with the range one instruction wider" "the ETM record saves the excluded ranges" \
+		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" "${SYSRQ_STOP[@]}" --exclude-range "$wide" || rc=1
 	return $rc
 }
 
@@ -2903,13 +2937,13 @@ scenario_harness-perf-etr() {
 	return $rc
 }
 
-# compare_tmc_listing UP OURS [TMC [NAME=UPSTREAM|OURS|WHY ...]]: TMC's sysfs files as probed (its
-# own and mgmt/, scripts/guest/init tmc_listing; TMC defaults to tmc_etf0) under upstream's C
-# driver (console UP) and under ours (console OURS): the same names, each reading the same. A file
-# only one driver has, or a value that differs, fails with its name, unless it is one of the
-# explained differences given, where each driver must read exactly what is given ("-": the file
-# is missing), and the reason is printed.
-compare_tmc_listing() {
+# compare_listing KIND UP OURS DEV [NAME=UPSTREAM|OURS|WHY ...]: a device's sysfs files as probed
+# (scripts/guest/init tmc_listing or etm_listing, KIND tmc or etm) under upstream's C driver
+# (console UP) and under ours (console OURS): the same names, each reading the same. A file only
+# one driver has, or a value that differs, fails with its name, unless it is one of the explained
+# differences given (NAME a regular expression over the file names), where each driver must read
+# exactly what is given ("-": the file is missing, "*": any value), and the reason is printed.
+compare_listing() {
 	python3 - "$@" <<'PY'
 import re, sys
 
@@ -2927,23 +2961,28 @@ def listing(path, prefix, tmc):
     return out
 
 
-tmc = sys.argv[3] if len(sys.argv) > 3 else "tmc_etf0"
-explained = {}
-for e in sys.argv[4:]:
+kind, tmc = sys.argv[1], sys.argv[4]
+explained = []
+for e in sys.argv[5:]:
     name, rest = e.split("=", 1)
     want_up, want_ours, why = rest.split("|", 2)
-    explained[name] = (want_up, want_ours, why)
-up = listing(sys.argv[1], "upstream: tmc listing:", tmc)
-ours = listing(sys.argv[2], "tmc listing:", tmc)
-notes = []
+    explained.append((name, want_up, want_ours, why))
+up = listing(sys.argv[2], f"upstream: {kind} listing:", tmc)
+ours = listing(sys.argv[3], f"{kind} listing:", tmc)
+notes, grouped = [], {}
+matches = lambda want, got: want == got or (want == "*" and got != "-")
 for name in sorted(set(up) | set(ours)):
-    if name in explained:
-        want_up, want_ours, why = explained[name]
+    ex = next((x for x in explained if re.fullmatch(x[0], name)), None)
+    if ex:
+        pat, want_up, want_ours, why = ex
         got_up, got_ours = up.get(name, "-"), ours.get(name, "-")
-        if (got_up, got_ours) != (want_up, want_ours):
+        if not (matches(want_up, got_up) and matches(want_ours, got_ours)):
             sys.exit(f"FAIL: {tmc}/{name}: upstream's driver reads {got_up}, ours {got_ours}; the explained "
                      f"difference is {want_up} and {want_ours} ({why})")
-        notes.append(f"{name}: upstream's {got_up}, ours {got_ours}: {why}")
+        if pat == name:
+            notes.append(f"{name}: upstream's {got_up}, ours {got_ours}: {why}")
+        else:
+            grouped.setdefault(why, []).append(name)
         continue
     if name not in ours:
         sys.exit(f"FAIL: {tmc}/{name}: upstream's driver has it ({up[name]}), ours does not")
@@ -2951,11 +2990,18 @@ for name in sorted(set(up) | set(ours)):
         sys.exit(f"FAIL: {tmc}/{name}: ours has it ({ours[name]}), upstream's driver does not")
     if up[name] != ours[name]:
         sys.exit(f"FAIL: {tmc}/{name}: upstream's driver reads {up[name]}, ours {ours[name]}")
-same = len(set(up) & set(ours)) - len([n for n in explained if n in up and n in ours])
+same = len([n for n in set(up) & set(ours) if not any(re.fullmatch(x[0], n) for x in explained)])
 print(f"{tmc}'s sysfs as probed: {same} files the same under upstream's driver and ours, each reading "
       f"the same ({', '.join(f'{k} {v}' for k, v in sorted(up.items()) if k.startswith('mgmt/'))})"
-      + "".join(f"; {n}" for n in notes))
+      + "".join(f"; {n}" for n in notes)
+      + "".join(f"; only upstream's driver has {', '.join(names)}: {why}" for why, names in grouped.items()))
 PY
+}
+
+compare_tmc_listing() {
+	local up=$1 ours=$2 dev=${3:-tmc_etf0}
+	shift $(($# < 3 ? $# : 3))
+	compare_listing tmc "$up" "$ours" "$dev" "$@"
 }
 
 scenario_tmc-sysfs-listing() {
@@ -3016,6 +3062,39 @@ scenario_tmc-etb-sysfs-listing() {
 		compare_tmc_listing "$up" "$d/no-size.log" tmc_etb0
 }
 
+# What upstream's ETMv4 driver offers that ours does not, on the emulated unit (a Cortex-A53's ID
+# registers: two counters, a sequencer, eight resource selectors, one single-shot comparator, no
+# context ID or VMID comparator), each with its reason; every other file must read the same.
+ETM_LISTING_EXPLAINED=(
+	"cntr_.*|cntrldvr|res_.*|seq_.*|sshot_.*|pe|vinst_pe_cmp_start_stop|event|event_.*=*|-|the unit's counters, resource selectors, sequencer, single-shot comparators, PE comparator inputs and events: not provided (nor emulated: the unit only has its ID registers say so); the trace is enabled by the always-true resource"
+	"ctxid_.*|vmid_.*|addr_ctxtype|addr_context=*|-|context ID and VMID comparators: the unit has none (numcidc, numvmidc 0)"
+	"addr_instdatatype=instr|-|an address comparator compares instruction addresses only here (ETMv4 on A-profile has no data trace); nothing to choose"
+	"mgmt/trcoslsr=0x8|0xa|the OS lock: upstream clears it at probe and keeps it clear; this driver leaves it as it found it (set at reset) and clears it only while it programs or reads the unit"
+	"mgmt/trcpdsr=0x3|0x21|the OS lock, as mirrored in TRCPDSR.OSLK (bit 5): see mgmt/trcoslsr"
+	"bb_ctrl|cyc_threshold|syncfreq|ns_exlevel_vinst|s_exlevel_vinst=*|-|set from mode, not on their own: branch broadcast everywhere when mode asks for it, upstream's cycle threshold, a synchronisation every 2^12 bytes, the levels from mode's exclude bits and the kernel's level"
+)
+
+# The ETM's sysfs as probed (its directory, mgmt/ and trcidr/) under upstream's driver
+# (upstream-drivers) and ours (trace-builtin; the guest lists etm0 before any configuration):
+# the same files, each reading the same, but for the explained differences; and negatives.
+scenario_etm-sysfs-listing() {
+	local up=$RUNS/upstream-drivers/console.log ours=$RUNS/trace-builtin/console.log d=$RUNS/etm-sysfs-listing
+	[ -f "$up" ] || scenario_upstream-drivers || return 1
+	[ -f "$ours" ] || scenario_trace-builtin || return 1
+	compare_listing etm "$up" "$ours" etm0 "${ETM_LISTING_EXPLAINED[@]}" || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	sed 's/^\(CSPD: etm listing: etm0 nr_cntr \)0x2/\10x3/' "$ours" >"$d/cntr.log"
+	judge_negative "ours counting another number of counters" "etm0/nr_cntr: upstream's driver reads 0x2, ours 0x3" \
+		compare_listing etm "$up" "$d/cntr.log" etm0 "${ETM_LISTING_EXPLAINED[@]}" || return 1
+	grep -v "^CSPD: etm listing: etm0 addr_single" "$ours" >"$d/no-single.log"
+	judge_negative "ours without addr_single" "etm0/addr_single: upstream's driver has it (0x0), ours does not" \
+		compare_listing etm "$up" "$d/no-single.log" etm0 "${ETM_LISTING_EXPLAINED[@]}" || return 1
+	sed 's/^\(CSPD: upstream: etm listing: etm0 addr_instdatatype \)instr/\1data/' "$up" >"$d/up-data.log"
+	judge_negative "upstream's driver reading an explained file otherwise" "etm0/addr_instdatatype: upstream's driver reads data, ours -" \
+		compare_listing etm "$d/up-data.log" "$ours" etm0 "${ETM_LISTING_EXPLAINED[@]}"
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
@@ -3025,7 +3104,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).
@@ -3066,8 +3145,9 @@ declare -A NEEDS=(
 	[harness-devfile-etr]="devfile-etr"
 	[harness-devfile-etb]="devfile-etb"
 	[tmc-etb-sysfs-listing]="upstream-etb devfile-etb"
+	[etm-sysfs-listing]="upstream-drivers trace-builtin"
 	[harness-exclude-user]="trace-exclude-user trace-no-hw-stop"
-	[harness-etm-range]="trace-etm-range trace-builtin"
+	[harness-etm-range]="trace-etm-range trace-builtin trace-etm-exclude-range"
 	[tmc-sysfs-listing]="upstream-drivers trace-builtin"
 	[tmc-etr-sysfs-listing]="upstream-etr trace-etr-warm-reboot"
 	[harness-judges]="trace-builtin trace-oops trace-module-oops dump-qemu-dump dump-cleaned upstream-drivers"
