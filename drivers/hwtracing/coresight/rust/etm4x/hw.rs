@@ -521,18 +521,24 @@ impl TraceConfig {
             cfg.nr_comparators = i + 1;
         }
         cfg.viiectlr = include | (exclude << 16);
-        // At most 16 comparators: the bits fit the fields.
-        cfg.vissctlr = TRCVISSCTLR::from_raw(0)
-            .with_start(
-                Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()),
-            )
-            .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
-            .into_raw();
+        cfg.vissctlr = Self::start_stop(start, stop);
         if cfg.nr_comparators > 0 {
             let excluded = TRCVICTLR::from_raw(cfg.victlr).exlevel_ns().get();
             cfg.acatr = Self::comparator_access(ids, kernel_el2, excluded);
         }
         Ok(cfg)
+    }
+
+    /// Returns `TRCVISSCTLR` with the comparators of `start` and `stop` (one bit each) as start
+    /// and stop points.
+    fn start_stop(start: u32, stop: u32) -> u32 {
+        // At most 16 comparators: the bits fit the fields.
+        TRCVISSCTLR::from_raw(0)
+            .with_start(
+                Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()),
+            )
+            .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
+            .into_raw()
     }
 
     /// Excludes user space or the kernel from ViewInst and programs the address `filters`
@@ -600,13 +606,7 @@ impl TraceConfig {
         cfg.viiectlr = include;
         victlr = victlr.with_ssstatus(started);
         cfg.victlr = victlr.into_raw();
-        // At most 16 comparators: the bits fit the fields.
-        cfg.vissctlr = TRCVISSCTLR::from_raw(0)
-            .with_start(
-                Bounded::<u32, 16>::try_new(start).unwrap_or(Bounded::<u32, 16>::new::<0>()),
-            )
-            .with_stop(Bounded::<u32, 16>::try_new(stop).unwrap_or(Bounded::<u32, 16>::new::<0>()))
-            .into_raw();
+        cfg.vissctlr = Self::start_stop(start, stop);
         if cfg.nr_comparators > 0 {
             cfg.acatr = Self::comparator_access(ids, kernel_el2, exclude);
         }
