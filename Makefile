@@ -117,7 +117,7 @@ demo: setup plugin
 	@echo "stopped) and the independent execution record, and the panicking CPU's decoded flow runs"
 	@echo "through sysrq_handle_crash into panic()"
 
-## check            every test: host tests, lint, the three kernel builds, all QEMU scenarios
+## check            every test: host tests, lint, the three kernel builds, the coresight directory of allmodconfig (each driver choice), all QEMU scenarios
 check: setup
 	$(T) host-test $(MAKE) host-test
 	$(T) lint $(MAKE) lint
@@ -128,6 +128,7 @@ check: setup
 	$(T) kunit bash scripts/kunit.sh
 	$(T) kernel-builtin bash scripts/kernel.sh all builtin
 	$(T) kernel-upstream bash scripts/kernel.sh all upstream
+	$(T) kernel-allmod bash scripts/kernel.sh allmod rust c
 	$(T) guest-perf bash scripts/guest-perf.sh
 	$(T) initramfs bash -c 'for v in mod builtin upstream; do bash scripts/initramfs.sh $$v || exit; done'
 	$(T) plugin $(MAKE) plugin

@@ -7,6 +7,8 @@
 #   scripts/kernel.sh build VARIANT     build Image and modules (incremental)
 #   scripts/kernel.sh all VARIANT       all of the above
 #   scripts/kernel.sh rustdoc VARIANT   rustdoc of the kernel crate, failing on warnings in our files
+#   scripts/kernel.sh allmod [CHOICE..] drivers/hwtracing/coresight/ of an allmodconfig tree with the
+#                                       Rust drivers (rust) or the C ones (c) chosen
 #
 # VARIANT is "mod" (project code as modules), "builtin" (project code built in, compiled with
 # W=1 and CLIPPY=1 so that it doubles as the lint build) or "upstream" (Linux's own C TMC and
@@ -313,23 +315,97 @@ cmd_rustdoc() {
 	say "rustdoc clean: $out/Documentation/output/rust/rustdoc/kernel/coresight/index.html"
 }
 
+# The coresight directory of an allmodconfig configuration of the overlaid tree, with each choice
+# of driver implementation (CHOICE rust: the Rust drivers under the C symbols, as allmodconfig
+# sets every bool; c: the C drivers): what a distribution's configuration, which has the C drivers
+# on, builds. KCONFIG_ALLCONFIG keeps out what Rust cannot be built with (randstruct, BTF without
+# a pahole that can leave Rust out, MODVERSIONS without gendwarfksyms, CFI) and the kernel crate's
+# doctests, and builds the CoreSight core in (the panic dump core needs it there). Each choice has its own tree (build-allmod-CHOICE), so that a later run is
+# incremental; only `prepare` (scripts, headers, the rust/ crates) and drivers/hwtracing/coresight/
+# are built. Fails when the choice did not take, when the other implementation was built, or on a
+# warning about this project's code.
+cmd_allmod() {
+	local choice
+	for choice in "${@:-rust}"; do
+		case $choice in rust | c) ;; *) die "allmod: unknown choice '$choice' (rust or c)" ;; esac
+		local out="$CSPD_CACHE/build-allmod-$choice" log frag start=$SECONDS
+		mkdir -p "$out"
+		log=$out/build.log
+		frag=$out/.cspd-allmod-fragment
+		{
+			printf '%s\n' CONFIG_RUST=y CONFIG_CORESIGHT=y CONFIG_RANDSTRUCT_NONE=y '# CONFIG_MODVERSIONS is not set' \
+				'# CONFIG_DEBUG_INFO_BTF is not set' '# CONFIG_CFI is not set' \
+				'# CONFIG_RUST_KERNEL_DOCTESTS is not set' CONFIG_CORESIGHT_PANIC_DUMP=y
+			if [ "$choice" = c ]; then
+				printf '# %s is not set\n' CONFIG_CORESIGHT_TMC_RUST CONFIG_CORESIGHT_ETM4X_RUST \
+					CONFIG_CORESIGHT_CPU_DEBUG_RUST
+			fi
+			# What the configuration also follows from: a change to the project's Kconfig files or
+			# hooks runs allmodconfig again (Kbuild alone would give new symbols their defaults).
+			printf '# inputs %s\n' "$(cat "$REPO/Kconfig" "$REPO"/drivers/hwtracing/coresight/rust/Kconfig "$HOOKS_FILE" | sha256sum | cut -c1-16)"
+		} >"$frag.new"
+		if ! [ -f "$out/.config" ] || ! cmp -s "$frag.new" "$frag"; then
+			mv "$frag.new" "$frag"
+			KOUT=$out kmake -s KCONFIG_ALLCONFIG="$frag" allmodconfig >"$log" 2>&1 ||
+				{ tail -n 20 "$log" >&2; die "allmodconfig failed ($log)"; }
+		else
+			rm -f "$frag.new"
+		fi
+		local want sym bad=0
+		if [ "$choice" = rust ]; then want=y; else want=n; fi
+		for sym in CONFIG_RUST=y CONFIG_CORESIGHT=y CONFIG_CORESIGHT_PANIC_DUMP=y CONFIG_CORESIGHT_LINK_AND_SINK_TMC=m \
+			CONFIG_CORESIGHT_SOURCE_ETM4X=m CONFIG_CORESIGHT_CPU_DEBUG=m CONFIG_CORESIGHT_TMC_RUST=$want \
+			CONFIG_CORESIGHT_ETM4X_RUST=$want CONFIG_CORESIGHT_CPU_DEBUG_RUST=$want; do
+			case $sym in
+			*=n) ! grep -q "^${sym%=n}=" "$out/.config" ;;
+			*) grep -qxF "$sym" "$out/.config" ;;
+			esac || { echo "error: allmodconfig ($choice) did not give $sym: $(grep -E "^(# )?${sym%=*}[= ]" "$out/.config" || echo unset)" >&2; bad=1; }
+		done
+		[ $bad = 0 ] || die "allmodconfig ($choice): the configuration is not the one asked for"
+		if ! KOUT=$out kmake -j"$(nproc)" drivers/hwtracing/coresight/ >>"$log" 2>&1; then
+			tail -n 40 "$log" >&2
+			die "allmodconfig ($choice): drivers/hwtracing/coresight/ failed to build ($log)"
+		fi
+		local d=$out/drivers/hwtracing/coresight o
+		for o in tmc/coresight_tmc.o etm4x/coresight_etm4x.o cpu_debug/coresight_cpu_debug.o; do
+			local c_obj
+			case $o in tmc/*) c_obj=coresight-tmc.o ;; etm4x/*) c_obj=coresight-etm4x.o ;; *) c_obj=coresight-cpu-debug.o ;; esac
+			if [ "$choice" = rust ]; then
+				[ -f "$d/rust/$o" ] && [ ! -f "$d/$c_obj" ] ||
+					die "allmodconfig (rust): expected rust/$o and no $c_obj in $d"
+			else
+				[ -f "$d/$c_obj" ] && [ ! -f "$d/rust/$o" ] ||
+					die "allmodconfig (c): expected $c_obj and no rust/$o in $d"
+			fi
+		done
+		local ours
+		ours=$(cd "$REPO" && { find "${OVERLAY_DIRS[@]}" -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) 2>/dev/null || true; } | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+		if [ -n "$ours" ] && grep -qE -- "($ours)" <(grep -B2 -A12 -E '^(warning|error)' "$log"); then
+			grep -B2 -A12 -E '^(warning|error)' "$log" | grep -B6 -A8 -E -- "($ours)" >&2 || true
+			die "allmodconfig ($choice): the build warns about this project's code ($log)"
+		fi
+		say "allmodconfig ($choice): drivers/hwtracing/coresight/ built in $((SECONDS - start)) s, the $choice drivers"
+	done
+}
+
 main() {
 	local cmd=${1:-}
 	shift || true
-	case $cmd in source | overlay | config | build | rustdoc | all) ensure_cache_dir ;; esac
+	case $cmd in source | overlay | config | build | rustdoc | allmod | all) ensure_cache_dir ;; esac
 	case $cmd in
 	source) cmd_source ;;
 	overlay) cmd_overlay ;;
 	config) cmd_config "$@" ;;
 	build) cmd_build "$@" ;;
 	rustdoc) cmd_rustdoc "$@" ;;
+	allmod) cmd_allmod "$@" ;;
 	all)
 		cmd_source
 		cmd_overlay
 		cmd_config "$@"
 		cmd_build "$@"
 		;;
-	*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 }
 

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
+/* The kernel crate's CoreSight abstractions are built with the panic dump core only. */
+#if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
 #include <linux/coresight.h>
 #include <linux/err.h>
 #include <linux/perf_event.h>
@@ -193,3 +195,5 @@ __rust_helper int rust_helper_cspd_etm_perf_symlink(struct coresight_device *csd
 {
 	return etm_perf_symlink(csdev, link);
 }
+
+#endif /* CONFIG_CORESIGHT_PANIC_DUMP */

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
+/* The kernel crate's CoreSight abstractions are built with the panic dump core only. */
+#if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
 /*
  * Wrappers of the inline functions and macros the project's kernel-crate abstractions call.
  * What is a real function or a variable is used from Rust directly.
@@ -98,3 +100,5 @@ __rust_helper int rust_helper_dma_mapping_error(struct device *dev, dma_addr_t a
 {
 	return dma_mapping_error(dev, addr);
 }
+
+#endif /* CONFIG_CORESIGHT_PANIC_DUMP */

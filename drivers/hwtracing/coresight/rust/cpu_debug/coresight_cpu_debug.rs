@@ -13,7 +13,7 @@
 //!
 //! Sampling is off until enabled: `debug=1` or `enable=1` at load,
 //! `coresight_cpu_debug.enable=1` on the command line,
-//! `CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON`, or `/sys/kernel/debug/coresight_cpu_debug/enable`.
+//! `CONFIG_CORESIGHT_CPU_DEBUG_DEFAULT_ON`, or `/sys/kernel/debug/coresight_cpu_debug/enable`.
 
 use kernel::prelude::*;
 

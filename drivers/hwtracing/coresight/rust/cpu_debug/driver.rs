@@ -345,7 +345,7 @@ impl kernel::Module for CpuDebugModule {
         BUDGET_US.store(u64::from(budget_ms) * 1000, Relaxed);
         let on = module_parameters::debug.value()
             || module_parameters::enable.value()
-            || cfg!(CONFIG_CORESIGHT_CPU_DEBUG_RUST_DEFAULT_ON);
+            || cfg!(CONFIG_CORESIGHT_CPU_DEBUG_DEFAULT_ON);
         ENABLED.store(on, Relaxed);
 
         let dir = debugfs::Dir::new(c_str!("coresight_cpu_debug"));
