@@ -62,12 +62,12 @@
 #   harness-last-dump    trace-warm-reboot's readback check must FAIL on its console with one line
 #                        altered (a kernel with debugfs, the dump read from debugfs, a clear that
 #                        failed either way)
-#   trace-kdump          the production drivers trace on the plugin's CoreSight, sysrq panic, kdump:
-#                        the dump against the emulated hardware and its ground truth (check_trace.py),
-#                        on the raw /proc/vmcore copy and on makedumpfile's three files of that panic
-#                        the dump against the emulated hardware and its ground truth (check_trace.py)
+#   trace-kdump          the production drivers trace EL1 only on the plugin's CoreSight, sysrq panic,
+#                        kdump: the dump against the emulated hardware and its ground truth
+#                        (check_trace.py), on the raw /proc/vmcore copy and on makedumpfile's three
+#                        files of that panic
 #   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
-#   trace-builtin        the same built in, QMP dump
+#   trace-builtin        the same built in, QMP dump (EL1 only too)
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot; decoded
