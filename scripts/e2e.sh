@@ -72,8 +72,8 @@
 #                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot; decoded
 #                        against the text of a memory dump of that boot (csdump --text-from)
-#   trace-oops           the same for an LKDTM oops with panic_on_oops=1 (needs CONFIG_LKDTM)
-#   trace-irq-oops       an oops in a timer callback (interrupt context) with panic_on_oops: judged as
+#   trace-oops           the same for an LKDTM oops with oops=panic (needs CONFIG_LKDTM)
+#   trace-irq-oops       an oops in a timer callback (interrupt context) with oops=panic: judged as
 #                        trace-oops, the fault taken in the built-in c_crash sample
 #   trace-module-oops    an oops in a loadable module's code (c_module_crash): the flow through the
 #                        module's functions, named from its .ko where the dump's module list puts it
@@ -1000,7 +1000,16 @@ scenario_harness-crash-device() {
 	return $rc
 }
 
-# An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with panic_on_oops=1. Some CPU's
+# oops_panicked DIR: the oops itself panicked (oops=panic: "Oops: Fatal exception"), on the CPU
+# that took it, not a later exit of the task it killed.
+oops_panicked() {
+	grep -qa "Kernel panic - not syncing: Oops: Fatal exception" "$1/console.log" ||
+		{ echo "the oops did not panic (oops=panic): $(grep -a -m1 'Kernel panic - not syncing' "$1/console.log")" >&2; return 1; }
+}
+
+# An oops instead of sysrq: LKDTM's EXCEPTION (a store to NULL) with oops=panic (the command line's
+# panic_on_oops of Linux 7.3; a bare panic_on_oops=1 is not a kernel parameter: it went to init,
+# the oops killed init, and the panic came from do_exit on whatever CPU init then ran). Some CPU's
 # decoded flow takes the data abort in lkdtm_EXCEPTION (the task may then move: one run faulted on
 # CPU 1 and ran die() on CPU 0), and the panicking CPU's runs through __do_kernel_fault to the
 # hardware stop: die_kernel_fault() is inlined into __do_kernel_fault in these kernels (not a
@@ -1009,31 +1018,33 @@ scenario_harness-crash-device() {
 scenario_trace-oops() {
 	local d=$RUNS/trace-oops rc=0
 	cs_qemu qemu-dump mod "$d" \
-		"cspd.test=panic cspd.trigger=lkdtm cspd.lkdtm=EXCEPTION panic_on_oops=1 $TRACE_MOD_APPEND" || rc=1
+		"cspd.test=panic cspd.trigger=lkdtm cspd.lkdtm=EXCEPTION oops=panic $TRACE_MOD_APPEND" || rc=1
 	if grep -qa "CSPD: no LKDTM" "$d/console.log" 2>/dev/null; then
 		echo "the kernel has no LKDTM (/sys/kernel/debug/provoke-crash is missing): it needs CONFIG_LKDTM=y" >&2
 		return 1
 	fi
 	[ $rc = 0 ] || return 1
 	grep -qa "Internal error: Oops" "$d/console.log" || { echo "LKDTM EXCEPTION did not oops" >&2; return 1; }
+	oops_panicked "$d" || return 1
 	check_trace_with "$d" mod --last 400000 --trigger lkdtm_EXCEPTION --through __do_kernel_fault \
 		--hw-stop die_kernel_fault,die
 }
 
 # An oops in interrupt context: the built-in c_crash sample's timer callback stores to NULL
-# (softirq), and panic_on_oops=1 panics from there ("Fatal exception in interrupt"). Some CPU's
+# (softirq), and the oops panics from there ("Fatal exception in interrupt"). Some CPU's
 # decoded flow takes the data abort in c_crash_irq_oops; the panicking CPU's runs through
 # __do_kernel_fault to the hardware stop at die().
-# An oops in a loadable module's own code (c_module_crash, panic_on_oops): the panicking CPU's
+# An oops in a loadable module's own code (c_module_crash, oops=panic): the panicking CPU's
 # flow runs through the module's functions, named from its .ko as the dump's module list places
 # them, into the fault.
 scenario_trace-module-oops() {
 	local d=$RUNS/trace-module-oops
-	cs_qemu qemu-dump mod "$d" "cspd.test=panic cspd.trigger=module-crash panic_on_oops=1 $TRACE_APPEND \
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic cspd.trigger=module-crash oops=panic $TRACE_APPEND \
 cspd.insmod=$TRACE_MODS,c_module_crash.ko cspd.modparm_coresight_cpu_debug=debug=1" || return 1
 	grep -qa "c_module_crash: a store to NULL in module code" "$d/console.log" &&
 		grep -qa "Internal error: Oops" "$d/console.log" ||
 		{ echo "c_module_crash did not oops in its own code" >&2; return 1; }
+	oops_panicked "$d" || return 1
 	check_trace_with "$d" mod --perf --trigger c_module_crash_store \
 		--through c_module_crash_oops,c_module_crash_store,__do_kernel_fault --hw-stop die_kernel_fault,die
 }
@@ -1041,7 +1052,7 @@ cspd.insmod=$TRACE_MODS,c_module_crash.ko cspd.modparm_coresight_cpu_debug=debug
 scenario_trace-irq-oops() {
 	local d=$RUNS/trace-irq-oops
 	cs_qemu qemu-dump mod "$d" \
-		"cspd.test=panic cspd.trigger=crash cspd.crash=irq-oops panic_on_oops=1 $TRACE_MOD_APPEND" || return 1
+		"cspd.test=panic cspd.trigger=crash cspd.crash=irq-oops oops=panic $TRACE_MOD_APPEND" || return 1
 	grep -qa "Fatal exception in interrupt" "$d/console.log" ||
 		{ echo "the timer callback's oops did not panic in interrupt context" >&2; return 1; }
 	check_trace_with "$d" mod --trigger c_crash_irq_oops --through __do_kernel_fault \
