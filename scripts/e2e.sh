@@ -1142,7 +1142,8 @@ scenario_trace-etm-range() {
 # each interrupt, so that the window holds many entries into it; its comparators set not to match
 # at EL0 (addr_exlevel_s_ns 0x10: addr_cmp_view shows it). check_trace.py --exclude-range: no
 # decoded event inside the range, the CPUs ran it (the truth branches into it), the rest of the
-# window equals the truth, the panic record saved the exclusion; check_exec --untraced-range.
+# window equals the truth, the panic record saved the exclusion; check_exec --untraced-range, with
+# the judge's self-test (its mutated decodes fail it).
 scenario_trace-etm-exclude-range() {
 	local d=$RUNS/trace-etm-exclude-range range n
 	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.etm_range=gic_handle_irq cspd.etm_range_exclude=1" ||
@@ -1151,7 +1152,7 @@ scenario_trace-etm-exclude-range() {
 	[ -n "$range" ] || { echo "the guest did not set etm0's address range (console.log)" >&2; return 1; }
 	n=$(tr -d '\r' <"$d/console.log" | grep -cE "\] CSPD: etm config etm[0-9]+ view addr_cmp\[0\]_range_0x${range%:*}_0x${range#*:}_exclude_ctrl\(0x1000\)_$")
 	[ "$n" = "$SMP" ] || { echo "not every ETM shows the range excluded, its comparator not matching at EL0 (addr_cmp_view)" >&2; return 1; }
-	EXEC_UNTRACED_RANGE=$range check_trace "$d" mod --exclude-range "$range" || return 1
+	EXEC_SELF_TEST=1 EXEC_UNTRACED_RANGE=$range check_trace "$d" mod --exclude-range "$range" || return 1
 }
 
 # check_trace.py --range fails with its own messages: on trace-builtin's run (traced whole) judged
