@@ -319,23 +319,28 @@ enum Pending {
 /// A branch after which the trace has no instruction range: a direct branch's target is in its
 /// encoding (an indirect one's came as a BranchTarget element, when the trace named it: `to` is
 /// absent otherwise); a waypoint that is not a branch (ISB) falls through to the next
-/// instruction; an exception's vector is not known without a range after it.
+/// instruction; an exception's vector is not known without a range after it. With the unit's
+/// `filter` (the trace came on again elsewhere), also why the trace went off there, when the
+/// filter explains it.
 fn untraced_target(
     (from, kind, what): (u64, String, Pending),
     sym: Names<'_>,
     word: &mut dyn FnMut(u64) -> Option<u32>,
-) -> Branch {
+    filter: Option<&Filter>,
+) -> (Branch, Option<Untraced>) {
     let to = match what {
         Pending::Branch => word(from).and_then(|w| direct_target(w, from)),
         Pending::Waypoint => Some(from.wrapping_add(4)),
         Pending::Exception => None,
     };
-    Branch {
+    let why = filter.and_then(|f| f.untraced(to));
+    let branch = Branch {
         from: Some(addr(sym, from)),
         to: to.map(|t| addr(sym, t)),
         kind,
-        untraced: None,
-    }
+        untraced: why.map(Untraced::describe),
+    };
+    (branch, why)
 }
 
 /// How often a CPU's trace went off and came on again inside its decoded window.
@@ -432,10 +437,7 @@ fn summarise(
             Element::TraceOn => {
                 let why = match pending.take() {
                     Some(p) => {
-                        let mut b = untraced_target(p, sym, word);
-                        let to = b.to.as_ref().and_then(|t| parse_hex(&t.addr));
-                        let why = filter.and_then(|f| f.untraced(to));
-                        b.untraced = why.map(Untraced::describe);
+                        let (b, why) = untraced_target(p, sym, word, filter);
                         branches.push(b);
                         why
                     }
@@ -453,15 +455,11 @@ fn summarise(
     }
     // The trace ended right after a branch (the ETM stopped before the next instruction range).
     if let Some(p) = pending {
-        branches.push(untraced_target(p, sym, word));
+        branches.push(untraced_target(p, sym, word, None).0);
     }
     funcs.drain(..funcs.len().saturating_sub(last));
     branches.drain(..branches.len().saturating_sub(last));
     (funcs, branches, restarts)
-}
-
-fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
 /// Builds the report: decodes the capture in process, keeping the last elements of each trace
