@@ -747,6 +747,12 @@ def check_whole(a, status, report):
                   f"recorded {gaps} gaps: the trace is not whole")
 
 
+def hex_range(v):
+    """An address range given as LO:HI (hexadecimal), as a pair."""
+    lo, hi = (int(x, 16) for x in v.split(":"))
+    return lo, hi
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True, help="the run directory (exec.rec)")
@@ -761,10 +767,10 @@ def main():
     ap.add_argument("--untraced-el0", action="store_true",
                     help="EL0 was excluded from the trace (the ETMs' sysfs mode): the decode may pass from "
                          "kernel code into EL0 and back with no event")
-    ap.add_argument("--traced-range", metavar="LO:HI",
+    ap.add_argument("--traced-range", metavar="LO:HI", type=hex_range,
                     help="the ETMs traced only LO..HI (hexadecimal, both ends included): the decode passes "
                          "into and out of it with no event, every boundary inside it is in the decode")
-    ap.add_argument("--untraced-range", metavar="LO:HI",
+    ap.add_argument("--untraced-range", metavar="LO:HI", type=hex_range,
                     help="the ETMs excluded LO..HI (hexadecimal, both ends included): the decode passes "
                          "into and out of it with no event, every boundary outside it is in the decode")
     ap.add_argument("--self-test", action="store_true",
@@ -774,10 +780,10 @@ def main():
     if a.untraced_el0:
         UNTRACED = lambda x: x < KERNEL_VA  # noqa: E731
     if a.traced_range:
-        lo, hi = (int(x, 16) for x in a.traced_range.split(":"))
+        lo, hi = a.traced_range
         UNTRACED = lambda x: not lo <= x <= hi  # noqa: E731
     if a.untraced_range:
-        xlo, xhi = (int(x, 16) for x in a.untraced_range.split(":"))
+        xlo, xhi = a.untraced_range
         UNTRACED = lambda x: xlo <= x <= xhi  # noqa: E731
     try:
         rec = Record(os.path.join(a.dir, "exec.rec"))

@@ -841,13 +841,13 @@ def saved_filter(cpu, rc, no_el0, rng, excluded=None):
             show = ", ".join(f"{lo:#x}..{hi:#x}" for lo, hi in got) or "none"
             raise Bad(f"CPU{cpu}: the ETM record saves the {key}d ranges {show}, the user set "
                       f"{f'{want[0]:#x}..{want[1]:#x}' if want else 'none'}")
-    inc = f["include"] + f["exclude"]
+    ranges = f["include"] + f["exclude"]
     r = rc["restarts"]
     if r["unexplained"]:
         raise Bad(f"CPU{cpu}: csdump finds {r['unexplained']} of the {r['total']} places where the trace went off "
                   "and on again unexplained by the saved filter")
     return (f"the ETM record saves the filter set ({f['levels']}"
-            + (f", {len(inc)} range" if inc else "") + f"); the trace went off and on {r['total']} times in "
+            + (f", {len(ranges)} range" if ranges else "") + f"); the trace went off and on {r['total']} times in "
             "the decoded window, each explained by it")
 
 
@@ -1572,6 +1572,12 @@ def check_etr_fault(a, fault, log, vmcore, out, rec, outcome):
           "panic log and by csdump report")
 
 
+def hex_range(v):
+    """An address range given as LO:HI (hexadecimal), as a pair."""
+    lo, hi = (int(x, 16) for x in v.split(":"))
+    return lo, hi
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True)
@@ -1602,10 +1608,10 @@ def main():
     ap.add_argument("--last", type=int, default=1000000,
                     help="csdump report --last: enough to hold every decoded branch of a CPU (the whole window is compared)")
     ap.add_argument("--perf", action="store_true", help="also decode csdump's perf.data with perf script")
-    ap.add_argument("--exclude-range", metavar="LO:HI", type=lambda v: tuple(int(x, 16) for x in v.split(":")),
+    ap.add_argument("--exclude-range", metavar="LO:HI", type=hex_range,
                     help="the ETMs were set through sysfs to exclude LO..HI (hexadecimal, both ends included): no "
                          "decoded event from inside it, the CPU ran it, the rest equals the truth")
-    ap.add_argument("--range", metavar="LO:HI", type=lambda v: tuple(int(x, 16) for x in v.split(":")),
+    ap.add_argument("--range", metavar="LO:HI", type=hex_range,
                     help="the ETMs traced only LO..HI (addr_range, hexadecimal, both ends included): every "
                          "decoded event is inside it; the crash path is not traced")
     ap.add_argument("--no-el0", action="store_true",

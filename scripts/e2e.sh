@@ -1155,12 +1155,19 @@ scenario_trace-etm-exclude-range() {
 	EXEC_SELF_TEST=1 EXEC_UNTRACED_RANGE=$range check_trace "$d" mod --exclude-range "$range" || return 1
 }
 
+# range_wider LO:HI: the range (hexadecimal) one instruction lower at its start.
+range_wider() {
+	printf '%x:%s' $((0x${1%:*} - 4)) "${1#*:}"
+}
+
 # check_trace.py --range fails with its own messages: on trace-builtin's run (traced whole) judged
 # with trace-etm-range's range, on trace-etm-range's run with one event of the truth inside the
 # range moved one instruction, and on trace-etm-range's run judged with a configuration the guest
 # did not set (the saved filter's check).
 scenario_harness-etm-range() {
-	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range wide c rc=0
+	local src=$RUNS/trace-etm-range d=$RUNS/harness-etm-range range c rc=0
+	local -a mod_judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP"
+		--vmlinux "$CSPD_CACHE/build-mod/vmlinux" --cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod")
 	[ -f "$src/check.txt" ] || scenario_trace-etm-range || return 1
 	[ -f "$RUNS/trace-builtin/check.txt" ] || scenario_trace-builtin || return 1
 	[ -f "$RUNS/trace-etm-exclude-range/check.txt" ] || scenario_trace-etm-exclude-range || return 1
@@ -1186,32 +1193,25 @@ e.to += 4
 t.write_with(sys.argv[2], e)
 PY
 	judge_negative "one event of trace-etm-range's truth moved" "differs from the plugin's ground truth" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
-		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" || rc=1
+		"${mod_judge[@]}" --dir "$c" --range "$range" || rc=1
 	# What the ETM record saved, against a configuration the guest did not set: the range one
 	# instruction wider (every decoded event still inside it), and EL0 excluded besides.
 	c=$d/saved
 	judge_copy "$src" "$c"
-	wide=$(printf '%x:%s' $((0x${range%:*} - 4)) "${range#*:}")
 	judge_negative "trace-etm-range's run judged with the range one instruction wider" "the ETM record saves the included ranges" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
-		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$wide" || rc=1
+		"${mod_judge[@]}" --dir "$c" --range "$(range_wider "$range")" || rc=1
 	judge_negative "trace-etm-range's run judged as EL0 excluded" "the ETM record saves the levels traced as 'EL0 and EL1'" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
-		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --range "$range" --no-el0 || rc=1
+		"${mod_judge[@]}" --dir "$c" --range "$range" --no-el0 || rc=1
 	# The exclusion's judge: trace-etm-range's run (the range included) judged as excluded, and
 	# trace-etm-exclude-range's judged with the range one instruction wider (the instruction
 	# before gic_handle_irq is padding no CPU runs).
 	judge_negative "trace-etm-range's run judged as the range excluded" "was excluded, yet csdump decodes" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
-		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --exclude-range "$range" || rc=1
+		"${mod_judge[@]}" --dir "$c" --exclude-range "$range" || rc=1
 	c=$d/excluded
 	judge_copy "$RUNS/trace-etm-exclude-range" "$c"
 	range=$(etm_range_of "$c/console.log" gic_handle_irq)
-	wide=$(printf '%x:%s' $((0x${range%:*} - 4)) "${range#*:}")
 	judge_negative "trace-etm-exclude-range's run judged with the range one instruction wider" "the ETM record saves the excluded ranges" \
-		python3 "$REPO/scripts/check_trace.py" --dir "$c" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" \
-		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" "${SYSRQ_STOP[@]}" --exclude-range "$wide" || rc=1
+		"${mod_judge[@]}" --dir "$c" "${SYSRQ_STOP[@]}" --exclude-range "$(range_wider "$range")" || rc=1
 	return $rc
 }
 
