@@ -18,6 +18,8 @@ mkdir -p "$DEBS"
 HOST_PKGS=(
 	# kernel build
 	make bc flex bison libelf-dev cpio xz-utils gzip python3 kmod ca-certificates git
+	# allmodconfig (scripts/kernel.sh allmod) signs modules: its scripts/sign-file needs OpenSSL
+	libssl-dev
 	# checkpatch.pl needs the whole perl (a minimal Debian has only perl-base)
 	perl
 	# bench-csdump measures csdump's peak RSS with GNU time: a child's own rusage would count
