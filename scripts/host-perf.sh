@@ -11,7 +11,9 @@
 # static libraries, linked in with libstdc++, so the system's older libopencsd is never loaded).
 # Only what `perf script` and `perf report -D` on cs_etm's AUX trace need: libelf (symbols of
 # vmlinux and the .ko files) and zlib; no scripting, TUI, DWARF, unwinding, BPF, libtraceevent,
-# JSON events, compression or disassemblers. Skipped when the binary was built from the same
+# JSON events, compression or disassemblers. The tree carries scripts/patches/ (scripts/kernel.sh
+# source applies them): perf-cs-etm-flush-at-block-end.patch, without which the last branches of
+# an AUX buffer are dropped now and then. Skipped when the binary was built from the same
 # inputs (kernel source, OpenCSD, compiler, options, this script); other inputs build it from
 # scratch, an interrupted build resumes.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -60,6 +62,7 @@ inputs=$(
 	gcc --version | sed -n 1p
 	printf '%s\n' "${PERF_ARGS[@]}"
 	sha256sum <"$REPO/scripts/host-perf.sh"
+	cat "$REPO"/scripts/patches/*.patch | sha256sum
 )
 if [ -x "$dest/perf" ] && [ "$(cat "$dest/perf.inputs" 2>/dev/null)" = "$inputs" ]; then
 	say "have host perf with CoreSight decoding (OpenCSD $ocsd_version) in $dest"

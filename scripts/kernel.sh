@@ -47,6 +47,24 @@ cmd_source() {
 	[ "$v.$p" = "$KVERSION_WANT" ] ||
 		die "kernel source in $KSRC is version $v.$p, but this project is written for Linux $KVERSION_WANT (set KSRC or remove the tree)"
 	say "kernel source: Linux $v.$p.$(sed -n 's/^SUBLEVEL = //p' "$KSRC/Makefile") in $KSRC"
+	apply_source_patches
+}
+
+# Applies each of scripts/patches/*.patch to the tree once (a patch that reverses cleanly is in).
+# They fix tools the judges run (the host's perf), not the kernel: scripts/host-perf.sh names
+# them among its inputs.
+apply_source_patches() {
+	local patch
+	for patch in "$REPO"/scripts/patches/*.patch; do
+		[ -f "$patch" ] || continue
+		if git -C "$KSRC" apply --check -R -p1 "$patch" 2>/dev/null; then
+			continue
+		fi
+		git -C "$KSRC" apply --check -p1 "$patch" ||
+			die "${patch#"$REPO"/} applies neither forward nor in reverse to $KSRC"
+		git -C "$KSRC" apply -p1 "$patch" || die "could not apply ${patch#"$REPO"/} to $KSRC"
+		say "applied ${patch#"$REPO"/}"
+	done
 }
 
 # Pristine copies of the kernel files the hooks change, so that every overlay rebuilds each hooked
