@@ -963,7 +963,7 @@ scenario_harness-last-dump() {
 	size=$(stat -c %s "$src/vmcore.elf")
 	check_readback "$src/console.log" "$size" "$LAST_DEV" no-debugfs >"$d/unaltered.txt" 2>&1 ||
 		{ cat "$d/unaltered.txt"; echo "check_readback fails on trace-warm-reboot's console" >&2; return 1; }
-	sed 's/CSPD: debugfs: not in this kernel/CSPD: debugfs: in this kernel/' "$src/console.log" >"$d/debugfs.log"
+	sed 's/CSPD: debugfs: not in this kernel/CSPD: debugfs: in this kernel/g' "$src/console.log" >"$d/debugfs.log"
 	judge_negative "a kernel with debugfs" "the kernel had debugfs" \
 		check_readback "$d/debugfs.log" "$size" "$LAST_DEV" no-debugfs || rc=1
 	sed "s|CSPD: last dump read from .*|CSPD: last dump read from $LAST_DEBUGFS|" "$src/console.log" >"$d/from.log"
@@ -972,7 +972,7 @@ scenario_harness-last-dump() {
 	sed 's/CSPD: clear rejected a bad value.*/CSPD: clear accepted a bad value/' "$src/console.log" >"$d/bad-clear.log"
 	judge_negative "a bad clear request that took" "writing 2 to clear was not rejected" \
 		check_readback "$d/bad-clear.log" "$size" "$LAST_DEV" no-debugfs || rc=1
-	sed "s/CSPD: last dump after clear: 0 bytes/CSPD: last dump after clear: $size bytes/" "$src/console.log" >"$d/kept.log"
+	sed "s/CSPD: last dump after clear: 0 bytes/CSPD: last dump after clear: $size bytes/g" "$src/console.log" >"$d/kept.log"
 	judge_negative "a clear that left the dump" "clearing did not empty $LAST_DEV" \
 		check_readback "$d/kept.log" "$size" "$LAST_DEV" no-debugfs || rc=1
 	return $rc
@@ -987,7 +987,7 @@ scenario_harness-crash-device() {
 	mkdir -p "$d"
 	check_crash_device "$src/console.log" "$src/vmcore.elf" tmc_etr0 >"$d/unaltered.txt" 2>&1 ||
 		{ cat "$d/unaltered.txt"; echo "check_crash_device fails on trace-etr-warm-reboot's console" >&2; return 1; }
-	sed 's/\(CSPD: crash device crash_tmc_etr0: .*md5 \)./\1x/' "$src/console.log" >"$d/md5.log"
+	sed 's/\(CSPD: crash device crash_tmc_etr0: [^[]*md5 \)./\1x/g' "$src/console.log" >"$d/md5.log"
 	judge_negative "other bytes read" "/dev/crash_tmc_etr0 read" \
 		check_crash_device "$d/md5.log" "$src/vmcore.elf" tmc_etr0 || rc=1
 	sed 's/CSPD: crash device crash_tmc_etr0 after clear: .*/CSPD: crash device crash_tmc_etr0 after clear: read/' \
@@ -1225,7 +1225,7 @@ scenario_harness-exclude-user() {
 	[ -f "$RUNS/trace-no-hw-stop/check.txt" ] || scenario_trace-no-hw-stop || return 1
 	rm -rf "$d"
 	mkdir -p "$d/reset"
-	sed 's/\(CSPD: etm config etm0 reset mode \)0x8000000 /\10x88000000 /' "$src/console.log" >"$d/reset/console.log"
+	sed 's/\(CSPD: etm config etm0 reset mode \)0x8000000 /\10x88000000 /g' "$src/console.log" >"$d/reset/console.log"
 	judge_negative "etm0's reset not giving the default mode back" "FAIL: etm0's sysfs configuration: no 'etm config etm0 reset mode" \
 		check_etm_config "$d/reset" 0x88000000 || rc=1
 	judge_copy "$RUNS/trace-no-hw-stop" "$d/whole"
@@ -2321,7 +2321,7 @@ PY
 	local pp=$RUNS/perf-panic
 	[ -f "$pp/ground/report.json" ] || scenario_perf-panic || return 1
 	judge_copy "$pp" "$d/panic-sysfs"
-	sed -i 's/\(CSPD: perf: sysfs while perf records:.* etm1 enable_source=\)0/\11/' "$d/panic-sysfs/console.log"
+	sed -i 's/\(CSPD: perf: sysfs while perf records:[^[]* etm1 enable_source=\)0/\11/g' "$d/panic-sysfs/console.log"
 	judge_negative "an ETM read as enabled through sysfs while perf recorded" \
 		"while perf recorded, sysfs read {'tmc_etf0/enable_sink': '0', 'etm0/enable_source': '0', 'etm1/enable_source': '1'}" \
 		check_trace "$d/panic-sysfs" mod --perf-session || rc=1
