@@ -3107,6 +3107,80 @@ scenario_etm-sysfs-listing() {
 		compare_listing etm "$d/up-data.log" "$ours" etm0 "${ETM_LISTING_EXPLAINED[@]}"
 }
 
+# check_hotplug DIR MARKER CPU...: each CPU went offline and online while every ETM traced
+# (cspd.hotplug), in that order: the plugin saw it restart after the PSCI call that turned it off
+# (its trace unit and debug logic reset: the power-down), its trace unit stopped before and enabled
+# again after that; the guest saw the core end the unit's sysfs session as the CPU went
+# (enable_source 0 while offline and after it came back, as upstream's drivers on Linux 7.3) and
+# enabled it again. csdump's decode of CPU MARKER's trace runs version_proc_show, what the guest
+# ran on it after it came back.
+check_hotplug() {
+	local d=$1 marker=$2 c up line console rc
+	shift 2
+	console=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] \(CSPD: hotplug: .*\)$/\1/p')
+	for c in "$@"; do
+		up=$(grep -n "^qemu-coresight: cpu $c: powered down and up" "$d/plugin.log" | tail -n 1 | cut -d: -f1)
+		[ -n "$up" ] || { echo "FAIL: the plugin saw no power-down of CPU$c (plugin.log)" >&2; return 1; }
+		if grep -q "^qemu-coresight: etm $c: powered down while tracing" "$d/plugin.log"; then
+			echo "FAIL: CPU$c's trace unit was still tracing when CPU$c powered down: the core did not end its session" >&2
+			return 1
+		fi
+		tail -n "+$up" "$d/plugin.log" | grep -q "^qemu-coresight: etm $c: enabled" || {
+			echo "FAIL: CPU$c: its trace unit was not enabled again after it came back (plugin.log: no enable of etm $c after line $up, its power-up)" >&2
+			return 1
+		}
+		for line in "cpu$c online=0, etm$c enable_source=0" "cpu$c online=1, etm$c enable_source=0" \
+			"etm$c enabled again: enable_source=1"; do
+			grep -qxF "CSPD: hotplug: $line" <<<"$console" || {
+				echo "FAIL: the guest did not say 'hotplug: $line'; it said:" >&2
+				sed 's/^/  /' <<<"$console" >&2
+				return 1
+			}
+		done
+		echo "CPU$c offline and online: its ETM's sysfs session ended as it went, the plugin reset its trace unit and debug logic at its power-up (plugin.log line $up), the unit was enabled again after it"
+	done
+	grep -qxF "CSPD: hotplug: /proc/version read on cpu$marker before the trigger" <<<"$console" ||
+		{ echo "FAIL: the guest did not say it read /proc/version on CPU$marker" >&2; return 1; }
+	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" --modules "$CSPD_CACHE/build-mod" \
+		--json --last 1000000 >"$d/hotplug-report.json" 2>"$d/hotplug-report.err"
+	rc=$?
+	[ "$rc" = 0 ] || [ "$rc" = 3 ] || { cat "$d/hotplug-report.err" >&2; echo "FAIL: csdump report failed ($rc)" >&2; return 1; }
+	python3 - "$d/hotplug-report.json" "$marker" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+cpu = int(sys.argv[2])
+c = next((c for c in r["cpus"] if c["cpu"] == cpu), None)
+branches = (c or {}).get("branches", [])
+calls = [b for b in branches if (b["to"]["symbol"] or "").split("+")[0] == "version_proc_show"]
+if not calls:
+    sys.exit(f"FAIL: CPU{cpu}'s decoded trace does not run version_proc_show, what it ran after it came back "
+             f"({len(branches)} branches decoded)")
+print(f"CPU{cpu}'s decoded trace enters version_proc_show {len(calls)} times: its trace after it came back")
+PY
+}
+
+# CPU 1, then CPU 0, offline and online while every ETM traces through sysfs, then the sysrq panic
+# on CPU 1 (cspd.hotplug=1,0, cspd.trigger_cpu=1): check_hotplug, and check_trace: CPU 1's trace
+# ends at panic()'s entry (the hardware stop, programmed again with the unit), each CPU's window
+# equals the plugin's truth (its session after the power-up) and the execution record, and CPU 0's
+# debug sample (its OS lock set again by the power-up) is what CPU 0 executed.
+scenario_trace-hotplug() {
+	local d=$RUNS/trace-hotplug
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.hotplug=1,0 cspd.trigger_cpu=1" || return 1
+	check_hotplug "$d" 1 1 0 || return 1
+	check_trace "$d" mod || return 1
+}
+
+# check_hotplug fails with its own message on a run where CPU 1's trace unit is left as the
+# power-up left it (cspd.hotplug=1:norestart: the guest does not enable it again): its trace after
+# it came back is missing.
+scenario_harness-hotplug() {
+	local d=$RUNS/harness-hotplug
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.hotplug=1:norestart cspd.trigger_cpu=1" || return 1
+	judge_negative "CPU 1's trace unit not programmed again after CPU 1 came back" \
+		"FAIL: CPU1: its trace unit was not enabled again after it came back" check_hotplug "$d" 1 1
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
 	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
@@ -3116,7 +3190,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).

@@ -183,6 +183,12 @@ impl CpuDebug {
         self.faults
     }
 
+    /// The core went through a power-down and came back (a CPU taken offline and online): the
+    /// debug logic of its power domain is reset, the OS lock set.
+    pub fn power_cycle(&mut self) {
+        self.model.power_cycle();
+    }
+
     /// Returns whether the core is powered (`EDPRSR.PU`).
     pub fn powered(&self) -> bool {
         self.model.powered()

@@ -85,6 +85,21 @@ impl Sink {
     }
 }
 
+/// Whether block `next` is where a vCPU restarted after a power-down, block `p` being the one it
+/// ran before: `p` ended with a call to the firmware (`HVC` or `SMC`, PSCI's conduit) that did not
+/// return to its next instruction, and `next` runs with the MMU off (a physical address: the
+/// kernel's secondary entry, or its resume entry). A vCPU that PSCI `CPU_OFF` turned off and
+/// `CPU_ON` started again, or that a power-down `CPU_SUSPEND` lost; QEMU's PSCI returns from
+/// every other call. The plugin cannot read `x0`, so this is what it sees of `CPU_OFF`.
+fn restarted_by_firmware(p: &TbInfo, next: &TbInfo) -> bool {
+    const HVC_SMC_MASK: u32 = 0xFFE0_001E;
+    const HVC_SMC: u32 = 0xD400_0002;
+    p.last == crate::a64::Kind::Call
+        && p.words.last().is_some_and(|&w| w & HVC_SMC_MASK == HVC_SMC)
+        && next.start != p.end
+        && next.start >> 63 == 0
+}
+
 /// Trace bytes are handed to the funnel once this many are waiting.
 const PUSH_CHUNK: usize = 64;
 
@@ -395,6 +410,10 @@ impl Emu {
         // SAFETY: `prev` is null or was stored from a `&'static TbInfo` above.
         let prev: Option<&'static TbInfo> = unsafe { prev.as_ref() };
         if let Some(p) = prev {
+            if restarted_by_firmware(p, tb) {
+                self.power_cycle(vcpu, p.last_addr, tb.start);
+                return;
+            }
             tracker::learn(p, tb.start, &self.vectors);
         }
         if self.active.load(Ordering::Relaxed) == 0
@@ -435,6 +454,35 @@ impl Emu {
             let mut d = lock(&self.devices);
             self.route(&mut d, vcpu, &bytes);
         }
+    }
+
+    /// vCPU `cpu` came back from a power-down: the firmware call at `call` did not return, the
+    /// vCPU restarted at `entry`. Its trace unit and debug logic share its power domain: both
+    /// are at their reset values, a session the unit was tracing for ends there.
+    fn power_cycle(&self, cpu: usize, call: u64, entry: u64) {
+        let mut d = lock(&self.devices);
+        if self
+            .vcpus
+            .get(cpu)
+            .is_some_and(|v| v.tracing.load(Ordering::Relaxed))
+        {
+            self.stop_trace(&mut d, cpu, "powered down while tracing");
+        }
+        if let Some(e) = d.etms.get_mut(cpu) {
+            *e = Etm::new(cpu, e.faults());
+        }
+        if let Some(g) = d.dbgs.get_mut(cpu) {
+            g.power_cycle();
+        }
+        self.stage(&mut d, Target::Etm(cpu));
+        self.stage(&mut d, Target::Debug(cpu));
+        drop(d);
+        let c = lock(&self.stats).counters(self.cpus);
+        self.event(format!(
+            "cpu {cpu}: powered down and up: the firmware call at {call:#x} did not return, the \
+             vCPU restarted at {entry:#x} (MMU off); its ETM and debug registers are at their \
+             reset values {c}"
+        ));
     }
 
     /// vCPU `vcpu` executes a data cache clean to the point of coherency (`DC CVAC` or

@@ -292,3 +292,76 @@ fn after_the_dump_the_instrumentation_goes_light_once_and_an_enable_brings_it_ba
     m.run(1, 1_000);
     m.assert_mode(Instrumentation::Full, 2, "a short gap after that session");
 }
+
+/// A vCPU that PSCI turned off and on again: its last block ends with the `HVC` that never
+/// returned, the next one runs at a physical address (the kernel's secondary entry, MMU off).
+/// Its trace unit and debug logic come back at their reset values (OS locks set, the unit
+/// disabled, `TRCPDSR.STICKYPD` and `EDPRSR.SPD` set) and its session is over; the other vCPU's
+/// unit keeps tracing. An `HVC` that returns, and an `SVC` taken to the vectors, are no power
+/// cycle.
+#[test]
+fn a_vcpu_restarted_by_the_firmware_comes_back_with_its_units_reset() {
+    const HVC: u32 = 0xD400_0002;
+    const SVC: u32 = 0xD400_0001;
+    let m = Machine::new();
+    let call = |at: u64, insn: u32| -> &'static TbInfo {
+        Box::leak(Box::new(TbInfo::new(at, &[NOP, insn]).unwrap()))
+    };
+    let at = |at: u64| -> &'static TbInfo {
+        Box::leak(Box::new(TbInfo::new(at, &[NOP, NOP, 0x1400_0000]).unwrap()))
+    };
+    m.run(0, 100);
+    m.run(1, 100);
+    m.enable(0);
+    m.enable(1);
+    m.run(1, 100);
+    // A PSCI call that returns, and a system call: the vCPU goes on, its unit traces.
+    m.emu.tb_exec(1, call(CODE + 0x100, HVC));
+    m.emu.tb_exec(1, at(CODE + 0x108));
+    m.emu.tb_exec(1, call(CODE + 0x200, SVC));
+    m.emu.tb_exec(1, at(CODE + 0x4000));
+    m.run(1, 10);
+    assert_eq!(m.emu.active_sessions(), 2);
+    let _ = m.emu.take_events();
+    // CPU_OFF, then CPU_ON from the other CPU: vCPU 1 starts at the physical entry.
+    m.emu.tb_exec(1, call(CODE + 0x300, HVC));
+    m.run(0, 100);
+    m.emu.tb_exec(1, at(0x4008_1000));
+    let events = m.emu.take_events();
+    assert!(
+        events.iter().any(|e| e.starts_with(
+            "cpu 1: powered down and up: the firmware call at 0xffff800010000304 did not \
+             return, the vCPU restarted at 0x40081000"
+        )),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("etm 1: powered down while tracing")),
+        "{events:?}"
+    );
+    assert_eq!(
+        m.emu.active_sessions(),
+        1,
+        "vCPU 1's session ended with its power"
+    );
+    let mut etm1 = m.etm(1);
+    assert_eq!(etm1.read32(0x004) & 1, 0, "TRCPRGCTLR.EN clear");
+    assert_ne!(etm1.read32(0x304) & 0b10, 0, "TRCOSLSR.OSLK set");
+    assert_ne!(etm1.read32(0x314) & 0b10, 0, "TRCPDSR.STICKYPD set");
+    let mut dbg1 = m.frame(0, bus::DEBUG_OFFSET + bus::FRAME);
+    let edprsr = dbg1.read32(0x314);
+    assert_eq!(
+        edprsr & 0b10_0011,
+        0b10_0011,
+        "EDPRSR {edprsr:#x}: PU, SPD, OSLK"
+    );
+    // vCPU 0 still traces; vCPU 1's unit can be enabled again.
+    let mut etm0 = m.etm(0);
+    assert_eq!(etm0.read32(0x004) & 1, 1, "vCPU 0's unit still enabled");
+    m.enable(1);
+    m.run(1, 100);
+    m.disable(1);
+    m.disable(0);
+}

@@ -345,6 +345,14 @@ impl CpuDebugModel {
         }
     }
 
+    /// Takes the core's power domain down and up again whatever the power requests say (a core
+    /// its power controller was told to turn off, then on): `EDPRSR.SPD` and `SR` set, the OS
+    /// lock set, the double lock clear, the latched sample lost.
+    pub fn power_cycle(&mut self) {
+        self.power_off();
+        self.power_on();
+    }
+
     /// Puts the core in a low-power state: it powers down now unless a request keeps it up.
     pub fn enter_low_power(&mut self) {
         self.low_power = true;
