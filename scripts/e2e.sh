@@ -623,6 +623,9 @@ DTS
 	done
 	echo "		};"
 	echo "	};"
+	# CS_ETM_LOSES_CONTEXT=1: the units say they lose their context with their CPU's power.
+	local loses=
+	[ -z "${CS_ETM_LOSES_CONTEXT:-}" ] || loses='arm,coresight-loses-context-with-cpu;'
 	for ((c = 0; c < SMP; c++)); do
 		a=$(cs_addr $((0x10000 + c * 0x1000)))
 		cat <<DTS
@@ -631,6 +634,7 @@ DTS
 		reg = <0x0 0x$a 0x0 0x1000>;
 		cpu = <&{/cpus/cpu@$c}>;
 		$clk
+		$loses
 		out-ports { port { cs_etm${c}_out: endpoint { remote-endpoint = <&cs_funnel_in$c>; }; }; };
 	};
 DTS
@@ -3139,7 +3143,14 @@ check_hotplug() {
 		done
 		echo "CPU$c offline and online: its ETM's sysfs session ended as it went, the plugin reset its trace unit and debug logic at its power-up (plugin.log line $up), the unit was enabled again after it"
 	done
-	grep -qxF "CSPD: hotplug: /proc/version read on cpu$marker before the trigger" <<<"$console" ||
+	check_marker "$d" "$marker"
+}
+
+# check_marker DIR CPU: csdump's decode of CPU's trace runs version_proc_show, which the guest read
+# on it right before the panic.
+check_marker() {
+	local d=$1 marker=$2 rc
+	grep -q "\] CSPD: marker: /proc/version read on cpu$marker before the trigger" "$d/console.log" ||
 		{ echo "FAIL: the guest did not say it read /proc/version on CPU$marker" >&2; return 1; }
 	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" --modules "$CSPD_CACHE/build-mod" \
 		--json --last 1000000 >"$d/hotplug-report.json" 2>"$d/hotplug-report.err"
@@ -3171,6 +3182,64 @@ scenario_trace-hotplug() {
 	check_trace "$d" mod || return 1
 }
 
+# check_cpu_pm DIR CPU: the CPU's PM notifiers ran once (cspd.cpu_pm, the c_cpu_pm sample) while its
+# ETM traced for the sysfs session: the plugin saw the unit stopped and enabled again, with the
+# programming of its first enable (trace ID, TRCCONFIGR, filters, hardware stop), and nothing else
+# enable or stop it before the panic; the guest saw the cycle succeed with the session still on
+# (enable_source 1); csdump's decode of its trace runs version_proc_show, read on it after.
+check_cpu_pm() {
+	local d=$1 c=$2 lines first n
+	lines=$(sed -n "s/^qemu-coresight: etm $c: \(enabled\|stopped\)\(,\| \)\(.*\)$/\1 \3/p" "$d/plugin.log")
+	n=$(grep -c "^enabled" <<<"$lines")
+	[ "$n" -ge 2 ] || {
+		echo "FAIL: CPU$c's trace unit was not saved and restored around the CPU PM cycle (plugin.log: enabled $n time(s), no stop and enable for it)" >&2
+		return 1
+	}
+	first=$(grep -m1 "^enabled" <<<"$lines")
+	[ "$n" = 2 ] && [ "$(sed -n 2p <<<"$lines" | cut -d' ' -f1)" = stopped ] &&
+		[ "$(sed -n 3p <<<"$lines")" = "$first" ] || {
+		echo "FAIL: CPU$c's trace unit: not one stop and one enable with its first programming around the CPU PM cycle; the plugin saw:" >&2
+		sed 's/^/  /' <<<"$lines" >&2
+		return 1
+	}
+	tr -d '\r' <"$d/console.log" | grep -q "\] CSPD: cpu_pm: cpu$c enter and exit: ok, etm$c enable_source=1$" || {
+		echo "FAIL: the guest did not say 'cpu_pm: cpu$c enter and exit: ok, etm$c enable_source=1':" >&2
+		grep -a "CSPD: cpu_pm:" "$d/console.log" | sed 's/^/  /' >&2
+		return 1
+	}
+	echo "CPU$c's PM notifiers ran: its trace unit was stopped and programmed again as first enabled ($(sed 's/^enabled *//' <<<"$first")), the session went on"
+}
+
+# The CPU PM notifiers of CPU 0 run once while every ETM traces through sysfs (cspd.cpu_pm=0, the
+# c_cpu_pm sample), on units whose device tree nodes say they lose their context with the CPU
+# (arm,coresight-loses-context-with-cpu), then the sysrq panic on CPU 0: check_cpu_pm, CPU 0's
+# decode runs the marker read after the cycle, and check_trace judges both CPUs' windows (CPU 0's:
+# the session after the restore) against the truth and the execution record.
+scenario_trace-cpu-pm() {
+	local d=$RUNS/trace-cpu-pm
+	CS_ETM_LOSES_CONTEXT=1 cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.cpu_pm=0 cspd.trigger_cpu=0" || return 1
+	check_cpu_pm "$d" 0 || return 1
+	check_marker "$d" 0 || return 1
+	check_trace "$d" mod || return 1
+}
+
+# check_cpu_pm fails with its own message on the same run with units whose nodes do not say they
+# lose their context (and pm_save_enable at its default, the firmware's word): the core has no PM
+# operations to call, the unit is neither stopped nor programmed again around the cycle. Before its
+# drivers, the guest loads coresight_etm4x with pm_save_enable=3, which it refuses.
+scenario_harness-cpu-pm() {
+	local d=$RUNS/harness-cpu-pm
+	cs_qemu qemu-dump mod "$d" "cspd.test=panic $TRACE_MOD_APPEND cspd.cpu_pm=0 cspd.trigger_cpu=0 cspd.insmod_bad=coresight_etm4x.ko:pm_save_enable=3" ||
+		return 1
+	judge_negative "CPU PM notifiers with units not saved and restored" \
+		"FAIL: CPU0's trace unit was not saved and restored around the CPU PM cycle" check_cpu_pm "$d" 0 || return 1
+	# Before that run's drivers, coresight_etm4x refused pm_save_enable out of range, saying why.
+	grep -q "\] coresight_etm4x: pm_save_enable=3: 0 (as the firmware says), 1 (never) or 2 (always)" "$d/console.log" &&
+		grep -q "^CSPD: insmod_bad: coresight_etm4x.ko refused pm_save_enable=3: .*Invalid argument" "$d/console.log" ||
+		{ echo "coresight_etm4x did not refuse pm_save_enable=3 with its message" >&2; return 1; }
+	echo "coresight_etm4x refused pm_save_enable=3, saying which values it takes"
+}
+
 # check_hotplug fails with its own message on a run where CPU 1's trace unit is left as the
 # power-up left it (cspd.hotplug=1:norestart: the guest does not enable it again): its trace after
 # it came back is missing.
@@ -3190,7 +3259,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).

@@ -567,6 +567,21 @@ pub trait Operations: Send + Sync {
     fn source_resume_perf(&self, _csdev: &CsDevice) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// Stops a tracing source before its CPU enters a low-power state that may lose its context
+    /// (the core's `pm_save_disable`), keeping what [`Operations::source_pm_restore`] needs to
+    /// trace as before. Called by the core's CPU PM notifier on the source's CPU, interrupts
+    /// off: no lock that sleeps, no cross-CPU call. An error keeps the CPU out of that state.
+    /// Only for sources registered with [`Desc::pm_save`].
+    fn source_pm_save(&self, _csdev: &CsDevice) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Makes the source trace again as it did before [`Operations::source_pm_save`], when its
+    /// CPU left the low-power state (or did not enter it), under the same rules.
+    fn source_pm_restore(&self, _csdev: &CsDevice) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// How a component is described to the core.
@@ -577,6 +592,10 @@ pub struct Desc<'a> {
     pub kind: Kind,
     /// The CPU the component is tied to (required for [`SourceKind::Proc`]).
     pub cpu: Option<u32>,
+    /// The source loses its context when its CPU powers down: the core's CPU PM notifier calls
+    /// [`Operations::source_pm_save`] and [`Operations::source_pm_restore`] around the CPU's
+    /// low-power states (both required).
+    pub pm_save: bool,
 }
 
 /// A component registered with the CoreSight core; unregistered on drop.
@@ -615,8 +634,13 @@ impl<T: Operations> Registration<T> {
     where
         T: 'a,
     {
+        let pm_save = desc.pm_save;
         try_pin_init!(&this in Self {
-            ops: Opaque::new(OpsTable::<T>::OPS),
+            ops: Opaque::new(if pm_save {
+                OpsTable::<T>::OPS_PM
+            } else {
+                OpsTable::<T>::OPS
+            }),
             // Before the registration: the core may call an operation as soon as the component
             // is registered.
             data,
@@ -638,7 +662,10 @@ impl<T: Operations> Registration<T> {
                             && T::HAS_SOURCE_PAUSE_PERF == T::HAS_SOURCE_RESUME_PERF
                     }
                 };
-                if !has_ops {
+                let has_pm_ops = matches!(desc.kind, Kind::Source(_))
+                    && T::HAS_SOURCE_PM_SAVE
+                    && T::HAS_SOURCE_PM_RESTORE;
+                if !has_ops || (pm_save && !has_pm_ops) {
                     return Err(EINVAL);
                 }
                 let (flags, cpu) = match desc.cpu {
@@ -800,6 +827,21 @@ impl<T: Operations> OpsTable<T> {
         },
         helper_ops: core::ptr::null(),
         panic_ops: core::ptr::null(),
+    };
+
+    /// [`Self::OPS`] with the CPU PM operations, for a source that loses its context.
+    const OPS_PM: bindings::coresight_ops = bindings::coresight_ops {
+        pm_save_disable: if T::HAS_SOURCE_PM_SAVE {
+            Some(Self::pm_save)
+        } else {
+            None
+        },
+        pm_restore_enable: if T::HAS_SOURCE_PM_RESTORE {
+            Some(Self::pm_restore)
+        } else {
+            None
+        },
+        ..Self::OPS
     };
 
     /// How many attributes all the groups of [`Operations::ATTRIBUTE_GROUPS`] have.
@@ -1322,5 +1364,32 @@ impl<T: Operations> OpsTable<T> {
             data.source_resume_perf(cs)?;
             Ok(0)
         })
+    }
+
+    /// The `pm_save_disable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with a
+    /// valid pointer.
+    unsafe extern "C" fn pm_save(csdev: *mut bindings::coresight_device) -> c_int {
+        from_result(|| {
+            // SAFETY: The core calls this for a component registered by `Registration<T>`.
+            let (data, cs) = unsafe { Self::data(csdev) };
+            data.source_pm_save(cs)?;
+            Ok(0)
+        })
+    }
+
+    /// The `pm_restore_enable` op.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CoreSight core for a component registered by a `Registration<T>`, with a
+    /// valid pointer.
+    unsafe extern "C" fn pm_restore(csdev: *mut bindings::coresight_device) {
+        // SAFETY: The core calls this for a component registered by `Registration<T>`.
+        let (data, cs) = unsafe { Self::data(csdev) };
+        data.source_pm_restore(cs);
     }
 }

@@ -197,6 +197,8 @@ pub struct ComponentInfo {
     pub max_bytes: usize,
     /// What layout its record's data has.
     pub payload: DumpPayload,
+    /// A source that loses its context when its CPU powers down ([`Desc::pm_save`]).
+    pub pm_save: bool,
 }
 
 /// A bound trace component: registered with the CoreSight core (sysfs, paths, operations `O`)
@@ -239,6 +241,7 @@ impl<O: Operations, D: DumpCallback> Component<O, D> {
                     name: &info.name,
                     kind: info.kind,
                     cpu: info.cpu,
+                    pm_save: info.pm_save,
                 },
                 ops,
             ),

@@ -56,6 +56,10 @@ module! {
             default: false,
             description: "Request global timestamps in the trace",
         },
+        pm_save_enable: i32 {
+            default: 0,
+            description: "Save/restore state on power down: 1 = never, 2 = self-hosted",
+        },
     },
 }
 
@@ -71,6 +75,11 @@ struct Etm4xModule {
 
 impl kernel::Module for Etm4xModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let pm = module_parameters::pm_save_enable.value();
+        if !(driver::PM_SAVE_FIRMWARE..=driver::PM_SAVE_SELF_HOSTED).contains(&pm) {
+            pr_err!("pm_save_enable={pm}: 0 (as the firmware says), 1 (never) or 2 (always)\n");
+            return Err(EINVAL);
+        }
         Ok(Self {
             _amba: KBox::pin_init(Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
             _sysreg: KBox::pin_init(

@@ -73,7 +73,11 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        new_spinlock, Arc, SpinLock,
+        new_spinlock,
+        new_spinlock_irq,
+        Arc,
+        SpinLock,
+        SpinLockIrq, //
     },
 };
 
@@ -125,6 +129,13 @@ pub(crate) struct Etm<B: Backend> {
     /// comparators).
     #[pin]
     settings: SpinLock<SysfsSettings>,
+    /// The programming of the session the unit traces for (`None` when it traces for none),
+    /// which [`SourceOps::source_pm_restore`] puts back after a CPU low-power state; taken in
+    /// perf's callbacks and the CPU PM notifier, interrupts off.
+    #[pin]
+    programmed: SpinLockIrq<Option<TraceConfig>>,
+    /// perf holds the session paused (1) or not (0): the unit is programmed back paused.
+    paused: Atomic<u32>,
     name: CString,
 }
 
@@ -181,6 +192,8 @@ impl<B: Backend> Etm<B> {
             found: Atomic::new(0),
             session: Atomic::new(0),
             settings <- new_spinlock!(SysfsSettings::default(), "coresight_etm4x_settings"),
+            programmed <- new_spinlock_irq!(None, "coresight_etm4x_programmed"),
+            paused: Atomic::new(0),
             name,
         })
     }
@@ -697,8 +710,12 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         if !csdev.take_mode(mode) {
             return Err(EBUSY);
         }
+        let mut programmed = None;
         let enabled = match etm.config(csdev, path.trace_id()) {
-            Ok(cfg) => etm.with(move |u| u.enable(&cfg)),
+            Ok(cfg) => {
+                programmed = Some(cfg);
+                etm.with(move |u| u.enable(&cfg))
+            }
             Err(e) => Ok(Err(e)),
         };
         let found = enabled
@@ -708,6 +725,8 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         etm.note_found(found);
+        etm.paused.store(0, Relaxed);
+        *etm.programmed.lock() = programmed;
         etm.session.store(SAVED_SESSION_SYSFS, Relaxed);
         dev_dbg!(
             csdev.as_device(),
@@ -728,9 +747,11 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         // perf holds the event paused (started paused, or paused when it was scheduled out):
         // programmed, not tracing until perf resumes it, as upstream's `drvdata->paused`.
         let paused = event.aux_paused();
+        let mut programmed = None;
         let found = etm
             .perf_config(csdev, event, path.trace_id())
             .and_then(|cfg| {
+                programmed = Some(cfg);
                 etm.with_local(|u| {
                     if paused {
                         u.enable_paused(&cfg)
@@ -745,6 +766,8 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
             })
             .inspect_err(|_| csdev.set_mode(Mode::Disabled))?;
         etm.note_found(found);
+        etm.paused.store(u32::from(paused), Relaxed);
+        *etm.programmed.lock() = programmed;
         etm.session.store(SAVED_SESSION_PERF, Relaxed);
         Ok(())
     }
@@ -757,7 +780,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         // On this CPU, interrupts off: a pause that cannot be done leaves the unit tracing,
         // which costs AUX room and loses nothing.
         match etm.with_local(|u| u.pause()) {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => etm.paused.store(1, Relaxed),
             Ok(Err(e)) => dev_err!(csdev.as_device(), "ETM not paused: {e}\n"),
             Err(e) => dev_err!(
                 csdev.as_device(),
@@ -775,7 +798,59 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         etm.with_local(|u| u.resume())?.map_err(|e| {
             dev_err!(csdev.as_device(), "ETM not resumed: {e}\n");
             Error::from(e)
+        })?;
+        etm.paused.store(0, Relaxed);
+        Ok(())
+    }
+
+    fn source_pm_save(&self, csdev: &CsDevice) -> Result {
+        let etm = &*self.0;
+        if etm.programmed.lock().is_none() {
+            return Ok(());
+        }
+        // The unit stops as at a disable (its trace drained to the sink), with the locks put
+        // back as the enable found them: the core then disables the path's links.
+        let found = etm.found();
+        etm.with_local(|u| {
+            let r = u.disable();
+            u.restore_locks(found);
+            r
+        })?
+        .map_err(|e| {
+            dev_err!(
+                csdev.as_device(),
+                "ETM not saved for a CPU low-power state: {e}\n"
+            );
+            Error::from(e)
         })
+    }
+
+    fn source_pm_restore(&self, csdev: &CsDevice) {
+        let etm = &*self.0;
+        let Some(cfg) = *etm.programmed.lock() else {
+            return;
+        };
+        // Programmed again whole, as at its enable: a power-down left the unit at its reset
+        // values.
+        let paused = etm.paused.load(Relaxed) != 0;
+        match etm.with_local(|u| {
+            if paused {
+                u.enable_paused(&cfg)
+            } else {
+                u.enable(&cfg)
+            }
+        }) {
+            Ok(Ok(found)) => etm.note_found(found),
+            Ok(Err(e)) => dev_err!(
+                csdev.as_device(),
+                "ETM not restored after a CPU low-power state: {e}\n"
+            ),
+            Err(e) => dev_err!(
+                csdev.as_device(),
+                "ETM not restored after a CPU low-power state: registers busy ({})\n",
+                e.to_errno()
+            ),
+        }
     }
 
     fn source_disable(&self, csdev: &CsDevice, event: Option<&PerfEvent>) {
@@ -805,6 +880,7 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
                 e.to_errno()
             ),
         }
+        *etm.programmed.lock() = None;
         etm.session.store(0, Relaxed);
         csdev.set_mode(Mode::Disabled);
         dev_dbg!(csdev.as_device(), "ETM tracing disabled\n");
@@ -872,10 +948,36 @@ pub(crate) fn probe_etm<'a, B: Backend + 'a>(
             dump: DumpType::Source,
             max_bytes: SAVED_STATE_SIZE,
             payload: DumpPayload::Etm4x,
+            pm_save: pm_save_needed(dev, iface),
         },
         SourceOps(etm.clone()),
         Save(for_dump),
     ))
+}
+
+/// `pm_save_enable`: save and restore as the firmware describes the unit.
+pub(crate) const PM_SAVE_FIRMWARE: i32 = 0;
+/// `pm_save_enable`: never save and restore.
+pub(crate) const PM_SAVE_NEVER: i32 = 1;
+/// `pm_save_enable`: always save and restore.
+pub(crate) const PM_SAVE_SELF_HOSTED: i32 = 2;
+
+/// Whether the unit loses its context with its CPU's power, so that the core saves and restores
+/// it around the CPU's low-power states: always when it is reached through system registers (it
+/// is in the CPU's power domain), else as `pm_save_enable` says (the firmware's word by default:
+/// the device tree property `arm,coresight-loses-context-with-cpu`), as upstream's driver
+/// decides it.
+fn pm_save_needed(dev: &Device<Core<'_>>, iface: Interface) -> bool {
+    if iface == Interface::SysReg {
+        return true;
+    }
+    match module_parameters::pm_save_enable.value() {
+        PM_SAVE_NEVER => false,
+        PM_SAVE_SELF_HOSTED => true,
+        _ => dev
+            .fwnode()
+            .is_some_and(|n| n.property_present(c_str!("arm,coresight-loses-context-with-cpu"))),
+    }
 }
 
 /// A memory-mapped trace unit. Any CPU reaches its frame, but like the C driver this one

@@ -902,6 +902,7 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
             dump: DumpType::Sink,
             max_bytes: slot,
             payload: DumpPayload::Tmc,
+            pm_save: false,
         },
         SinkOps(tmc.clone()),
         Drain(for_dump),

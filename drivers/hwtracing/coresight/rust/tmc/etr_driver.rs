@@ -966,6 +966,7 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             dump: DumpType::Sink,
             max_bytes: slot,
             payload: DumpPayload::Etr,
+            pm_save: false,
         },
         EtrOps(etr.clone()),
         EtrDrain(etr.clone()),
