@@ -344,6 +344,9 @@ cmd_rustdoc() {
 # warning about this project's code.
 cmd_allmod() {
 	local choice
+	# The overlaid tree, as the other builds have it (a no-op after them).
+	cmd_source
+	cmd_overlay
 	for choice in "${@:-rust}"; do
 		case $choice in rust | c) ;; *) die "allmod: unknown choice '$choice' (rust or c)" ;; esac
 		local out="$CSPD_CACHE/build-allmod-$choice" log frag start=$SECONDS
