@@ -3240,6 +3240,22 @@ scenario_harness-cpu-pm() {
 	echo "coresight_etm4x refused pm_save_enable=3, saying which values it takes"
 }
 
+# A CPU that comes online after the drivers loaded (maxcpus=1, then CPU 1 online: cspd.late_cpu=1).
+# The ETMv4 driver reads a unit from its own CPU at probe: it cannot probe etm1 and says so
+# (upstream's driver waits for the CPU to come online; this one leaves the bind to the user).
+# Once CPU 1 is online the guest probes its devices again (drivers_probe) and the sysfs session
+# traces both CPUs: check_trace judges both windows against the truth and the execution record.
+scenario_trace-late-cpu() {
+	local d=$RUNS/trace-late-cpu
+	cs_qemu qemu-dump mod "$d" "maxcpus=1 cspd.late_cpu=1 cspd.test=panic $TRACE_MOD_APPEND" || return 1
+	grep -q "\] coresight-etm4x 7ff11000.etm: CPU1 is offline: bind this trace unit again once it is online" "$d/console.log" ||
+		{ echo "the ETMv4 driver did not say why etm1 was not probed with CPU 1 offline" >&2; return 1; }
+	grep -q "^CSPD: late cpu: cpu1 online, probed again:.* 7ff11000.etm.*; coresight devices: .*etm1" "$d/console.log" ||
+		{ echo "etm1 was not probed once CPU 1 came online" >&2; return 1; }
+	echo "etm1: not probed with CPU 1 offline (the driver said why), probed once CPU 1 came online"
+	check_trace "$d" mod || return 1
+}
+
 # check_hotplug fails with its own message on a run where CPU 1's trace unit is left as the
 # power-up left it (cspd.hotplug=1:norestart: the guest does not enable it again): its trace after
 # it came back is missing.
@@ -3259,7 +3275,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm trace-late-cpu)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).

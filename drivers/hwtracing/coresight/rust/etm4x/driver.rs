@@ -926,6 +926,16 @@ pub(crate) fn probe_etm<'a, B: Backend + 'a>(
         let ids = u.read_ids();
         u.restore_locks(found);
         ids
+    })
+    .inspect_err(|e| {
+        // The unit is read from its own CPU. Upstream's driver waits for the CPU to come online
+        // and probes then; this one does not.
+        if *e == ENXIO {
+            dev_err!(
+                dev,
+                "CPU{cpu} is offline: bind this trace unit again once it is online\n"
+            );
+        }
     })?
     .inspect_err(|e| dev_err!(dev, "trace unit not usable: {e}\n"))?;
     let name = CString::try_from_fmt(fmt!("etm{}", cpu))?;
