@@ -73,6 +73,17 @@ pub fn get_cpu(dev: &Device) -> Result<u32> {
     u32::try_from(cpu).map_err(|_| ENODEV)
 }
 
+/// Probes `dev` again with the drivers of its bus (`device_attach()`): for a component whose probe
+/// could not finish earlier (its CPU was offline). Returns whether a driver is bound to it now.
+///
+/// Process context; not with the device's lock held.
+pub fn probe_again(dev: &Device) -> Result<bool> {
+    // SAFETY: `dev` is a valid device, referenced for the call.
+    let ret = unsafe { bindings::device_attach(dev.as_raw()) };
+    to_result(ret)?;
+    Ok(ret > 0)
+}
+
 /// Returns whether the kernel runs at EL2 (arm64 with VHE): a trace unit's address comparators
 /// must then match Non-secure EL2, where the kernel's code runs, instead of excluding it.
 pub fn kernel_at_el2() -> bool {

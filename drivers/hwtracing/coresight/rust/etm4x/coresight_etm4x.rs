@@ -30,6 +30,7 @@
 use kernel::{
     amba,
     c_str,
+    cpuhp,
     driver::Registration,
     platform,
     prelude::*, //
@@ -66,11 +67,15 @@ module! {
 /// Name the C driver has.
 const DRIVER_NAME: &CStr = c_str!("coresight-etm4x");
 
-/// The module: the registrations of the memory-mapped units' AMBA driver and of the
-/// system-register units' platform driver.
+/// The module: the CPU hotplug state that probes the units whose CPU was offline, and the
+/// registrations of the memory-mapped units' AMBA driver and of the system-register units'
+/// platform driver. Dropped in that order: no probe from the hotplug state once the drivers go,
+/// the units still waiting for their CPU forgotten last.
 struct Etm4xModule {
+    _online: cpuhp::Registration<driver::ProbeWhenOnline>,
     _amba: Pin<KBox<Registration<amba::Adapter<driver::Etm4xAmba>>>>,
     _sysreg: Pin<KBox<Registration<platform::Adapter<sysreg::Etm4xSysReg>>>>,
+    _waiting: driver::Waiting,
 }
 
 impl kernel::Module for Etm4xModule {
@@ -80,12 +85,15 @@ impl kernel::Module for Etm4xModule {
             pr_err!("pm_save_enable={pm}: 0 (as the firmware says), 1 (never) or 2 (always)\n");
             return Err(EINVAL);
         }
+        let waiting = driver::Waiting::init();
         Ok(Self {
+            _online: cpuhp::Registration::new(c_str!("hwtracing/coresight_etm4x:online"))?,
             _amba: KBox::pin_init(Registration::new(DRIVER_NAME, module), GFP_KERNEL)?,
             _sysreg: KBox::pin_init(
                 Registration::new(c_str!("coresight-etm4x-sysreg"), module),
                 GFP_KERNEL,
             )?,
+            _waiting: waiting,
         })
     }
 }

@@ -55,6 +55,7 @@ use kernel::{
         SourceKind, //
     },
     cpu::CpuId,
+    cpuhp,
     device::{
         Bound,
         Core,
@@ -69,6 +70,7 @@ use kernel::{
     smp,
     str::CString,
     sync::{
+        aref::ARef,
         atomic::{
             Atomic,
             Relaxed, //
@@ -928,13 +930,13 @@ pub(crate) fn probe_etm<'a, B: Backend + 'a>(
         ids
     })
     .inspect_err(|e| {
-        // The unit is read from its own CPU. Upstream's driver waits for the CPU to come online
-        // and probes then; this one does not.
+        // The unit is read from its own CPU: probed again when the CPU comes online, as
+        // upstream's driver does.
         if *e == ENXIO {
-            dev_err!(
-                dev,
-                "CPU{cpu} is offline: bind this trace unit again once it is online\n"
-            );
+            match Waiting::add(cpu, dev.into()) {
+                Ok(()) => dev_info!(dev, "CPU{cpu} is offline: probed when it comes online\n"),
+                Err(_) => dev_err!(dev, "CPU{cpu} is offline, and cannot be waited for\n"),
+            }
         }
     })?
     .inspect_err(|e| dev_err!(dev, "trace unit not usable: {e}\n"))?;
@@ -963,6 +965,76 @@ pub(crate) fn probe_etm<'a, B: Backend + 'a>(
         SourceOps(etm.clone()),
         Save(for_dump),
     ))
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in `Waiting::init`, called once from the module's init before anything
+    // else uses it.
+    unsafe(uninit) static WAITING: Mutex<KVec<(u32, ARef<Device>)>> = KVec::new();
+}
+
+/// The units whose probe waits for their CPU to come online, with their CPU: emptied when the
+/// module goes (the value, owned by the module, drops last).
+pub(crate) struct Waiting(());
+
+impl Waiting {
+    /// Prepares the list; once, from the module's init.
+    pub(crate) fn init() -> Self {
+        // SAFETY: Called once, from the module's init, before any probe or CPU hotplug callback
+        // of this module can use the lock.
+        unsafe { WAITING.init() };
+        Waiting(())
+    }
+
+    /// Puts `dev` on the list for `cpu`.
+    fn add(cpu: u32, dev: ARef<Device>) -> Result {
+        let mut list = WAITING.lock();
+        if !list
+            .iter()
+            .any(|(c, d)| *c == cpu && core::ptr::eq::<Device>(&**d, &*dev))
+        {
+            list.push((cpu, dev), GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.lock().clear();
+    }
+}
+
+/// Probes again, when a CPU comes online, the units that waited for it.
+pub(crate) struct ProbeWhenOnline;
+
+impl cpuhp::Online for ProbeWhenOnline {
+    fn online(cpu: u32) -> Result {
+        let mut waiting = KVec::new();
+        {
+            let mut list = WAITING.lock();
+            let mut i = 0;
+            while i < list.len() {
+                if list[i].0 == cpu {
+                    let (_, dev) = list.remove(i).map_err(|_| EINVAL)?;
+                    waiting.push(dev, GFP_KERNEL)?;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for dev in waiting {
+            // A unit that still cannot be probed says why; the CPU comes online regardless.
+            if let Err(e) = coresight::probe_again(&dev) {
+                dev_err!(
+                    &*dev,
+                    "not probed after CPU{cpu} came online ({})\n",
+                    e.to_errno()
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `pm_save_enable`: save and restore as the firmware describes the unit.
