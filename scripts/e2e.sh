@@ -3117,11 +3117,12 @@ scenario_etm-sysfs-listing() {
 # again after that; the guest saw the core end the unit's sysfs session as the CPU went
 # (enable_source 0 while offline and after it came back, as upstream's drivers on Linux 7.3) and
 # enabled it again. csdump's decode of CPU MARKER's trace runs version_proc_show, what the guest
-# ran on it after it came back.
+# ran on it after it came back (MARKER -: not checked). HOTPLUG_PREFIX: what the guest's lines
+# say first ("upstream: " in upstream-drivers' sequence).
 check_hotplug() {
-	local d=$1 marker=$2 c up line console rc
+	local d=$1 marker=$2 c up line console rc pre=${HOTPLUG_PREFIX:-}
 	shift 2
-	console=$(tr -d '\r' <"$d/console.log" | sed -n 's/^.*\] \(CSPD: hotplug: .*\)$/\1/p')
+	console=$(tr -d '\r' <"$d/console.log" | sed -n "s/^.*\] \(CSPD: ${pre}hotplug: .*\)$/\1/p")
 	for c in "$@"; do
 		up=$(grep -n "^qemu-coresight: cpu $c: powered down and up" "$d/plugin.log" | tail -n 1 | cut -d: -f1)
 		[ -n "$up" ] || { echo "FAIL: the plugin saw no power-down of CPU$c (plugin.log)" >&2; return 1; }
@@ -3135,15 +3136,15 @@ check_hotplug() {
 		}
 		for line in "cpu$c online=0, etm$c enable_source=0" "cpu$c online=1, etm$c enable_source=0" \
 			"etm$c enabled again: enable_source=1"; do
-			grep -qxF "CSPD: hotplug: $line" <<<"$console" || {
-				echo "FAIL: the guest did not say 'hotplug: $line'; it said:" >&2
+			grep -qxF "CSPD: ${pre}hotplug: $line" <<<"$console" || {
+				echo "FAIL: the guest did not say '${pre}hotplug: $line'; it said:" >&2
 				sed 's/^/  /' <<<"$console" >&2
 				return 1
 			}
 		done
 		echo "CPU$c offline and online: its ETM's sysfs session ended as it went, the plugin reset its trace unit and debug logic at its power-up (plugin.log line $up), the unit was enabled again after it"
 	done
-	check_marker "$d" "$marker"
+	[ "$marker" = - ] || check_marker "$d" "$marker"
 }
 
 # check_marker DIR CPU: csdump's decode of CPU's trace runs version_proc_show, which the guest read
@@ -3272,6 +3273,16 @@ scenario_trace-late-cpu() {
 		check_late_cpu "$d/neg"
 }
 
+# The same hotplug steps on upstream's C drivers (the upstream kernel, upstream-drivers' sequence
+# with cspd.hotplug=1,0), which this project's follow: check_hotplug on its console and plugin log
+# (the sysfs session of each CPU's unit ended as it went, enable_source 0 while offline and after
+# it came back, the unit enabled again after its power-up).
+scenario_upstream-hotplug() {
+	local d=$RUNS/upstream-hotplug
+	sysfs_run "$d" upstream "cspd.hotplug=1,0" || return 1
+	HOTPLUG_PREFIX="upstream: " check_hotplug "$d" - 1 0
+}
+
 # check_hotplug fails with its own message on a run where CPU 1's trace unit is left as the
 # power-up left it (cspd.hotplug=1:norestart: the guest does not enable it again): its trace after
 # it came back is missing.
@@ -3291,7 +3302,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
 	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
-	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm trace-late-cpu)
+	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm trace-late-cpu upstream-hotplug)
 
 # Dies unless the cache directory, QEMU and the module variant's kernel and initramfs are there
 # (what the benchmarks' boots need).
