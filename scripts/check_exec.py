@@ -498,8 +498,14 @@ class Matcher:
                 lost = None
                 e = ev[i]
             took = False
-            if e[0] == "X" and e[2] & 0x7F:
-                raise Bad(f"CPU{self.cpu}: csdump's exception at event {i} enters {e[2]:#x}, which is not an "
+            if e[0] == "X" and e[2] is None and self.untraced and self.untraced(b[0]):
+                # An exception into code the trace unit did not trace (its vector outside the
+                # traced range): the trace gives where it returns, not its target. Judged as an
+                # exception into B.
+                e = ("X", e[1], b[0])
+            if e[0] == "X" and (e[2] is None or e[2] & 0x7F):
+                into = "no target" if e[2] is None else f"{e[2]:#x}"
+                raise Bad(f"CPU{self.cpu}: csdump's exception at event {i} enters {into}, which is not an "
                           "exception vector (vector entries are 0x80 apart)")
             if e[0] == "X" and e[2] == b[0]:
                 # An exception into B; A's last branch may have been taken first.
