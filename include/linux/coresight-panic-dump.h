@@ -52,7 +52,8 @@ struct coresight_dump_desc {
 	size_t max_bytes;		/* slot size reserved in the region */
 	enum coresight_dump_payload payload;	/* layout of the data (0: opaque) */
 	coresight_dump_fn dump;
-	void *data;			/* passed to @dump */
+	void *data;			/* passed to @dump and @metadata */
+	coresight_dump_fn metadata;	/* optional: what decodes the data, see below */
 };
 
 /* A registration, opaque: what coresight_dump_add() returns and coresight_dump_del() takes. */
@@ -68,6 +69,15 @@ struct coresight_dump_entry;
  * free what it uses; while a panic is being dumped (its CPU may be inside @dump) it never
  * returns. It sleeps (a mutex): process context only.
  *
+ * coresight_dump_metadata_changed() records, while the kernel runs, what a reader needs to
+ * decode each registration's data (a trace source's configuration): it calls every @metadata
+ * into its registration's slot and commits the region, so that a dump is decodable when no
+ * panic-time step runs (kdump without crash_kexec_post_notifiers). A trace source driver calls
+ * it when it starts tracing with a configuration it has not recorded yet. It may be called in
+ * any context; @metadata runs with interrupts off, must not sleep, and returns -ENODATA when it
+ * has nothing to record (the slot is left as it is). It returns -EBUSY while a panic is being
+ * dumped, -ENODEV without the core or a region.
+ *
  * coresight_dump_stop_addrs() copies up to @max of the crash path's entry addresses (the core's
  * stop_at parameter) to @addrs and returns how many: a trace source driver programs them as
  * stop points when it starts tracing, so that its trace ends where the crash began.
@@ -75,6 +85,7 @@ struct coresight_dump_entry;
 #if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
 struct coresight_dump_entry *coresight_dump_add(const struct coresight_dump_desc *desc);
 void coresight_dump_del(struct coresight_dump_entry *entry);
+int coresight_dump_metadata_changed(void);
 int coresight_dump_stop_addrs(unsigned long *addrs, unsigned int max);
 #else
 static inline struct coresight_dump_entry *
@@ -84,6 +95,11 @@ coresight_dump_add(const struct coresight_dump_desc *desc)
 }
 
 static inline void coresight_dump_del(struct coresight_dump_entry *entry) { }
+
+static inline int coresight_dump_metadata_changed(void)
+{
+	return -ENODEV;
+}
 
 static inline int coresight_dump_stop_addrs(unsigned long *addrs, unsigned int max)
 {

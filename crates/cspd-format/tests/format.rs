@@ -1329,3 +1329,147 @@ fn module_list_refuses_what_it_cannot_hold() {
         MODULE_NAME_MAX
     );
 }
+
+/// A commit made while the kernel ran carries `RECORD_FLAG_RUNTIME` in its header and is
+/// otherwise the commit `write_commit` makes: same offset, same payload, a clean region.
+#[test]
+fn commit_flagged_at_run_time() {
+    let (region, l) = sample_region();
+    let mut runtime = region.clone();
+    // Back to before the commit: the chain ends where the commit was.
+    runtime[l.commit..l.used].fill(0);
+    assert!(matches!(
+        parse_region(&runtime).unwrap().records().last(),
+        Some(Err(FormatError::MissingCommit { .. }))
+    ));
+    assert_eq!(
+        write_commit_flagged(&mut runtime, RECORD_FLAG_RUNTIME).unwrap(),
+        l.used
+    );
+    let recs: Vec<_> = parse_region(&runtime)
+        .unwrap()
+        .records()
+        .map(Result::unwrap)
+        .collect();
+    let commit = recs.last().unwrap();
+    assert_eq!(commit.header.kind, RecordKind::Commit);
+    assert_eq!(commit.offset, l.commit);
+    assert_eq!(commit.header.flags, RECORD_FLAG_RUNTIME);
+    let plain: Vec<_> = parse_region(&region)
+        .unwrap()
+        .records()
+        .map(Result::unwrap)
+        .collect();
+    let plain_commit = plain.last().unwrap();
+    assert_eq!(plain_commit.header.flags, 0, "write_commit sets no flag");
+    assert_eq!(commit.data, plain_commit.data);
+    assert!(validate(&runtime).unwrap().is_clean());
+    // Only the commit record's header differs.
+    let diff: Vec<usize> = (0..region.len())
+        .filter(|&i| region[i] != runtime[i])
+        .collect();
+    assert!(!diff.is_empty());
+    assert!(
+        diff.iter()
+            .all(|&i| (l.commit..l.commit + RECORD_HEADER_SIZE).contains(&i)),
+        "{diff:?}"
+    );
+    // A flagged commit is refused, as a plain one is, when there is no room for it.
+    let mut full = runtime.clone();
+    full[l.commit..].fill(0);
+    let cut = &mut full[..l.commit + COMMIT_RECORD_SIZE - 8];
+    assert!(write_commit_flagged(cut, RECORD_FLAG_RUNTIME).is_err());
+}
+
+/// A capture kernel's container: one record, flagged `RECORD_FLAG_CAPTURE` whatever flags it
+/// was given, stamped with the container's stamp, then the commit; read back by `parse_region`
+/// with every check passing.
+#[test]
+fn seal_capture_round_trips_through_parse_region() {
+    use cspd_format::capture::*;
+    let data: Vec<u8> = (0..100u32).map(|i| (i * 13 + 1) as u8).collect();
+    let cap = 104;
+    let size = capture_container_size(cap).unwrap();
+    assert_eq!(
+        size,
+        CONTAINER_HEADER_SIZE + RECORD_HEADER_SIZE + 104 + COMMIT_RECORD_SIZE
+    );
+    assert_eq!(capture_container_size(100), None, "not a multiple of 8");
+    assert_eq!(
+        capture_container_size(u32::MAX - 7).map(|n| n > 0),
+        Some(true)
+    );
+    // Leftovers of a previous use of the buffer.
+    let mut buf = vec![0xEEu8; size];
+    assert!(capture_data_mut(&mut buf, cap + COMMIT_RECORD_SIZE as u32 + 8).is_none());
+    capture_data_mut(&mut buf, cap).unwrap()[..data.len()].copy_from_slice(&data);
+    let mut h = RecordHeader::new(RecordKind::Sink, b"tmc_etf0", cap, 0x1234);
+    h.status = RecordStatus::Ok;
+    h.payload = PayloadType::Tmc;
+    h.length = data.len() as u32;
+    h.flags = 1 << 7;
+    assert_eq!(seal_capture(&mut buf, [3; 16], &h).unwrap(), size);
+
+    let region = parse_region(&buf).unwrap();
+    assert_eq!(region.header().boot_id, [3; 16]);
+    assert_eq!(region.header().region_size, size as u64);
+    let recs: Vec<_> = region.records().map(Result::unwrap).collect();
+    assert_eq!(recs.len(), 2);
+    let r = &recs[0];
+    assert_eq!(r.header.kind, RecordKind::Sink);
+    assert_eq!(r.header.name_bytes(), b"tmc_etf0");
+    assert_eq!(r.header.payload, PayloadType::Tmc);
+    assert_eq!(r.header.status, RecordStatus::Ok);
+    assert_eq!(r.header.flags, RECORD_FLAG_CAPTURE | 1 << 7);
+    assert_eq!(r.header.flags & RECORD_FLAG_RUNTIME, 0);
+    assert_eq!(r.header.stamp, region.header().stamp);
+    assert_eq!(r.data, &data[..]);
+    assert_eq!(recs[1].header.kind, RecordKind::Commit);
+    let c = Commit::decode(recs[1].data).unwrap();
+    assert_eq!((c.records, c.used_bytes), (1, size as u64));
+    assert!(validate(&buf).unwrap().is_clean());
+
+    // A buffer of another size, or a capacity that is no multiple of 8: refused.
+    let mut short = vec![0u8; size - 8];
+    assert!(matches!(
+        seal_capture(&mut short, [3; 16], &h),
+        Err(FormatError::BufferTooSmall { .. })
+    ));
+    let mut odd = h;
+    odd.capacity = 100;
+    assert!(matches!(
+        seal_capture(&mut buf.clone(), [3; 16], &odd),
+        Err(FormatError::BadCapacity { .. })
+    ));
+    // A flipped data byte is named by the reader.
+    let mut bad = buf.clone();
+    bad[CONTAINER_HEADER_SIZE + RECORD_HEADER_SIZE + 7] ^= 1;
+    assert!(parse_region(&bad).unwrap().records().any(|r| r.is_err()));
+}
+
+/// The device dump name: the prefix and the record's name, cut to the kernel's 43 bytes.
+#[test]
+fn capture_dump_name_is_the_prefix_and_the_record_name_cut_to_43_bytes() {
+    use cspd_format::capture::*;
+    let mut out = [0u8; 64];
+    let n = capture_dump_name(b"tmc_etf0", &mut out).unwrap();
+    assert_eq!(&out[..n], b"coresight_capture:tmc_etf0");
+    assert!(is_capture_dump_name(&out[..n]));
+    // A record name of 32 bytes (NAME_SIZE): the dump name is cut to 43.
+    let long = [b'x'; NAME_SIZE];
+    let n = capture_dump_name(&long, &mut out).unwrap();
+    assert_eq!(n, 43);
+    assert_eq!(CAPTURE_DUMP_NAME_MAX, 43);
+    assert_eq!(&out[..18], CAPTURE_DUMP_PREFIX.as_bytes());
+    assert_eq!(&out[18..43], &[b'x'; 25]);
+    assert_eq!(out[43], 0, "nothing written past the cut");
+    // Exactly room for it; one byte less; an empty name.
+    assert_eq!(capture_dump_name(b"etb", &mut [0u8; 21]), Some(21));
+    assert_eq!(capture_dump_name(b"etb", &mut [0u8; 20]), None);
+    assert_eq!(capture_dump_name(b"", &mut out), None);
+    // Only the prefix and a name is a capture dump's name.
+    assert!(!is_capture_dump_name(b"coresight_capture:"));
+    assert!(!is_capture_dump_name(b"coresight_panic_dump"));
+    assert!(!is_capture_dump_name(b"coresight_tracedata@7e000000"));
+    assert!(!is_capture_dump_name(b"xcoresight_capture:tmc_etf0"));
+}

@@ -497,7 +497,7 @@ fn panic_save_keeps_the_viewinst_state() {
         s.hw_stop(),
         Some(HwStop {
             stop_points: 2,
-            stopped: false
+            stopped: Some(false)
         })
     );
     // The stop points' comparators are saved, and no other.
@@ -1258,4 +1258,77 @@ fn sysfs_exclude_ranges_single_addresses_and_comparator_levels_as_upstream() {
     // reset forgets all of it.
     s.reset(1, &ids);
     assert_eq!(s, SysfsSettings::default());
+}
+
+/// What the driver records at enable, for a dump no panic-time step completes, is what the panic
+/// path reads back from the unit so programmed (the registers a decoder uses), and says it was
+/// not read: the sysfs filter with stop points, perf's filters, on both interfaces.
+#[test]
+fn the_configuration_recorded_at_enable_is_what_the_unit_holds() {
+    let mut set = SysfsSettings::default();
+    set.set_mode(u64::from(mode::VIEWINST_STARTSTOP | mode::EXCL_USER));
+    for (model_iface, iface) in INTERFACES {
+        let mut m = Etm4xModel::new(ModelIds::CORTEX_A53, model_iface);
+        let ids = Etm4x::new(&mut m, iface, T).read_ids().unwrap();
+        let mut set = set;
+        set.set_addr_idx(2, &ids).unwrap();
+        set.set_range(0xFFFF_8000_8010_0000, 0xFFFF_8000_8010_0FFC, None)
+            .unwrap();
+        set.set_addr_idx(5, &ids).unwrap();
+        set.set_point(0xFFFF_8000_8020_0000, false, &ids).unwrap();
+        let sysfs = TraceConfig::for_sysfs(&ids, 0x14, true, &set, false).unwrap();
+        let perf_opts = PerfOptions {
+            filters: &[PerfFilter::Range {
+                start: 0x40_0000,
+                stop: 0x40_1000,
+            }],
+            ..PerfOptions::default()
+        };
+        let perf = TraceConfig::for_perf(&ids, 0x16, &perf_opts, false).unwrap();
+        for (cfg, session) in [(sysfs, SAVED_SESSION_SYSFS), (perf, SAVED_SESSION_PERF)] {
+            let (cfg, _) = cfg.with_stop_points(&ids, &STOPS[..2], false);
+            Etm4x::new(&mut m, iface, T).enable(&cfg).unwrap();
+            let recorded = cfg.recorded_state(&ids, 3, session);
+            let read = Etm4x::new(&mut m, iface, T).panic_save(3);
+            assert_eq!(read.outcome, SaveOutcome::Ok);
+            assert_eq!(
+                (recorded.trcconfigr, recorded.trctraceidr, recorded.idr),
+                (read.trcconfigr, read.trctraceidr, read.idr),
+                "{iface:?}: configuration and ID registers"
+            );
+            assert_eq!(
+                (recorded.authstatus, recorded.devarch),
+                (read.authstatus, read.devarch)
+            );
+            // No stop point was reached: the logic is where the enable put it.
+            assert_eq!(recorded.trcvictlr, read.trcvictlr, "{iface:?}: TRCVICTLR");
+            assert_eq!(
+                (recorded.trcvissctlr, recorded.trcviiectlr),
+                (read.trcvissctlr, read.trcviiectlr)
+            );
+            assert_eq!(recorded.cmp_saved, read.cmp_saved, "{iface:?}: comparators");
+            assert_eq!((recorded.acvr, recorded.acatr), (read.acvr, read.acatr));
+            assert_eq!(
+                recorded.perf_metadata(-1),
+                read.perf_metadata(-1),
+                "{iface:?}: perf's metadata"
+            );
+            assert!(recorded.programmed_only() && !read.programmed_only());
+            let want = if session == SAVED_SESSION_PERF {
+                "perf"
+            } else {
+                "sysfs"
+            };
+            assert_eq!(recorded.session(), Some(want));
+            assert_eq!(
+                recorded.hw_stop().map(|h| (h.stop_points, h.stopped)),
+                Some((2, None)),
+                "whether a stop point was reached is not known at enable"
+            );
+            let mut buf = [0u8; SAVED_STATE_SIZE];
+            recorded.encode(&mut buf).unwrap();
+            assert_eq!(SavedState::decode(&buf), Ok(recorded));
+            Etm4x::new(&mut m, iface, T).disable().unwrap();
+        }
+    }
 }

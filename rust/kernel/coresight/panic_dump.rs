@@ -206,6 +206,8 @@ pub struct DescView {
     pub dump: RawDumpFn,
     /// The callback's argument.
     pub data: *mut c_void,
+    /// What records the data's decode metadata while the kernel runs, if anything.
+    pub metadata: Option<RawDumpFn>,
 }
 
 impl DescView {
@@ -242,14 +244,16 @@ impl DescView {
             payload,
             dump,
             data: d.data,
+            metadata: d.metadata,
         })
     }
 }
 
 /// Says once, in the kernel log, when a trace sink starts capturing while a panic would start
 /// a kdump capture kernel before the panic dump runs (a capture kernel is loaded and
-/// `crash_kexec_post_notifiers` is off): the dump would then hold no trace. The kdump policy
-/// is the user's; this tells them how to change it. Sink drivers call it when they enable.
+/// `crash_kexec_post_notifiers` is off): the trace then reaches the vmcore only through the
+/// capture kernel's TMC driver, and no CPU is sampled. The kdump policy is the user's; this
+/// tells them both ways. Sink drivers call it when they enable.
 pub fn note_sink_enabled() {
     use crate::sync::atomic::{
         Atomic,
@@ -259,8 +263,10 @@ pub fn note_sink_enabled() {
     if crate::panic_notifier::kdump_runs_before_notifiers() && !SAID.xchg(true, Relaxed) {
         crate::pr_warn!(
             "coresight: a kdump capture kernel is loaded and crash_kexec_post_notifiers is off: \
-             kdump starts before the CoreSight panic dump runs, so the dump will hold no trace; \
-             to run it first, boot with crash_kexec_post_notifiers or write 1 to \
+             kdump starts before the CoreSight panic dump runs; the trace stays in the sink for \
+             the capture kernel's TMC driver (built in, or loaded before /proc/vmcore is read) \
+             to hand over, with no CPU debug sample; to run the dump first, boot with \
+             crash_kexec_post_notifiers or write 1 to \
              /sys/module/kernel/parameters/crash_kexec_post_notifiers\n"
         );
     }
@@ -304,6 +310,41 @@ pub trait DumpCallback: Sync {
     /// poll without a bound. An error is recorded in the callback's record with the bytes it
     /// reports through `written` (a device that stopped answering half way keeps what was read).
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result;
+
+    /// Whether [`DumpCallback::metadata`] records anything: only then does the core call it.
+    const HAS_METADATA: bool = false;
+
+    /// Writes what a reader needs to decode this registration's record (a trace source's
+    /// configuration and ID registers) into `buf`, while the kernel runs, and returns how many
+    /// bytes it wrote through `written`; [`ENODATA`] when there is nothing to record (the slot
+    /// is left as it is).
+    ///
+    /// Called from [`metadata_changed`], with interrupts off and the core's region lock held:
+    /// it must not sleep, and must not call [`metadata_changed`].
+    fn metadata(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let _ = (buf, written);
+        Err(ENODATA)
+    }
+}
+
+/// Records the decode metadata of every registration that has some
+/// ([`DumpCallback::metadata`]) in its slot and commits the region, so that a dump is decodable
+/// when no panic-time step runs (kdump without `crash_kexec_post_notifiers`).
+///
+/// A trace source driver calls it when it starts tracing with a configuration it has not
+/// recorded yet. Any context; must not be called with a lock held that a
+/// [`DumpCallback::metadata`] takes. Fails with [`EBUSY`] while a panic is being dumped and
+/// [`ENODEV`] without the core or a region.
+pub fn metadata_changed() -> Result {
+    #[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+    {
+        // SAFETY: No requirement; callable in any context.
+        crate::error::to_result(unsafe { bindings::coresight_dump_metadata_changed() })
+    }
+    #[cfg(not(CONFIG_CORESIGHT_PANIC_DUMP))]
+    {
+        Err(ENODEV)
+    }
 }
 
 /// What a registration asks of the core.
@@ -381,6 +422,11 @@ impl<T: DumpCallback> Registration<T> {
                         payload: info.payload as u32,
                         dump: Some(Self::trampoline),
                         data: me.cast(),
+                        metadata: if T::HAS_METADATA {
+                            Some(Self::metadata_trampoline)
+                        } else {
+                            None
+                        },
                     })
                 };
                 let entry = Self::add(desc)?;
@@ -435,6 +481,31 @@ impl<T: DumpCallback> Registration<T> {
         unsafe { *len = written };
         ret
     }
+
+    /// The C metadata callback: calls [`DumpCallback::metadata`] on the registration in `data`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::trampoline`].
+    unsafe extern "C" fn metadata_trampoline(
+        data: *mut c_void,
+        buf: *mut c_void,
+        size: usize,
+        len: *mut usize,
+    ) -> c_int {
+        // SAFETY: By the safety requirements `data` is a live, pinned `Self`.
+        let this = unsafe { &*data.cast::<Self>() };
+        // SAFETY: By the safety requirements `buf` is valid for `size` bytes, exclusively.
+        let slot = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
+        let mut written = 0;
+        let ret = match this.callback.metadata(slot, &mut written) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        // SAFETY: `len` is valid for writes.
+        unsafe { *len = written };
+        ret
+    }
 }
 
 #[pinned_drop]
@@ -448,4 +519,71 @@ impl<T: DumpCallback> PinnedDrop for Registration<T> {
         #[cfg(not(CONFIG_CORESIGHT_PANIC_DUMP))]
         let _ = self;
     }
+}
+
+/// Hands a record over from a kdump capture kernel: `fill` writes, into a data area of
+/// `info.max_bytes`, what the panic path would have written for this device from what the
+/// hardware kept after the crash (a trace sink the crashed kernel left capturing), and the record
+/// reaches `/proc/vmcore` as a device dump ([`format::capture`]) that the host tool joins to the
+/// crashed kernel's region.
+///
+/// `fill` works as [`DumpCallback::dump`]: it returns how many bytes it wrote through its second
+/// argument, and an error that the record keeps (with the bytes written, as a partial record).
+/// Runs `fill` before it returns, in process context (a driver's probe). Fails with [`EPERM`]
+/// outside a capture kernel, [`EINVAL`] for a size the record cannot have, and as
+/// [`crash_dump::add_device_dump`](crate::crash_dump::add_device_dump) does.
+#[cfg(CONFIG_CORESIGHT_PANIC_DUMP)]
+pub fn hand_over_capture(
+    info: DumpInfo<'_>,
+    fill: impl FnOnce(&mut [u8], &mut usize) -> Result,
+) -> Result {
+    use crate::crash_dump;
+    use format::{
+        capture,
+        RecordHeader,
+        RecordKind,
+        RecordStatus,
+        SlotAllocator,
+        BOOT_ID_SIZE,
+        CPU_NONE, //
+    };
+
+    if !crash_dump::is_kdump_kernel() {
+        return Err(EPERM);
+    }
+    let capacity = SlotAllocator::capacity_for(info.max_bytes).ok_or(EINVAL)?;
+    let size = capture::capture_container_size(capacity).ok_or(EINVAL)?;
+    let record_name = info.name.to_bytes();
+    let mut name = [0u8; capture::CAPTURE_DUMP_NAME_MAX + 1];
+    let n = capture::capture_dump_name(record_name, &mut name).ok_or(EINVAL)?;
+    let name = CStr::from_bytes_with_nul(name.get(..=n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
+    let kind = match info.kind {
+        DumpType::CpuDebug => RecordKind::CpuDebug,
+        DumpType::Source => RecordKind::Source,
+        DumpType::Sink => RecordKind::Sink,
+        DumpType::Other => RecordKind::Other,
+    };
+    crash_dump::add_device_dump(name, size, |buf| {
+        let data = capture::capture_data_mut(buf, capacity).ok_or(EINVAL)?;
+        let mut len = 0usize;
+        let ret = fill(data, &mut len);
+        let mut h = RecordHeader::new(kind, record_name, capacity, 0);
+        h.cpu = info.cpu.unwrap_or(CPU_NONE);
+        h.payload = info.payload.into();
+        // CAST: `capacity` is a `u32`.
+        let cap = capacity as usize;
+        h.status = match &ret {
+            _ if len > cap => RecordStatus::Truncated,
+            Ok(()) => RecordStatus::Ok,
+            Err(_) if len > 0 => RecordStatus::Partial,
+            Err(_) => RecordStatus::CallbackError,
+        };
+        h.error = ret.err().map_or(0, |e| e.to_errno());
+        // CAST: bounded by `capacity`.
+        h.length = len.min(cap) as u32;
+        let mut boot_id = [0u8; BOOT_ID_SIZE];
+        crate::random::fill_bytes(&mut boot_id);
+        capture::seal_capture(buf, boot_id, &h)?;
+        Ok(())
+    })
 }

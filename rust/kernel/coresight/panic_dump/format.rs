@@ -36,6 +36,9 @@
 //! - CRC is CRC-32/IEEE (reflected 0xEDB88320, init and xorout 0xFFFFFFFF), as `~crc32_le(~0, ..)`
 //!   ([`crc`]).
 //! - The region's address and size are published in vmcoreinfo ([`vmcoreinfo`]).
+//! - A record's flags say who wrote it when the panic path did not: the kernel while it ran (a
+//!   trace source's decode metadata, at enable; a commit made then) or a kdump capture kernel,
+//!   which hands its records over in containers of their own ([`capture`]).
 //!
 //! The module is plain `core` Rust with no allocation, no panic on bad input and no unbounded
 //! loop. It is compiled into the kernel crate and, unchanged, into the host crates (through
@@ -43,6 +46,7 @@
 //! [`kernel::crc`].
 
 mod bytes;
+pub mod capture;
 pub mod commit;
 pub mod cpu_debug;
 pub mod crc;

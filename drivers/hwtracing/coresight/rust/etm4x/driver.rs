@@ -138,6 +138,11 @@ pub(crate) struct Etm<B: Backend> {
     programmed: SpinLockIrq<Option<TraceConfig>>,
     /// perf holds the session paused (1) or not (0): the unit is programmed back paused.
     paused: Atomic<u32>,
+    /// The last configuration the unit was enabled with, and its session: what its record
+    /// holds while the kernel runs (see [`Etm::record_config`]); kept after a disable, since
+    /// the sink may still hold that session's trace.
+    #[pin]
+    recorded: SpinLockIrq<Option<(TraceConfig, u32)>>,
     name: CString,
 }
 
@@ -196,8 +201,31 @@ impl<B: Backend> Etm<B> {
             settings <- new_spinlock!(SysfsSettings::default(), "coresight_etm4x_settings"),
             programmed <- new_spinlock_irq!(None, "coresight_etm4x_programmed"),
             paused: Atomic::new(0),
+            recorded <- new_spinlock_irq!(None, "coresight_etm4x_recorded"),
             name,
         })
+    }
+
+    /// Has the panic-dump core record `cfg` as this unit's decode metadata, when it is not the
+    /// configuration recorded last: a dump that no panic-time step completes (kdump without
+    /// `crash_kexec_post_notifiers`) is then decodable. Any context (perf's, interrupts off).
+    fn record_config(&self, cfg: TraceConfig, session: u32) {
+        {
+            let mut recorded = self.recorded.lock();
+            if *recorded == Some((cfg, session)) {
+                return;
+            }
+            *recorded = Some((cfg, session));
+        }
+        // The lock is released: the core calls back into `Save::metadata`, which takes it.
+        match panic_dump::metadata_changed() {
+            Ok(()) | Err(ENODEV) => {}
+            Err(e) => pr_warn!(
+                "{}: trace configuration not recorded in the dump region ({})\n",
+                &*self.name,
+                e.to_errno()
+            ),
+        }
     }
 
     /// Runs `f` on the trace unit with its registers claimed, on the unit's CPU (where its power
@@ -730,6 +758,9 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         etm.paused.store(0, Relaxed);
         *etm.programmed.lock() = programmed;
         etm.session.store(SAVED_SESSION_SYSFS, Relaxed);
+        if let Some(cfg) = programmed {
+            etm.record_config(cfg, SAVED_SESSION_SYSFS);
+        }
         dev_dbg!(
             csdev.as_device(),
             "ETM tracing enabled, trace ID {:#x}\n",
@@ -771,6 +802,9 @@ impl<B: Backend> coresight::Operations for SourceOps<B> {
         etm.paused.store(u32::from(paused), Relaxed);
         *etm.programmed.lock() = programmed;
         etm.session.store(SAVED_SESSION_PERF, Relaxed);
+        if let Some(cfg) = programmed {
+            etm.record_config(cfg, SAVED_SESSION_PERF);
+        }
         Ok(())
     }
 
@@ -908,6 +942,18 @@ impl<B: Backend> DumpCallback for Save<B> {
             pr_emerg!("{}: {}\n", &*etm.name, saved.outcome.name());
             return Err(EIO);
         }
+        Ok(())
+    }
+
+    const HAS_METADATA: bool = true;
+
+    fn metadata(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let etm = &*self.0;
+        let Some((cfg, session)) = *etm.recorded.lock() else {
+            return Err(ENODATA);
+        };
+        let state = cfg.recorded_state(&etm.ids, etm.cpu, session);
+        *written = state.encode(buf).map_err(|_| ENOSPC)?;
         Ok(())
     }
 }

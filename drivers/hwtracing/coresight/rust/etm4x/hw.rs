@@ -35,6 +35,7 @@ use kernel::{
             SAVED_FILTER_VALID,
             SAVED_OS_LOCK_FOUND,
             SAVED_OS_LOCK_RESTORED,
+            SAVED_PROGRAMMED,
             SAVED_REGS_VALID,
             SAVED_SW_LOCK_FOUND,
             SAVED_VIEWINST_VALID, //
@@ -1329,15 +1330,7 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
     fn save_filter(&mut self, s: &mut SavedState, ids: &Etm4xIds) {
         let total = TraceConfig::addr_comparators(ids);
         s.trcviiectlr = self.io.read(TRCVIIECTLR).into_raw();
-        // Each include or exclude bit selects a comparator pair.
-        let pairs = (s.trcviiectlr | (s.trcviiectlr >> 16)) & 0xFF;
-        let mut used = s.trcvissctlr | (s.trcvissctlr >> 16);
-        used &= 0xFFFF;
-        for p in 0..8 {
-            if pairs & (1 << p) != 0 {
-                used |= 0b11 << (2 * p);
-            }
-        }
+        let used = selected_comparators(s.trcviiectlr, s.trcvissctlr);
         for n in 0..total {
             if used & (1 << n) == 0 {
                 continue;
@@ -1434,6 +1427,60 @@ impl<'a, A: CsAccess> Etm4x<'a, A> {
         }
         if sw_locked {
             self.sw_lock();
+        }
+        s
+    }
+}
+
+/// The single address comparators the ViewInst controls select, one bit each: the pairs
+/// `TRCVIIECTLR` includes or excludes, and the start and stop points of `TRCVISSCTLR`.
+fn selected_comparators(viiectlr: u32, vissctlr: u32) -> u32 {
+    // Each include or exclude bit selects a comparator pair.
+    let pairs = (viiectlr | (viiectlr >> 16)) & 0xFF;
+    let mut used = (vissctlr | (vissctlr >> 16)) & 0xFFFF;
+    for p in 0..8 {
+        if pairs & (1 << p) != 0 {
+            used |= 0b11 << (2 * p);
+        }
+    }
+    used
+}
+
+impl TraceConfig {
+    /// The record of this configuration as the unit of `cpu` (identified by `ids`) is programmed
+    /// with it, for a dump that no panic-time step completes: the registers a decoder needs
+    /// (`TRCCONFIGR`, `TRCTRACEIDR`, the ID registers, the ViewInst controls and comparators),
+    /// flagged [`SAVED_PROGRAMMED`] and with `session` (a `SAVED_SESSION_*` bit).
+    pub fn recorded_state(&self, ids: &Etm4xIds, cpu: u32, session: u32) -> SavedState {
+        let mut s = SavedState {
+            cpu,
+            flags: SAVED_REGS_VALID
+                | SAVED_VIEWINST_VALID
+                | SAVED_FILTER_VALID
+                | SAVED_PROGRAMMED
+                | session,
+            trcconfigr: self.configr,
+            trctraceidr: self.traceidr,
+            authstatus: ids.authstatus,
+            devarch: ids.devarch,
+            trcprgctlr: 1,
+            idr: ids.idr,
+            trcvictlr: self.victlr,
+            trcvissctlr: self.vissctlr,
+            trcviiectlr: self.viiectlr,
+            ..SavedState::default()
+        };
+        let used = selected_comparators(self.viiectlr, self.vissctlr);
+        let programmed = self.comparators.iter().zip(self.acatr_levels.iter());
+        for (n, (addr, levels)) in programmed.enumerate().take(self.nr_comparators) {
+            if used & (1 << n) == 0 {
+                continue;
+            }
+            if let (Some(v), Some(a)) = (s.acvr.get_mut(n), s.acatr.get_mut(n)) {
+                *v = *addr;
+                *a = self.acatr | levels;
+                s.cmp_saved |= 1 << n;
+            }
         }
         s
     }

@@ -30,6 +30,12 @@ void coresight_dump_del(struct coresight_dump_entry *entry)
 }
 EXPORT_SYMBOL_GPL(coresight_dump_del);
 
+int coresight_dump_metadata_changed(void)
+{
+	return cspd_dump_metadata_changed();
+}
+EXPORT_SYMBOL_GPL(coresight_dump_metadata_changed);
+
 /*
  * The crash path's first printing functions: panic(), and for an oops die() and, before it,
  * arm64's die_kernel_fault(), which prints the fault before it calls die().

@@ -10,5 +10,6 @@
 
 struct coresight_dump_entry *cspd_dump_add(const struct coresight_dump_desc *desc);
 void cspd_dump_del(struct coresight_dump_entry *entry);
+int cspd_dump_metadata_changed(void);
 
 #endif /* _CORESIGHT_PANIC_DUMP_INTERNAL_H */

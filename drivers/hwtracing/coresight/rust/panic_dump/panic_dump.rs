@@ -48,6 +48,7 @@ use kernel::{
             NAME_SIZE,
             PANIC_INFO_MAX_SIZE,
             PHASES_SIZE,
+            RECORD_FLAG_RUNTIME,
             RECORD_HEADER_SIZE,
             VMCOREINFO_TEXT_MAX, //
         },
@@ -84,7 +85,7 @@ use kernel::{
             Relaxed,
             Release, //
         },
-        new_mutex, Arc, Mutex,
+        new_mutex, new_spinlock_irq, Arc, Mutex, SpinLockIrq,
     },
     uaccess::UserSliceReader,
     vmcore_info::{
@@ -217,6 +218,14 @@ struct Core {
     #[pin]
     alloc: Mutex<Alloc>,
     dumping: Atomic<u32>,
+    /// Serialises, outside the panic path, every write of a record header and of a metadata
+    /// slot with the run-time commit that covers them; holds whether a run-time commit is in
+    /// the region (then every header change is committed again).
+    #[pin]
+    runtime: SpinLockIrq<bool>,
+    /// 1 while [`Core::record_metadata`] writes into the region: the panic path waits for it,
+    /// bounded, before it writes the same slots.
+    writing: Atomic<u32>,
     /// Cleans to the point of coherency that failed since boot (the panic path's message says).
     clean_failures: Atomic<u32>,
 }
@@ -279,6 +288,8 @@ impl Core {
                 seq: 0,
             }),
             dumping: Atomic::new(0),
+            runtime <- new_spinlock_irq!(false),
+            writing: Atomic::new(0),
             clean_failures: Atomic::new(0),
         }? Error))
     }
@@ -363,20 +374,23 @@ impl Core {
         // CAST: both fit in 32 bits (region offsets, `u32` capacities).
         e.slot
             .store(((slot as u64) << 32) | slot_cap as u64, Release);
-        self.write_header(slot, &h)?;
-        // SAFETY: The entry is not `ACTIVE` and we hold the lock.
-        unsafe {
-            *e.info.get() = Some(EntryInfo {
-                desc,
-                record,
-                payload,
-                name,
-                seq,
-                slot,
-                capacity: slot_cap,
-            })
-        };
-        e.state.store(ACTIVE, Release);
+        self.locked(|| {
+            self.write_header(slot, &h)?;
+            // SAFETY: The entry is not `ACTIVE` and we hold the lock.
+            unsafe {
+                *e.info.get() = Some(EntryInfo {
+                    desc,
+                    record,
+                    payload,
+                    name,
+                    seq,
+                    slot,
+                    capacity: slot_cap,
+                })
+            };
+            e.state.store(ACTIVE, Release);
+            Ok::<(), Error>(())
+        })?;
         Ok(index)
     }
 
@@ -401,29 +415,33 @@ impl Core {
             return Unregister::NotActive;
         };
         let _alloc = self.alloc.lock();
-        if e.state.load(Relaxed) != ACTIVE {
-            return Unregister::NotActive;
-        }
-        // Fully ordered against the panic path, which sets `dumping` with full ordering before
-        // it reads any entry's state: either it sees `RELEASED` and skips the entry, or this
-        // sees `dumping` set (both cannot miss the other's store).
-        e.state.xchg(RELEASED, Full);
-        if self.dumping.load(Relaxed) != 0 {
-            return Unregister::PanicInProgress;
-        }
-        // SAFETY: No longer `ACTIVE`, and we hold the lock.
-        if let Some(info) = unsafe { &*e.info.get() } {
-            let h = RecordHeader::new(
-                RecordKind::Free,
-                b"",
-                u32::try_from(info.capacity).unwrap_or(0),
-                self.stamp(),
-            );
-            if self.write_header(info.slot, &h).is_err() {
-                pr_err!("could not release the slot at {:#x}\n", info.slot);
+        // Under the region lock too: a metadata recording, which calls the entry's callback,
+        // finishes before the entry is released.
+        self.locked(|| {
+            if e.state.load(Relaxed) != ACTIVE {
+                return Unregister::NotActive;
             }
-        }
-        Unregister::Released
+            // Fully ordered against the panic path, which sets `dumping` with full ordering
+            // before it reads any entry's state: either it sees `RELEASED` and skips the entry,
+            // or this sees `dumping` set (both cannot miss the other's store).
+            e.state.xchg(RELEASED, Full);
+            if self.dumping.load(Relaxed) != 0 {
+                return Unregister::PanicInProgress;
+            }
+            // SAFETY: No longer `ACTIVE`, and we hold the lock.
+            if let Some(info) = unsafe { &*e.info.get() } {
+                let h = RecordHeader::new(
+                    RecordKind::Free,
+                    b"",
+                    u32::try_from(info.capacity).unwrap_or(0),
+                    self.stamp(),
+                );
+                if self.write_header(info.slot, &h).is_err() {
+                    pr_err!("could not release the slot at {:#x}\n", info.slot);
+                }
+            }
+            Unregister::Released
+        })
     }
 
     /// Runs one registration's callback into its slot and seals its record; returns whether the
@@ -614,6 +632,7 @@ impl Core {
             return;
         }
         let cpu = CpuId::current().as_u32();
+        self.wait_for_runtime_writer(entry);
 
         // Panic message first: it says what happened even if a callback never returns.
         let mut pi = [0u8; PANIC_INFO_MAX_SIZE];
@@ -710,11 +729,18 @@ impl Core {
     #[cfg(CONFIG_MODULES)]
     fn update_modules(&self, event: ModuleEvent, entry: &format::ModuleEntry) -> Result {
         let _guard = self.modules.lock();
+        self.locked(|| self.write_modules(event, entry))
+    }
+
+    /// [`Core::update_modules`]'s writes, under both locks.
+    #[cfg(CONFIG_MODULES)]
+    fn write_modules(&self, event: ModuleEvent, entry: &format::ModuleEntry) -> Result {
         // CAST: `u32` fits in `usize`.
         let size = RECORD_HEADER_SIZE + self.modules_capacity as usize;
-        // SAFETY: The module list's slot is written only here, under `self.modules`; the panic
-        // path only reads its header (the commit), after this CPU was stopped, and repairs a
-        // header this left half written.
+        // SAFETY: The module list's slot is written only here, under `self.modules` and the
+        // region lock (a run-time commit reads its header under the latter); the panic path only
+        // reads its header (the commit), after this CPU was stopped, and repairs a header this
+        // left half written.
         let rec = unsafe { self.map.slice_mut(self.modules_slot, size)? };
         let data = rec.get_mut(RECORD_HEADER_SIZE..).ok_or(EINVAL)?;
         let length = match event {
@@ -992,6 +1018,12 @@ fn take_previous(map: &Mapping) -> Result<(Option<KVVec<u8>>, u64)> {
         .map(|h| h.sequence.wrapping_add(1))
         .unwrap_or(0);
     match format::validate(&copy) {
+        Ok(s) if s.is_clean() && s.runtime_commit => {
+            pr_info!(
+                "region holds only the trace metadata recorded while the last boot ran (no panic dump); region reset\n"
+            );
+            Ok((None, next_seq))
+        }
         Ok(s) if s.is_clean() => {
             pr_info!(
                 "previous dump: {} records ({} ok); read it from /dev/coresight_panic_dump\n",
@@ -1175,6 +1207,161 @@ fn debug_files(last: LastDump) -> Result<DebugFiles> {
     })
 }
 
+/// How long the panic path waits for a metadata recording another CPU is in the middle of.
+const RUNTIME_WRITER_WAIT_US: u64 = 1000;
+
+impl Core {
+    /// Runs `f` under the region lock; when the region holds a run-time commit, commits again
+    /// after it (a header `f` changed, or a slot it added over the commit, is then covered).
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let committed = self.runtime.lock();
+        let r = f();
+        if *committed {
+            // SAFETY: We hold the region lock.
+            unsafe { self.runtime_commit() };
+        }
+        r
+    }
+
+    /// Writes the commit record of a dump committed while the kernel runs, flagged
+    /// [`RECORD_FLAG_RUNTIME`], and cleans it to the point of coherency. Not while a panic is
+    /// dumped: its commit is the panic path's.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the region lock (`self.runtime`).
+    unsafe fn runtime_commit(&self) -> bool {
+        if self.dumping.load(Acquire) != 0 {
+            return false;
+        }
+        // SAFETY: Outside the panic path every writer of a header, of a metadata slot and of
+        // the commit holds the region lock, which the caller holds; only the headers are read.
+        let Ok(all) = (unsafe { self.map.slice_mut(0, self.map.len()) }) else {
+            return false;
+        };
+        match format::write_commit_flagged(all, RECORD_FLAG_RUNTIME) {
+            Ok(used) => {
+                self.clean(used.saturating_sub(COMMIT_RECORD_SIZE), COMMIT_RECORD_SIZE);
+                true
+            }
+            Err(e) => {
+                pr_warn!("could not commit the trace metadata: {}\n", e);
+                false
+            }
+        }
+    }
+
+    /// Records the decode metadata of every registration that has a metadata callback in its
+    /// slot (flagged [`RECORD_FLAG_RUNTIME`]) and commits the region; any context.
+    fn record_metadata(&self) -> Result {
+        let mut committed = self.runtime.lock();
+        // Fully ordered against the panic path's `dumping` (set, then `writing` read): either
+        // it waits for this writer, or this writer sees the panic and writes nothing.
+        self.writing.xchg(1, Full);
+        let mut result = Ok(());
+        for e in &self.entries {
+            if self.dumping.load(Acquire) != 0 {
+                result = Err(EBUSY);
+                break;
+            }
+            if e.state.load(Acquire) != ACTIVE {
+                continue;
+            }
+            // SAFETY: `ACTIVE` was seen with acquire, and entries change state only under the
+            // region lock, which we hold: `info` is complete and stays.
+            let Some(info) = (unsafe { *e.info.get() }) else {
+                continue;
+            };
+            let Some(meta) = info.desc.metadata else {
+                continue;
+            };
+            if let Err(err) = self.write_metadata(&info, meta) {
+                pr_warn!(
+                    "{}: trace metadata not recorded ({:?})\n",
+                    info.desc.name,
+                    err
+                );
+                result = Err(err);
+            }
+        }
+        if result.is_ok() {
+            // SAFETY: We hold the region lock.
+            *committed = unsafe { self.runtime_commit() } || *committed;
+        }
+        self.writing.store(0, Release);
+        result
+    }
+
+    /// Writes one registration's metadata into its slot and seals the record.
+    ///
+    /// The caller holds the region lock, with `info` an `ACTIVE` entry's.
+    fn write_metadata(
+        &self,
+        info: &EntryInfo,
+        meta: kernel::coresight::panic_dump::RawDumpFn,
+    ) -> Result {
+        // SAFETY: The slot belongs to this registration; outside the panic path it is written
+        // only here, under the region lock, which the caller holds (the panic path waits for
+        // `writing`).
+        let rec = unsafe {
+            self.map
+                .slice_mut(info.slot, RECORD_HEADER_SIZE + info.capacity)?
+        };
+        let data = rec.get_mut(RECORD_HEADER_SIZE..).ok_or(EINVAL)?;
+        let mut len = 0usize;
+        // SAFETY: `desc` was registered with `coresight_dump_add`, whose contract keeps its
+        // callbacks and `data` valid until deletion, which waits for the region lock we hold;
+        // `data` holds `capacity` bytes, ours alone.
+        let ret = unsafe {
+            meta(
+                info.desc.data,
+                data.as_mut_ptr().cast(),
+                data.len(),
+                &mut len,
+            )
+        };
+        if ret == ENODATA.to_errno() {
+            return Ok(());
+        }
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        if len > info.capacity {
+            return Err(ENOSPC);
+        }
+        let mut h = RecordHeader::new(
+            info.record,
+            &info.name,
+            u32::try_from(info.capacity).map_err(|_| E2BIG)?,
+            self.stamp(),
+        );
+        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
+        h.payload = info.payload;
+        h.status = RecordStatus::Ok;
+        h.flags = RECORD_FLAG_RUNTIME;
+        h.length = u32::try_from(len).map_err(|_| E2BIG)?;
+        format::seal_record(rec, &h)?;
+        self.clean(info.slot, RECORD_HEADER_SIZE + len);
+        Ok(())
+    }
+
+    /// The panic path, once it won `dumping`: gives a metadata recording that another CPU is in
+    /// the middle of (with interrupts off, so the stop request waits for it) up to
+    /// [`RUNTIME_WRITER_WAIT_US`] to end, so that the two do not write the same slots.
+    fn wait_for_runtime_writer(&self, start: u64) {
+        let freq = Counter::frequency();
+        while self.writing.load(Acquire) != 0 {
+            if Counter::us_in_ticks(Counter::read().wrapping_sub(start), freq)
+                > RUNTIME_WRITER_WAIT_US
+            {
+                pr_emerg!("trace metadata was being recorded by a CPU that did not finish\n");
+                return;
+            }
+            cpu_relax();
+        }
+    }
+}
+
 impl Core {
     /// Returns the index of the entry `handle` points to, if it is one of ours.
     fn index_of(&self, handle: *const Entry) -> Option<usize> {
@@ -1227,5 +1414,18 @@ pub unsafe extern "C" fn cspd_dump_del(entry: *mut c_void) {
         if let Some(i) = core.index_of(entry.cast_const().cast()) {
             core.del(i);
         }
+    }
+}
+
+/// C API: records the registrations' decode metadata and commits the region.
+/// `coresight_dump_metadata_changed()` (`exports.c`, exported) calls it.
+#[unsafe(no_mangle)]
+pub extern "C" fn cspd_dump_metadata_changed() -> c_int {
+    let Some(core) = core_ref() else {
+        return ENODEV.to_errno();
+    };
+    match core.record_metadata() {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }

@@ -2,7 +2,8 @@
 
 //! KUnit tests of the core's registry against its panic path, on a kernel buffer: a `del` that
 //! races the panic path (before it, and while the panic path is inside that registration's
-//! callback), and a header a CPU stopped in the middle of `add()` left half written.
+//! callback), a header a CPU stopped in the middle of `add()` left half written, and the decode
+//! metadata recorded and committed while the kernel runs.
 
 use kernel::prelude::*;
 
@@ -104,7 +105,56 @@ mod kunit {
             payload: DumpPayload::Opaque,
             dump: callback,
             data: core::ptr::from_ref(probe).cast_mut().cast(),
+            metadata: None,
         }
+    }
+
+    /// The bytes [`metadata`] records.
+    const METADATA: [u8; 12] = *b"kunit-config";
+
+    /// A client's metadata callback: records [`METADATA`], or nothing while its probe's `index`
+    /// is `u32::MAX`; counts its calls in `calls`.
+    ///
+    /// # Safety
+    ///
+    /// `data` points to a [`Probe`], `buf` is writable for `len` bytes and `out` is writable.
+    unsafe extern "C" fn metadata(
+        data: *mut c_void,
+        buf: *mut c_void,
+        len: usize,
+        out: *mut usize,
+    ) -> c_int {
+        // SAFETY: The tests register a live `Probe` that outlives the core.
+        let p = unsafe { &*data.cast::<Probe>() };
+        p.calls.fetch_add(1, Relaxed);
+        if p.index.load(Relaxed) == u32::MAX || len < METADATA.len() {
+            return ENODATA.to_errno();
+        }
+        // SAFETY: `buf` is writable for `len` bytes, at least `METADATA.len()`.
+        unsafe { core::ptr::copy_nonoverlapping(METADATA.as_ptr(), buf.cast(), METADATA.len()) };
+        // SAFETY: The core passes a writable length.
+        unsafe { *out = METADATA.len() };
+        0
+    }
+
+    /// The commit's run-time flag, and the flags and data of the record named `name`.
+    fn runtime_view(core: &Core, name: &[u8]) -> Result<(bool, Option<(u32, KVec<u8>)>)> {
+        let mut bytes = KVec::from_elem(0u8, REGION, GFP_KERNEL)?;
+        core.map.read(0, &mut bytes)?;
+        let runtime = format::validate(&bytes).is_ok_and(|s| s.is_clean() && s.runtime_commit);
+        let mut found = None;
+        if let Ok(r) = format::parse_region(&bytes) {
+            if let Some(rec) = r
+                .records()
+                .flatten()
+                .find(|rec| rec.header.name_bytes() == name)
+            {
+                let mut data = KVec::new();
+                data.extend_from_slice(rec.data, GFP_KERNEL)?;
+                found = Some((rec.header.flags, data));
+            }
+        }
+        Ok((runtime, found))
     }
 
     fn probe() -> Probe {
@@ -203,6 +253,74 @@ mod kunit {
         let (clean, kind) = record_kind(&core, b"kunit-later")?;
         assert!(clean);
         assert_eq!(kind, Some(RecordKind::Other));
+        Ok(())
+    }
+
+    /// Metadata recorded while the kernel runs is committed, flagged, and stays committed as
+    /// registrations come and go; a client with nothing to record keeps its slot as it was; the
+    /// panic path's own record and commit replace them.
+    #[test]
+    fn metadata_is_committed_while_the_kernel_runs() -> Result {
+        let core = new_core()?;
+        let (p, quiet, other) = (probe(), probe(), probe());
+        quiet.index.store(u32::MAX, Relaxed);
+        let mut d = desc(c_str!("kunit-meta"), &p);
+        d.metadata = Some(metadata);
+        core.add(d)?;
+        let mut d = desc(c_str!("kunit-quiet"), &quiet);
+        d.metadata = Some(metadata);
+        core.add(d)?;
+        assert_eq!(
+            runtime_view(&core, b"kunit-meta")?.0,
+            false,
+            "no commit yet"
+        );
+        core.record_metadata()?;
+        assert_eq!(p.calls.load(Relaxed), 1);
+        assert_eq!(quiet.calls.load(Relaxed), 1);
+        let (runtime, rec) = runtime_view(&core, b"kunit-meta")?;
+        assert!(runtime, "committed while running");
+        let (flags, data) = rec.ok_or(ENOENT)?;
+        assert_eq!(flags, format::RECORD_FLAG_RUNTIME);
+        assert_eq!(&data[..], &METADATA[..]);
+        let (_, rec) = runtime_view(&core, b"kunit-quiet")?;
+        assert!(rec.is_some_and(|(flags, data)| flags == 0 && data.is_empty()));
+        // A registration added over the commit, then one released: committed again each time.
+        let i = core.add(desc(c_str!("kunit-other"), &other))?;
+        assert!(
+            runtime_view(&core, b"kunit-other")?.0,
+            "committed after an add"
+        );
+        assert_eq!(core.release(i), Unregister::Released);
+        assert!(
+            runtime_view(&core, b"kunit-meta")?.0,
+            "committed after a release"
+        );
+        // The panic path's callback writes the record again, and its commit is not flagged.
+        core.dump(c_str!("kunit: panic"));
+        let (runtime, rec) = runtime_view(&core, b"kunit-meta")?;
+        assert!(!runtime);
+        assert!(rec.is_some_and(|(flags, data)| flags == 0 && data.is_empty()));
+        let (clean, _) = record_kind(&core, b"kunit-meta")?;
+        assert!(clean);
+        Ok(())
+    }
+
+    /// Once a panic is being dumped, recording metadata writes nothing and says so.
+    #[test]
+    fn metadata_is_not_recorded_during_a_panic() -> Result {
+        let core = new_core()?;
+        let p = probe();
+        let mut d = desc(c_str!("kunit-late"), &p);
+        d.metadata = Some(metadata);
+        core.add(d)?;
+        assert!(core.dumping.cmpxchg(0, 1, Full).is_ok());
+        assert_eq!(core.record_metadata(), Err(EBUSY));
+        assert_eq!(p.calls.load(Relaxed), 0);
+        assert_eq!(core.writing.load(Relaxed), 0);
+        assert!(runtime_view(&core, b"kunit-late")?
+            .1
+            .is_some_and(|(_, d)| d.is_empty()));
         Ok(())
     }
 }

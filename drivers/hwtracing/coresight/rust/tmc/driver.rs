@@ -33,6 +33,7 @@ use kernel::{
                 TmcRecord, //
             },
             DumpCallback,
+            DumpInfo,
             DumpPayload,
             DumpType, //
         },
@@ -53,6 +54,7 @@ use kernel::{
         Path,
         SinkKind, //
     },
+    crash_dump,
     device::{
         Bound,
         Core,
@@ -798,15 +800,8 @@ impl<B: Backend> DumpCallback for Drain<B> {
         };
         let summary = summary.map_err(|_| ENOSPC)?;
         *written = summary.record_len;
-        let err = match summary.outcome {
-            TmcOutcome::Complete | TmcOutcome::NotEnabled | TmcOutcome::NotCircularBuffer => {
-                return Ok(())
-            }
-            TmcOutcome::Locked => EACCES,
-            TmcOutcome::Truncated => ENOSPC,
-            TmcOutcome::FlushTimeout | TmcOutcome::ReadyTimeout | TmcOutcome::RamReadStuck => {
-                ETIMEDOUT
-            }
+        let Some(err) = drain_error(summary.outcome) else {
+            return Ok(());
         };
         pr_emerg!(
             "{}: trace drain: {}, {} trace bytes kept\n",
@@ -815,6 +810,73 @@ impl<B: Backend> DumpCallback for Drain<B> {
             summary.trace_len
         );
         Err(err)
+    }
+}
+
+/// The drain's outcome as the error its record keeps (`None`: complete, or nothing captured).
+fn drain_error(outcome: TmcOutcome) -> Option<Error> {
+    match outcome {
+        TmcOutcome::Complete | TmcOutcome::NotEnabled | TmcOutcome::NotCircularBuffer => None,
+        TmcOutcome::Locked => Some(EACCES),
+        TmcOutcome::Truncated => Some(ENOSPC),
+        TmcOutcome::FlushTimeout | TmcOutcome::ReadyTimeout | TmcOutcome::RamReadStuck => {
+            Some(ETIMEDOUT)
+        }
+    }
+}
+
+/// In a kdump capture kernel, before anything else touches the TMC: when the crashed kernel left
+/// it capturing (no panic-time step ran: kdump without `crash_kexec_post_notifiers`), flushes,
+/// stops and drains it as the panic path does, and hands the record over as the vmcore device
+/// dump `coresight_capture:NAME`, which the host tool joins to the crashed kernel's region.
+fn hand_over_capture<B: Backend>(
+    dev: &Device<Core<'_>>,
+    backend: &mut B,
+    name: &CStr,
+    slot: usize,
+) {
+    let capturing = backend.with_io(|io| io.read(CTL).tracecapten());
+    if !matches!(capturing, Ok(true)) {
+        dev_info!(
+            dev,
+            "{}: not capturing: no trace left by the crashed kernel\n",
+            name
+        );
+        return;
+    }
+    let mut kept = 0;
+    let mut outcome = None;
+    let info = DumpInfo {
+        name,
+        kind: DumpType::Sink,
+        cpu: None,
+        max_bytes: slot,
+        payload: DumpPayload::Tmc,
+    };
+    let done = coresight::panic_dump::hand_over_capture(info, |buf, written| {
+        let summary = backend
+            .with_io(|io| hw::panic_drain(io, buf))?
+            .map_err(|_| ENOSPC)?;
+        *written = summary.record_len;
+        kept = summary.trace_len;
+        outcome = Some(summary.outcome);
+        drain_error(summary.outcome).map_or(Ok(()), Err)
+    });
+    match (done, outcome) {
+        (Ok(()), Some(o)) => dev_info!(
+            dev,
+            "{}: the crashed kernel left it capturing: drained ({}), {} trace bytes handed over as a vmcore device dump\n",
+            name,
+            o.name(),
+            kept
+        ),
+        (Ok(()), None) => {}
+        (Err(e), _) => dev_err!(
+            dev,
+            "{}: the crashed kernel's trace not handed over ({})\n",
+            name,
+            e.to_errno()
+        ),
     }
 }
 
@@ -880,6 +942,9 @@ pub(crate) fn probe_tmc<'a, B: Backend + 'a>(
     let slot = TmcRecord::slot_len_for(rsz).ok_or(EINVAL)?;
     let bound: &Device<Bound> = dev;
     let name = coresight::alloc_device_name(prefix, bound)?;
+    if crash_dump::is_kdump_kernel() {
+        hand_over_capture(dev, &mut backend, &name, slot);
+    }
     let ram_bytes = usize::try_from(rsz)
         .ok()
         .and_then(|w| w.checked_mul(4))

@@ -28,6 +28,7 @@ use kernel::{
     c_str,
     coresight::{
         self,
+        access::CsAccess,
         component::{
             Backend,
             Component,
@@ -45,6 +46,7 @@ use kernel::{
                 ETR_RECORD_HEADER_LEN, //
             },
             DumpCallback,
+            DumpInfo,
             DumpPayload,
             DumpType, //
         },
@@ -63,6 +65,7 @@ use kernel::{
         Path,
         SinkKind, //
     },
+    crash_dump,
     device::{
         Bound,
         Core,
@@ -82,9 +85,14 @@ use kernel::{
     prelude::*,
     reserved_mem::{
         DmaRegion,
+        Mapping,
+        Origin,
         ReservedRegion, //
     },
-    str::CString,
+    str::{
+        CStr,
+        CString, //
+    },
     sync::{
         atomic::{
             Atomic,
@@ -115,7 +123,10 @@ use crate::{
         PanicBuffer,
         ETR_MAX_BUFFER, //
     },
-    regs::DEVID,
+    regs::{
+        CTL,
+        DEVID, //
+    },
 };
 
 /// Size of the DMA buffer of a session when `buffer_size` was not written, as the C driver's.
@@ -867,6 +878,120 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
     }
 }
 
+/// A reserved region's mapping, as a capture kernel copies a trace buffer from it.
+struct MappedMemory(Mapping);
+
+impl EtrMemory for MappedMemory {
+    fn size(&self) -> usize {
+        self.0.len()
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> bool {
+        self.0.read(offset, out).is_ok()
+    }
+}
+
+/// In a kdump capture kernel, before anything else touches the ETR: when the crashed kernel left
+/// it capturing (no panic-time step ran: kdump without `crash_kexec_post_notifiers`), flushes and
+/// stops it as the panic path does, and hands its record over as the vmcore device dump
+/// `coresight_capture:NAME`, which the host tool joins to the crashed kernel's region.
+///
+/// The record holds the registers, and the trace stays where the ETR wrote it: in the crashed
+/// kernel's memory or a `tracedata` region the vmcore holds. A `no-map` `tracedata` region
+/// reaches the vmcore only as the core's device dump, copied when the core started, before this
+/// stop: its trace, as the stop left it, is copied into the record.
+fn hand_over_capture<B: Backend>(
+    dev: &Device<Core<'_>>,
+    backend: &mut B,
+    name: &CStr,
+    reserved: Option<&Reserved>,
+) {
+    let capturing = backend.with_io(|io| io.read(CTL).tracecapten());
+    if !matches!(capturing, Ok(true)) {
+        dev_info!(
+            dev,
+            "{}: not capturing: no trace left by the crashed kernel\n",
+            name
+        );
+        return;
+    }
+    let copy = match reserved {
+        Some(r) if r.region.origin() == (Origin::DeviceTree { no_map: true }) => {
+            match r.region.map() {
+                Ok(m) => Some(MappedMemory(m)),
+                Err(e) => {
+                    dev_err!(dev, "{}: tracedata region not mapped: {:?}\n", name, e);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let bytes = copy.as_ref().map_or(0, |m| m.size());
+    let Some(slot) = EtrRecord::slot_len_for(bytes) else {
+        return;
+    };
+    let info = DumpInfo {
+        name,
+        kind: DumpType::Sink,
+        cpu: None,
+        max_bytes: slot,
+        payload: DumpPayload::Etr,
+    };
+    let mut summary = None;
+    let done = coresight::panic_dump::hand_over_capture(info, |buf, written| {
+        let stop = backend.with_io(etr::panic_stop)?;
+        let buffer = match reserved {
+            Some(r) => PanicBuffer {
+                dba: r.dma.dma_address(),
+                paddr: r.region.base(),
+                size: r.size,
+                copy_from: copy.as_ref().map(|m| m as &dyn EtrMemory),
+            },
+            // The crashed kernel's DMA buffer: where `DBA` points, which is its physical address
+            // when no IOMMU translates the ETR's writes.
+            None => {
+                let h = stop.header();
+                PanicBuffer {
+                    dba: h.dba,
+                    paddr: h.dba,
+                    size: h.layout().map_or(0, |l| l.size),
+                    copy_from: None,
+                }
+            }
+        };
+        let s = etr::panic_record(&stop, Some(&buffer), buf).map_err(|_| ENOSPC)?;
+        *written = s.record_len;
+        summary = Some(s);
+        match s.outcome {
+            EtrOutcome::Complete => Ok(()),
+            EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer => Ok(()),
+            EtrOutcome::Locked => Err(EACCES),
+            EtrOutcome::Truncated => Err(ENOSPC),
+            EtrOutcome::FlushTimeout | EtrOutcome::ReadyTimeout => Err(ETIMEDOUT),
+            EtrOutcome::MemErr => Err(EIO),
+            EtrOutcome::BadPointers | EtrOutcome::NoBuffer => Err(ENODATA),
+        }
+    });
+    match (done, summary) {
+        (Ok(()), Some(s)) => dev_info!(
+            dev,
+            "{}: the crashed kernel left it capturing: stopped ({}), {} trace bytes ({} copied) handed over as a vmcore device dump\n",
+            name,
+            s.outcome.name(),
+            s.data_len,
+            s.trace_len
+        ),
+        (Ok(()), None) => {}
+        (Err(e), _) => dev_err!(
+            dev,
+            "{}: the crashed kernel's trace not handed over ({})\n",
+            name,
+            e.to_errno()
+        ),
+    }
+}
+
 /// A bound ETR.
 pub(crate) type EtrDevice<'a, B> = Component<EtrOps<'a, B>, EtrDrain<'a, B>>;
 
@@ -903,7 +1028,7 @@ fn reserved_buffer(dev: &Device<Bound>) -> Result<Option<Reserved>> {
 /// reserved region and the record header only when there is.
 pub(crate) fn probe_etr<'a, B: Backend + 'a>(
     adev: &'a kernel::amba::Device<Core<'_>>,
-    backend: B,
+    mut backend: B,
     devid: DEVID,
 ) -> Result<(impl PinInit<EtrDevice<'a, B>, Error> + 'a, Arc<Etr<'a, B>>)> {
     let dev: &Device<Core<'_>> = adev.as_ref();
@@ -941,6 +1066,9 @@ pub(crate) fn probe_etr<'a, B: Backend + 'a>(
             ETR_DEFAULT_BUFFER / 1024,
             slot
         ),
+    }
+    if crash_dump::is_kdump_kernel() {
+        hand_over_capture(dev, &mut backend, &name, reserved.as_ref());
     }
     let record_name = CString::try_from_fmt(fmt!("{}", &*name))?;
     let etr = Arc::pin_init(

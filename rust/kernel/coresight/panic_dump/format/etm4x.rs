@@ -100,6 +100,11 @@ pub const SAVED_SESSION_PERF: u32 = 1 << 6;
 /// [`SavedState::flags`] bit: `TRCVIIECTLR` and the address comparators the ViewInst controls
 /// select were read (version 3).
 pub const SAVED_FILTER_VALID: u32 = 1 << 7;
+/// [`SavedState::flags`] bit: the registers are the configuration the unit was programmed with
+/// when its source was enabled, recorded while the kernel ran, not read from the unit at panic:
+/// `TRCPRGCTLR`, `TRCSTATR`, `TRCOSLSR` and `TRCPDSR` are not known, and `TRCVICTLR.SSSTATUS`
+/// is as programmed, not where the start/stop logic was at the crash.
+pub const SAVED_PROGRAMMED: u32 = 1 << 8;
 
 /// Version of the [`SavedState`] payload layout this code writes.
 ///
@@ -230,15 +235,23 @@ impl SavedState {
 
     /// Returns the hardware stop the unit was programmed with, when its ViewInst registers were
     /// saved: how many stop points (single address comparators in `TRCVISSCTLR.STOP`) were
-    /// armed, and whether the start/stop logic was found stopped (`TRCVICTLR.SSSTATUS` 0).
+    /// armed, and whether the start/stop logic was found stopped (`TRCVICTLR.SSSTATUS` 0;
+    /// not known for registers recorded at enable, [`SAVED_PROGRAMMED`]).
     pub fn hw_stop(&self) -> Option<HwStop> {
         if self.flags & SAVED_VIEWINST_VALID == 0 {
             return None;
         }
         Some(HwStop {
             stop_points: (self.trcvissctlr >> 16).count_ones(),
-            stopped: self.trcvictlr & VICTLR_SSSTATUS == 0,
+            stopped: (self.flags & SAVED_PROGRAMMED == 0)
+                .then_some(self.trcvictlr & VICTLR_SSSTATUS == 0),
         })
+    }
+
+    /// Returns `true` when the registers are the configuration recorded at enable
+    /// ([`SAVED_PROGRAMMED`]), not read from the unit at panic.
+    pub fn programmed_only(&self) -> bool {
+        self.flags & SAVED_PROGRAMMED != 0
     }
 
     /// Encodes the payload into the start of `out`; returns the number of bytes written.
@@ -368,8 +381,9 @@ impl SavedState {
 pub struct HwStop {
     /// Stop points armed (single address comparators selected in `TRCVISSCTLR.STOP`).
     pub stop_points: u32,
-    /// The start/stop logic was found stopped: a stop point was reached.
-    pub stopped: bool,
+    /// The start/stop logic was found stopped (a stop point was reached), or `None` when the
+    /// unit was not read at panic ([`SAVED_PROGRAMMED`]).
+    pub stopped: Option<bool>,
 }
 
 /// Magic value that opens an ETMv4 block in perf's `cs_etm` auxtrace info.

@@ -54,6 +54,16 @@ pub const NAME_SIZE: usize = 32;
 /// Value of [`RecordHeader::cpu`] for a record that belongs to no CPU.
 pub const CPU_NONE: u32 = u32::MAX;
 
+/// [`RecordHeader::flags`]: written while the kernel ran, not by the panic path: a trace
+/// source's decode metadata, recorded when it was enabled or reconfigured; on a commit record, a
+/// commit made while the kernel ran (no panic-time step has run since).
+pub const RECORD_FLAG_RUNTIME: u32 = 1 << 0;
+
+/// [`RecordHeader::flags`]: written by a kdump capture kernel from what the hardware kept after
+/// the crash (a trace sink the crashed kernel left capturing), and handed over as a vmcore device
+/// dump ([`capture`](super::capture)).
+pub const RECORD_FLAG_CAPTURE: u32 = 1 << 1;
+
 /// Size in bytes of the boot id.
 pub const BOOT_ID_SIZE: usize = 16;
 
@@ -383,7 +393,7 @@ pub struct RecordHeader {
     pub length: u32,
     /// CRC-32 of the first `length` bytes of the data area.
     pub data_crc: u32,
-    /// Reserved flags, zero in version 1.
+    /// `RECORD_FLAG_*` bits: who wrote the record, when not the panic path (zero in version 1).
     pub flags: u32,
     /// Stamp of the boot that wrote the record (the container's).
     pub stamp: u64,

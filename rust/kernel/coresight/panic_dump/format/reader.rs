@@ -417,6 +417,9 @@ pub struct Summary {
     pub errors: u32,
     /// Whether a commit record was found and passed its checks.
     pub committed: bool,
+    /// Whether that commit was made while the kernel ran
+    /// ([`RECORD_FLAG_RUNTIME`](super::RECORD_FLAG_RUNTIME)): no panic-time step ran since.
+    pub runtime_commit: bool,
     /// The first error met, if any.
     pub first_error: Option<FormatError>,
     /// Bytes of the region the walk covered (end of the last record read).
@@ -438,7 +441,10 @@ pub fn validate(bytes: &[u8]) -> Result<Summary, FormatError> {
     let mut it = region.records_with_free();
     while let Some(item) = it.next() {
         match item {
-            Ok(r) if r.header.kind == RecordKind::Commit => s.committed = true,
+            Ok(r) if r.header.kind == RecordKind::Commit => {
+                s.committed = true;
+                s.runtime_commit = r.header.flags & super::RECORD_FLAG_RUNTIME != 0;
+            }
             Ok(r) if r.header.kind == RecordKind::Free => s.free = s.free.saturating_add(1),
             Ok(r) => {
                 s.records = s.records.saturating_add(1);

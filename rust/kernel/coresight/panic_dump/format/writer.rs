@@ -187,6 +187,12 @@ pub fn append_record(region: &mut [u8], header: &RecordHeader) -> Result<usize, 
 /// Called last at panic, after every other record is sealed. Fails (writing nothing) if the
 /// chain is broken or there is no room for [`COMMIT_RECORD_SIZE`] bytes.
 pub fn write_commit(region: &mut [u8]) -> Result<usize, FormatError> {
+    write_commit_flagged(region, 0)
+}
+
+/// Writes the commit record as [`write_commit`] does, its header carrying `flags`
+/// ([`RECORD_FLAG_RUNTIME`](super::RECORD_FLAG_RUNTIME) for a commit made while the kernel ran).
+pub fn write_commit_flagged(region: &mut [u8], flags: u32) -> Result<usize, FormatError> {
     let header = ContainerHeader::decode(region)?;
     let end = chain_end(region)?;
     let used = end
@@ -228,6 +234,7 @@ pub fn write_commit(region: &mut [u8]) -> Result<usize, FormatError> {
         header.stamp,
     );
     h.length = COMMIT_SIZE as u32;
+    h.flags = flags;
     seal_record(slot, &h)?;
     Ok(used)
 }
