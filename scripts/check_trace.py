@@ -230,8 +230,10 @@ def plugin_log(d):
     return enabled, samples, stops
 
 
-def truth_of(d):
-    path = os.path.join(d, "truth.json")
+def truth_of(d, at_exit=False):
+    """The plugin's truth: each CPU's session as its trace unit last stopped, or (at_exit) as it
+    was when QEMU exited, open sessions included."""
+    path = os.path.join(d, "truth.json.exit" if at_exit else "truth.json")
     try:
         t = json.load(open(path))
     except (OSError, ValueError) as e:
@@ -245,7 +247,37 @@ def extract(a, vmcore, out):
     r = run([a.csdump, "extract", vmcore, "-o", out])
     if r.returncode != 0:
         raise Bad(f"csdump extract failed ({r.returncode}): {r.stderr}")
-    return json.load(open(os.path.join(out, "summary.json")))["records"]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    if not a.plain_kdump:
+        return summary["records"]
+    return plain_kdump_records(a, summary)
+
+
+def plain_kdump_records(a, summary):
+    """Kdump without crash_kexec_post_notifiers (--plain-kdump): the region was committed while the
+    kernel ran, no panic-time step wrote a record, each ETM record is the configuration recorded at
+    enable, and the sink's record is the capture kernel's device dump. Returns the records the
+    other checks read: the region's, its sink records replaced by the capture kernel's."""
+    if summary.get("path") != "runtime":
+        raise Bad(f"plain kdump: the dump's path is {summary.get('path')!r}, not a commit made while the "
+                  "kernel ran (no panic-time step runs before kdump)")
+    recs = summary["records"]
+    ran = [x["name"] for x in recs if x["kind"] in ("sink", "cpu-debug", "panic-info", "phases")
+           and x["status"] != "not-run"]
+    if ran:
+        raise Bad(f"plain kdump: records a panic-time step wrote: {ran}")
+    for x in recs:
+        if x["kind"] == "source" and (x.get("origin") or {}).get("by") != "runtime":
+            raise Bad(f"plain kdump: ETM record {x['name']} was not recorded at enable: {x.get('origin')}")
+    used = [r for c in summary["captures"] for r in c["records"] if r.get("file")]
+    want = f"coresight_capture:{a.sink}"
+    if [(r["name"], (r.get("origin") or {}).get("device_dump")) for r in used] != [(a.sink, want)]:
+        raise Bad(f"plain kdump: expected the capture kernel's record of {a.sink} from the device dump "
+                  f"{want}, csdump used {used} (device dumps: {[c['name'] for c in summary['captures']]})")
+    print(f"plain kdump: no panic-time step ran (the region was committed while the kernel ran), the ETM "
+          f"records hold the configuration recorded at enable, the sink record is the capture kernel's "
+          f"device dump {want}")
+    return [x for x in recs if x["kind"] != "sink"] + used
 
 
 def sink_record(out, recs):
@@ -1019,6 +1051,15 @@ def check_hw_stop(a, truth, rep, sym, panic_cpu, who="panicking"):
         raise Bad(f"{who} CPU{panic_cpu}: the decoded trace ends with {last}, not a branch to {name} ({addr:#x})")
     via = f" (entered through {last['kind']} at {(last.get('from') or {}).get('symbol')})"
     hs = rc.get("hw_stop") or {}
+    if a.plain_kdump:
+        # Registers recorded at enable: the unit was not read at the crash.
+        if hs.get("reached") is not None or hs.get("stop_points", 0) < 1:
+            raise Bad(f"{who} CPU{panic_cpu}: csdump reports the hardware stop as {hs}: with registers "
+                      "recorded at enable it cannot know whether the stop point was reached")
+        print(f"hardware stop: {who} CPU{panic_cpu}'s trace ends at the entry of {name} ({addr:#x}){via}, "
+              f"in the plugin's truth and in csdump's decode; csdump reports {hs['stop_points']} stop "
+              "points armed, reached not known (recorded at enable)")
+        return
     if not hs.get("reached") or hs.get("stop_points", 0) < 1:
         raise Bad(f"{who} CPU{panic_cpu}: csdump does not report the hardware stop reached: {hs}")
     print(f"hardware stop: {who} CPU{panic_cpu}'s trace ends at the entry of {name} ({addr:#x}){via}, "
@@ -1315,6 +1356,44 @@ def build_id(vmlinux):
     return None
 
 
+def check_quiet_after_sink_stop(d):
+    """Plain kdump: no CPU's trace unit sent a byte after the capture kernel stopped the sink
+    (the plugin's counters when the TMC stopped and at exit), so the truth at exit is what the
+    sink held."""
+    text = open(os.path.join(d, "plugin.log"), errors="replace").read()
+    stop = re.search(r"tmc stopped: .*?" + COUNTERS.pattern, text)
+    end = re.search(r"exit: .*?" + COUNTERS.pattern, text)
+    if not stop or not end:
+        raise Bad("plain kdump: the plugin log has no counters at the TMC's stop or at exit")
+    if stop.groups()[-2:] != end.groups()[-2:]:
+        raise Bad(f"plain kdump: trace reached the funnel after the capture kernel stopped the sink "
+                  f"(trace bytes {stop.group(5)} by cpu {stop.group(6)} then, {end.group(5)} by cpu "
+                  f"{end.group(6)} at exit)")
+    print(f"plain kdump: no trace byte after the capture kernel stopped the sink ({end.group(5)} in all, "
+          f"by cpu {end.group(6)})")
+
+
+def check_plain_log(a, log, rep):
+    """Plain kdump in the logs: no panic-time step ran in the crashed kernel, the capture kernel's
+    TMC driver drained the sink the crashed kernel left capturing, and csdump has no CPU sample."""
+    if "crash_kexec_post_notifiers" in open(os.path.join(a.dir, "cmdline.txt")).read():
+        raise Bad("plain kdump: crash_kexec_post_notifiers is on the command line")
+    if "CSPD: crash_kexec_post_notifiers: N" not in log:
+        raise Bad("plain kdump: the guest did not read crash_kexec_post_notifiers off")
+    if re.search(r"coresight_panic_dump: dump committed at", log):
+        raise Bad("plain kdump: the panic dump ran in the crashed kernel")
+    how = "drained" if not a.sink.startswith("tmc_etr") else "stopped"
+    m = re.search(r"%s: the crashed kernel left it capturing: %s \((\w+)\)" % (a.sink, how), log)
+    if not m or m.group(1) != "complete":
+        raise Bad(f"plain kdump: the capture kernel's log does not say {a.sink} was {how} completely "
+                  f"({m.group(1) if m else 'no line'})")
+    sampled = [c["cpu"] for c in rep["cpus"] if (c.get("sample") or {}).get("outcome") == "sampled"]
+    if sampled:
+        raise Bad(f"plain kdump: csdump shows CPU samples {sampled} that no panic-time step took")
+    print(f"plain kdump: the capture kernel's TMC driver found {a.sink} capturing and {how} it "
+          "(complete); no CPU debug sample")
+
+
 def check_perf(a, vmcore, sym):
     pd = os.path.join(a.dir, "perf" + a.tag)
     mods = ["--modules", a.modules_dir] if a.modules_dir else []
@@ -1431,15 +1510,26 @@ def check(a):
             raise Bad(f"module symbols: {e}")
         sym.add_modules(msyms)
     panic_cpu = rep["panic_cpu"]
-    if a.panic_cpu is not None:
+    if a.plain_kdump:
+        # No panic info record: the crashed kernel ran nothing after panic()'s kexec.
+        if panic_cpu is not None:
+            raise Bad(f"plain kdump: csdump names CPU{panic_cpu} as the panicking one, from a record "
+                      "no panic-time step wrote")
+        panic_cpu = a.panic_cpu
+    elif a.panic_cpu is not None:
         if panic_cpu != a.panic_cpu:
             raise Bad(f"the panic was to happen on CPU{a.panic_cpu}; csdump says CPU{panic_cpu}")
         print(f"the panic happened on CPU{panic_cpu}, where the trigger was pinned")
-    pcs = check_samples(a, rep, samples, log, fault)
+    if a.plain_kdump:
+        check_plain_log(a, log, rep)
+        check_quiet_after_sink_stop(a.dir)
+        pcs = {}
+    else:
+        pcs = check_samples(a, rep, samples, log, fault)
 
     if "stop_at refused an unknown function; still: " not in log:
         raise Bad("the guest did not see stop_at refuse an unknown function name")
-    if not a.vmcore:
+    if not a.vmcore and not a.plain_kdump:
         check_order(a, cpus, fault)
         check_phases(a, vmcore, recs, fault)
         check_cache_clean(a, log, raw, panic_cpu)
@@ -1451,12 +1541,13 @@ def check(a):
             print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
             return
     elif a.sink.startswith("tmc_etr"):
-        check_etr(a, out, recs, stops, rep, not is_elf(raw), vmcore, truth_of(a.dir), cpus)
+        check_etr(a, out, recs, stops, rep, not is_elf(raw), vmcore, truth_of(a.dir, a.plain_kdump), cpus)
     else:
         check_tmc(a, out, recs, stops)
     check_etms(a, out, recs, enabled, cpus, log, fault)
     check_report_sessions(a, rep, cpus)
-    print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
+    if not a.plain_kdump:
+        print("CPU debug records: the PCs the plugin's EDPCSR reads returned")
 
     ground = os.path.join(a.dir, "ground" + a.tag)
     os.makedirs(ground, exist_ok=True)
@@ -1465,7 +1556,15 @@ def check(a):
     with open(os.path.join(ground, "report.json"), "w") as fh:
         # json.dumps, not json.dump: the latter encodes in pure Python (13 s for trace-kdump's).
         fh.write(json.dumps(keep))
-    truth = truth_of(a.dir)
+    # Plain kdump: no trace unit was stopped by software, their sessions are open when QEMU
+    # exits; the truth as it is then is what the sink got, once no trace reached it after the
+    # capture kernel stopped it.
+    truth = truth_of(a.dir, a.plain_kdump)
+    if a.plain_kdump:
+        # The sink stopped last (check_quiet_after_sink_stop): each open session ends where its
+        # trace into the sink ended, as a stopped one does.
+        for c in truth.values():
+            c["reason"] = "stopped"
     if region and a.text_from:
         # The text from a vmcore of the next boot (same kernel, same KASLR offset): csdump must
         # say where its text came from, and the decode is compared like any other.
@@ -1500,6 +1599,13 @@ def check(a):
         check_hw_stop(a, truth, rep, sym, panic_cpu)
     if a.crashed_cpus:
         check_second_crash(a, truth, rep, sym, panic_cpu)
+    if a.plain_kdump:
+        # Where the crash stop left the other CPUs (compared with the truth above): their last
+        # decoded functions.
+        for c in rep["cpus"]:
+            if c["cpu"] != panic_cpu and c["functions"]:
+                names = [sym(int(f["start"], 16)) for f in c["functions"][-3:]]
+                print(f"CPU{c['cpu']}: its trace ends where the crash stopped it: {' -> '.join(names)}")
     check_other_samples(a, truth, rep, pcs, panic_cpu, sym)
     if a.perf:
         check_perf(a, vmcore, sym)
@@ -1635,6 +1741,10 @@ def main():
                     "from the .ko files, placed as the dump's module list says")
     ap.add_argument("--report", help="csdump report --json --last LAST of the dump, saved by the caller: used "
                     "instead of running it (harness negatives that alter none of its inputs share one decode)")
+    ap.add_argument("--plain-kdump", action="store_true",
+                    help="kdump without crash_kexec_post_notifiers: nothing ran after panic() in the crashed "
+                    "kernel; its ETM records are the configuration recorded at enable, the sink's record "
+                    "the capture kernel's device dump, there is no CPU sample (needs --panic-cpu)")
     ap.add_argument("--vmcore", help="the dump csdump reads (default DIR/vmcore.elf; e.g. makedumpfile's "
                     "file of the same panic); the script's own reads stay on DIR/vmcore.elf")
     a = ap.parse_args()
@@ -1645,6 +1755,8 @@ def main():
         ap.error("--compare-only needs --decoded")
     if a.hw_stop and a.no_hw_stop:
         ap.error("--hw-stop and --no-hw-stop exclude each other")
+    if a.plain_kdump and a.panic_cpu is None:
+        ap.error("--plain-kdump needs --panic-cpu (no record names the panicking CPU)")
     try:
         check(a)
     except Bad as e:

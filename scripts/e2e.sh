@@ -66,6 +66,10 @@
 #                        kdump: the dump against the emulated hardware and its ground truth
 #                        (check_trace.py), on the raw /proc/vmcore copy and on makedumpfile's three
 #                        files of that panic
+#   trace-kdump-plain    trace-kdump with crash_kexec_post_notifiers off (kdump's default): nothing runs
+#                        in the crashed kernel after panic(); the ETMs' configuration recorded at
+#                        enable, the capture kernel's TMC driver drains the ETF into a device dump,
+#                        csdump joins them (check_trace.py --plain-kdump), panic on CPU 1
 #   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
 #   trace-builtin        the same built in, QMP dump (EL1 only too)
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
@@ -810,6 +814,23 @@ scenario_trace-kdump() {
 		check_trace "$d" mod --vmcore "$d/vmcore.flat" --no-el0 &&
 		check_trace "$d" mod --vmcore "$d/vmcore.flat.gz" --no-el0 &&
 		check_trace "$d" mod --vmcore "$d/vmcore.kdump" --no-el0
+}
+
+# trace-kdump as kdump's maintainers recommend it: crash_kexec_post_notifiers off, so nothing runs
+# in the crashed kernel after panic() starts the capture kernel. Each ETM's configuration was
+# recorded in the region when it was enabled, the trace units stop in hardware, the ETF keeps
+# capturing until the capture kernel's TMC driver (loaded first there) drains it and hands it over
+# as a device dump; csdump joins the two. The trigger runs on CPU 1, so the capture kernel boots
+# there. Judged against the plugin's truth and the execution record like trace-kdump.
+scenario_trace-kdump-plain() {
+	local d=$RUNS/trace-kdump-plain
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.etm_el1_only=1 cspd.trigger_cpu=1 cspd.capture_insmod=coresight_tmc.ko" \
+		&& el1_only_set "$d" || return 1
+	grep -q "$KDUMP_FIRST_WARNING" "$d/console.log" ||
+		{ echo "the sink did not say that kdump runs before the dump" >&2; return 1; }
+	grep -q "CSPD: capture kernel: coresight_tmc.ko loaded" "$d/console.log" ||
+		{ echo "the capture kernel did not load coresight_tmc.ko" >&2; return 1; }
+	EXEC_UNTRACED_EL0=1 check_trace "$d" mod --plain-kdump --panic-cpu 1 --perf --no-el0
 }
 
 # trace-kdump with the dump region from the device tree (no-map) instead of reserve_mem=: the
@@ -3295,7 +3316,7 @@ scenario_harness-hotplug() {
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-kdump-plain trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf

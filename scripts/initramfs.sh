@@ -94,10 +94,22 @@ pack() {
 
 stage="$dest/stage"
 
+# The modules of the build, for both initramfs images.
+copy_modules() {
+	local ko n=0
+	while IFS= read -r -d '' ko; do
+		cp "$ko" "$1/modules/"
+		n=$((n + 1))
+	done < <(find "$out/samples/rust/coresight_panic_dump" "$out/drivers/hwtracing/coresight/rust" -name '*.ko' -print0 2>/dev/null)
+	echo "$n"
+}
+
 # The capture kernel's initramfs: busybox, init and makedumpfile with its libraries (it saves
-# the vmcore the way distributions' kdump does, next to the raw copy).
+# the vmcore the way distributions' kdump does, next to the raw copy), and the modules (a capture
+# kernel's TMC driver collects the trace a crashed kernel left in its sink).
 base_root "$stage"
 copy_with_libs "$stage" "$root_debs/usr/bin/makedumpfile"
+copy_modules "$stage" >/dev/null
 pack "$stage" "$dest/capture.cpio.gz"
 
 # The main initramfs.
@@ -111,11 +123,7 @@ cp "$loop_bin" "$stage/bin/cspd-loop"
 # bookworm's libc lives in /lib/aarch64-linux-gnu; some packages use /usr/lib.
 cp "$image" "$stage/boot/Image"
 cp "$dest/capture.cpio.gz" "$stage/boot/capture.cpio.gz"
-nmods=0
-while IFS= read -r -d '' ko; do
-	cp "$ko" "$stage/modules/"
-	nmods=$((nmods + 1))
-done < <(find "$out/samples/rust/coresight_panic_dump" "$out/drivers/hwtracing/coresight/rust" -name '*.ko' -print0 2>/dev/null)
+nmods=$(copy_modules "$stage")
 pack "$stage" "$dest/main.cpio.gz"
 rm -rf "$stage"
 

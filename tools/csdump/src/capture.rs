@@ -33,7 +33,10 @@ use cspd_format::Phases;
 use cspd_format::RecordKind;
 use cspd_format::RecordStatus;
 use cspd_format::CPU_NONE;
+use cspd_format::RECORD_FLAG_CAPTURE;
+use cspd_format::RECORD_FLAG_RUNTIME;
 use cspd_hw::etm4x;
+use serde::Serialize;
 use thiserror::Error;
 
 use crate::elf::Vmlinux;
@@ -77,6 +80,102 @@ pub enum Origin {
     Snapshot(PathBuf),
 }
 
+/// Which path wrote a record csdump uses: the crashed kernel's panic path, the kernel while it
+/// ran, or a kdump capture kernel (the record header's `RECORD_FLAG_*` bits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "by")]
+pub enum RecordOrigin {
+    /// The panic path (the crashed kernel's panic notifier).
+    PanicPath,
+    /// The kernel while it ran ([`RECORD_FLAG_RUNTIME`]): a trace source's configuration,
+    /// recorded when it was enabled.
+    Runtime,
+    /// A kdump capture kernel ([`RECORD_FLAG_CAPTURE`]), from what the hardware kept after the
+    /// crash.
+    CaptureKernel {
+        /// The device dump it handed the record over in (`coresight_capture:<name>`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        device_dump: Option<String>,
+    },
+    /// A file of an OpenCSD snapshot directory.
+    Snapshot,
+}
+
+impl RecordOrigin {
+    /// The origin a record header's `flags` say, `device_dump` the capture kernel's device dump
+    /// the record was read from (`None`: the region).
+    pub fn of(flags: u32, device_dump: Option<&str>) -> Self {
+        if device_dump.is_some() || flags & RECORD_FLAG_CAPTURE != 0 {
+            Self::CaptureKernel {
+                device_dump: device_dump.map(str::to_string),
+            }
+        } else if flags & RECORD_FLAG_RUNTIME != 0 {
+            Self::Runtime
+        } else {
+            Self::PanicPath
+        }
+    }
+}
+
+impl std::fmt::Display for RecordOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PanicPath => write!(f, "panic path"),
+            Self::Runtime => write!(f, "recorded at enable, while the kernel ran"),
+            Self::CaptureKernel {
+                device_dump: Some(d),
+            } => write!(f, "capture kernel (device dump \"{d}\")"),
+            Self::CaptureKernel { device_dump: None } => write!(f, "capture kernel"),
+            Self::Snapshot => write!(f, "snapshot file"),
+        }
+    }
+}
+
+/// Which path committed the dump (the commit record's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DumpPath {
+    /// The panic path: the crashed kernel's panic notifier ran and committed the region.
+    PanicPath,
+    /// Committed while the kernel ran ([`RECORD_FLAG_RUNTIME`] on the commit): no panic-time
+    /// step ran.
+    Runtime,
+}
+
+impl DumpPath {
+    /// The path the commit record's header `flags` say.
+    pub fn of_commit(flags: u32) -> Self {
+        if flags & RECORD_FLAG_RUNTIME != 0 {
+            Self::Runtime
+        } else {
+            Self::PanicPath
+        }
+    }
+}
+
+impl std::fmt::Display for DumpPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PanicPath => write!(
+                f,
+                "panic path: committed by the crashed kernel's panic notifier"
+            ),
+            Self::Runtime => write!(
+                f,
+                "committed while the kernel ran: no panic-time step ran (plain kdump without \
+                 crash_kexec_post_notifiers, or no panic)"
+            ),
+        }
+    }
+}
+
+/// Why the trace of a dump committed while the kernel ran was not collected, when the capture
+/// kernel handed over no sink record.
+pub const NOT_COLLECTED: &str = "the trace was not collected: the dump was committed while the \
+kernel ran (no panic-time step drained a sink) and the capture kernel handed over no sink record \
+(no vmcore device dump coresight_capture:<sink>: its TMC driver was not loaded or built in, or \
+the sink was not capturing)";
+
 /// How a sink's trace is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinkFormat {
@@ -111,6 +210,8 @@ pub struct Sink<'a> {
     pub etr: Option<EtrRecordHeader>,
     /// How the trace is laid out.
     pub format: SinkFormat,
+    /// Which path wrote its record.
+    pub origin: RecordOrigin,
 }
 
 impl Sink<'_> {
@@ -134,6 +235,19 @@ pub struct Etm {
     pub state: SavedState,
     /// Its trace protocol.
     pub protocol: Protocol,
+    /// Which path wrote its record.
+    pub origin: RecordOrigin,
+}
+
+/// One CPU's debug sample, and where it came from.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Record name.
+    pub name: String,
+    /// The sample.
+    pub sample: CpuSample,
+    /// Which path wrote its record.
+    pub origin: RecordOrigin,
 }
 
 impl Etm {
@@ -182,7 +296,7 @@ pub struct Capture<'a> {
     /// Usable ETMv4 sources, in record order, one per trace ID.
     pub etms: Vec<Etm>,
     /// CPU debug samples.
-    pub samples: Vec<CpuSample>,
+    pub samples: Vec<Sample>,
     /// Kernel layout.
     pub kernel: KernelInfo,
     /// CPU that panicked.
@@ -191,6 +305,8 @@ pub struct Capture<'a> {
     pub panic_message: Option<String>,
     /// When each phase of the panic path ran (a dump of format version 3).
     pub phases: Option<Phases>,
+    /// Which path committed the dump (`None`: a snapshot, or a dump without a sound commit).
+    pub path: Option<DumpPath>,
     /// Memory images named by a snapshot.
     pub memory: Vec<MemImage>,
     /// Core device type names from a snapshot, by CPU.
@@ -238,6 +354,7 @@ impl<'a> Capture<'a> {
             panic_cpu: None,
             panic_message: None,
             phases: None,
+            path: None,
             memory: Vec::new(),
             core_types: Vec::new(),
             warnings: Vec::new(),
@@ -257,10 +374,14 @@ impl<'a> Capture<'a> {
         self.module_symbols.load_dir(dir, force)
     }
 
-    /// Reads the trace records of a located dump region.
+    /// Reads the trace records of a located dump region, and the sink records a kdump capture
+    /// kernel handed over as device dumps (`located.captures`).
     ///
     /// Only records that pass every check are used; a damaged one is skipped (the region
-    /// report names it). A record that cannot be used for trace gets a warning.
+    /// report names it). A record that cannot be used for trace gets a warning. A captured sink
+    /// record is used as the region's would be, and the region's record of that sink, which the
+    /// panic path did not drain, is then no cause for a warning; when the panic path did drain
+    /// it, the region's is used and a note says the capture kernel's copy was ignored.
     pub fn from_dump(located: &'a Located<'a>) -> Result<Self, CaptureError> {
         let bytes: &'a [u8] = &located.bytes;
         let region = cspd_format::parse_region(bytes)?;
@@ -269,6 +390,12 @@ impl<'a> Capture<'a> {
         c.vmcoreinfo = located.vmcoreinfo.as_deref();
         let mut sources = Vec::new();
         let mut modules_seen = false;
+        // The region's sinks the panic path drained (their callback ran), and those it did not,
+        // with their status: said once the capture kernel's sinks are known.
+        let mut drained: Vec<String> = Vec::new();
+        let mut undrained: Vec<(String, RecordStatus)> = Vec::new();
+        // The CPU debug records the panic path did not reach.
+        let mut unsampled: Vec<(String, i32)> = Vec::new();
         for item in region.records() {
             let rec = match item {
                 Ok(rec) => rec,
@@ -289,6 +416,7 @@ impl<'a> Capture<'a> {
             let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
             let partial = matches!(h.status, RecordStatus::Truncated | RecordStatus::Partial);
             match h.kind {
+                RecordKind::Commit => c.path = Some(DumpPath::of_commit(h.flags)),
                 RecordKind::Identity if c.kernel.text.is_none() => {
                     if let Ok(id) = Identity::decode(rec.data) {
                         c.kernel = kernel_info(&id);
@@ -318,36 +446,12 @@ impl<'a> Capture<'a> {
                 }
                 RecordKind::Sink => {
                     if h.status != RecordStatus::Ok && !partial {
-                        c.warnings
-                            .push(format!("sink {name}: status {}, no trace", h.status.name()));
+                        undrained.push((name, h.status));
                         continue;
                     }
-                    if h.payload == PayloadType::Etr {
-                        c.add_etr_sink(located, name, h, rec.data);
-                        continue;
-                    }
-                    if h.payload != PayloadType::Tmc {
-                        c.warnings.push(format!(
-                            "sink {name}: {} payload, not a TMC drain; no trace",
-                            h.payload.name()
-                        ));
-                        continue;
-                    }
-                    match TmcRecord::parse(rec.data) {
-                        Ok((tmc, trace)) => {
-                            if let Some(w) = drain_warning(&name, h, &tmc) {
-                                c.warnings.push(w);
-                            }
-                            c.add_sink(Sink {
-                                name,
-                                trace: Cow::Borrowed(trace),
-                                tmc: Some(tmc),
-                                etr: None,
-                                format: SinkFormat::Frames,
-                            });
-                        }
-                        Err(e) => c.warnings.push(format!("sink {name}: {e}; no trace")),
-                    }
+                    drained.push(name.clone());
+                    let origin = RecordOrigin::of(h.flags, None);
+                    c.read_sink(located, name, h, rec.data, origin);
                 }
                 RecordKind::Source => {
                     if h.status != RecordStatus::Ok && !partial {
@@ -369,11 +473,15 @@ impl<'a> Capture<'a> {
                             name,
                             state: s,
                             protocol: Protocol::Etmv4,
+                            origin: RecordOrigin::of(h.flags, None),
                         }),
                         Err(e) => c.warnings.push(format!(
                             "source {name}: not an ETMv4 saved state ({e:?}); skipped"
                         )),
                     }
+                }
+                RecordKind::CpuDebug if h.status == RecordStatus::NotRun && rec.data.is_empty() => {
+                    unsampled.push((name, h.error));
                 }
                 RecordKind::CpuDebug if h.status != RecordStatus::Ok && rec.data.is_empty() => {
                     c.warnings.push(format!(
@@ -388,17 +496,180 @@ impl<'a> Capture<'a> {
                     ));
                 }
                 RecordKind::CpuDebug => match CpuSample::decode(rec.data) {
-                    Ok(s) => c.samples.push(s),
+                    Ok(s) => c.samples.push(Sample {
+                        name,
+                        sample: s,
+                        origin: RecordOrigin::of(h.flags, None),
+                    }),
                     Err(e) => c.warnings.push(format!("cpu debug {name}: {e}; no sample")),
                 },
                 _ => {}
             }
+        }
+        if c.path == Some(DumpPath::Runtime) && !unsampled.is_empty() {
+            let names: Vec<&str> = unsampled.iter().map(|(n, _)| n.as_str()).collect();
+            c.notes.push(format!(
+                "cpu debug {}: not sampled (no panic-time step ran)",
+                names.join(", ")
+            ));
+        } else {
+            for (name, error) in unsampled {
+                c.warnings.push(format!(
+                    "cpu debug {name}: {}; no sample",
+                    failure(RecordStatus::NotRun.name(), error)
+                ));
+            }
+        }
+        c.add_captures(located, &drained, &mut undrained);
+        for (name, status) in undrained {
+            let w = if status == RecordStatus::NotRun && c.path == Some(DumpPath::Runtime) {
+                format!(
+                    "sink {name}: not drained (no panic-time step ran) and no capture kernel's \
+                     device dump {}; no trace",
+                    capture_dump_name(&name)
+                )
+            } else {
+                format!("sink {name}: status {}, no trace", status.name())
+            };
+            c.warnings.push(w);
         }
         for etm in sources {
             c.add_etm(etm);
         }
         c.finish();
         Ok(c)
+    }
+
+    /// Adds the sink records of the capture kernel's sound device dumps (a damaged one was
+    /// warned about when it was located): each is read as a region's sink record is, unless the
+    /// panic path drained the region's sink of that name (`drained`: a note says the captured
+    /// copy was ignored). A region sink that a captured record stands in for is taken out of
+    /// `undrained`.
+    fn add_captures(
+        &mut self,
+        located: &'a Located<'a>,
+        drained: &[String],
+        undrained: &mut Vec<(String, RecordStatus)>,
+    ) {
+        let mut used: Vec<String> = Vec::new();
+        for dump in located.captures.iter().filter(|d| d.problem.is_none()) {
+            let dd = &dump.name;
+            for rec in dump.records() {
+                let h = &rec.header;
+                let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
+                match h.kind {
+                    RecordKind::Commit => continue,
+                    RecordKind::Sink => {}
+                    kind => {
+                        self.notes.push(format!(
+                            "device dump \"{dd}\": {} record {name} skipped (only sink records \
+                             are read from a capture kernel's device dump)",
+                            kind.name()
+                        ));
+                        continue;
+                    }
+                }
+                if drained.contains(&name) {
+                    self.notes.push(format!(
+                        "sink {name}: drained by the panic path, whose record is used; the \
+                         capture kernel's copy (device dump \"{dd}\") was ignored"
+                    ));
+                    continue;
+                }
+                if used.contains(&name) {
+                    self.notes.push(format!(
+                        "sink {name}: already read from another capture kernel's device dump; \
+                         the copy in device dump \"{dd}\" was ignored"
+                    ));
+                    continue;
+                }
+                used.push(name.clone());
+                let stood_for = undrained
+                    .iter()
+                    .position(|(n, _)| *n == name)
+                    .map(|i| undrained.remove(i).1);
+                match stood_for {
+                    Some(status) if status != RecordStatus::NotRun => {
+                        self.notes.push(format!(
+                            "sink {name}: the panic path's record has status {}; the capture \
+                             kernel's (device dump \"{dd}\") is used",
+                            status.name()
+                        ));
+                    }
+                    _ => self.notes.push(format!(
+                        "sink {name}: trace from the capture kernel (device dump \"{dd}\")"
+                    )),
+                }
+                let partial = matches!(h.status, RecordStatus::Truncated | RecordStatus::Partial);
+                if h.status != RecordStatus::Ok && !partial {
+                    self.warnings.push(format!(
+                        "sink {name} (device dump \"{dd}\"): status {}, no trace",
+                        h.status.name()
+                    ));
+                    continue;
+                }
+                let origin = RecordOrigin::of(h.flags, Some(dd));
+                self.read_sink(located, name, h, rec.data, origin);
+            }
+        }
+    }
+
+    /// Reads the trace of a sink record whose callback ran (status ok, truncated or partial).
+    fn read_sink(
+        &mut self,
+        located: &Located<'_>,
+        name: String,
+        h: &cspd_format::RecordHeader,
+        data: &'a [u8],
+        origin: RecordOrigin,
+    ) {
+        if h.payload == PayloadType::Etr {
+            self.add_etr_sink(located, name, h, data, origin);
+            return;
+        }
+        if h.payload != PayloadType::Tmc {
+            self.warnings.push(format!(
+                "sink {name}: {} payload, not a TMC drain; no trace",
+                h.payload.name()
+            ));
+            return;
+        }
+        match TmcRecord::parse(data) {
+            Ok((tmc, trace)) => {
+                if let Some(w) = drain_warning(&name, h, &tmc) {
+                    self.warnings.push(w);
+                }
+                self.add_sink(Sink {
+                    name,
+                    trace: Cow::Borrowed(trace),
+                    tmc: Some(tmc),
+                    etr: None,
+                    format: SinkFormat::Frames,
+                    origin,
+                });
+            }
+            Err(e) => self.warnings.push(format!("sink {name}: {e}; no trace")),
+        }
+    }
+
+    /// Whether the dump was committed while the kernel ran and no sink record has trace (the
+    /// capture kernel handed over none): the trace was not collected.
+    pub fn trace_not_collected(&self) -> bool {
+        self.sinks.is_empty() && self.path == Some(DumpPath::Runtime)
+    }
+
+    /// Why no sink of the capture holds trace, for the outputs that need it, or `None` when one
+    /// does: for a dump committed while the kernel ran without a sink record from the capture
+    /// kernel, that the trace was not collected ([`NOT_COLLECTED`]).
+    pub fn no_trace(&self) -> Option<String> {
+        if self.sinks.iter().any(|s| !s.frames().is_empty()) {
+            return None;
+        }
+        Some(if self.trace_not_collected() {
+            NOT_COLLECTED.to_string()
+        } else {
+            "no trace in any sink".to_string()
+        })
     }
 
     /// Reads an OpenCSD snapshot directory as OpenCSD's snapshot reader does: `snapshot.ini`
@@ -582,6 +853,7 @@ impl<'a> Capture<'a> {
                         name: src.clone(),
                         state,
                         protocol,
+                        origin: RecordOrigin::Snapshot,
                     }),
                     Err(missing) => c
                         .warnings
@@ -598,6 +870,7 @@ impl<'a> Capture<'a> {
                 tmc: None,
                 etr: None,
                 format,
+                origin: RecordOrigin::Snapshot,
             });
         }
         // The kernel text, if a memory image holds kernel addresses.
@@ -625,6 +898,7 @@ impl<'a> Capture<'a> {
         name: String,
         h: &cspd_format::RecordHeader,
         data: &[u8],
+        origin: RecordOrigin,
     ) {
         let (etr, copied) = match EtrRecord::parse(data) {
             Ok(x) => x,
@@ -654,6 +928,7 @@ impl<'a> Capture<'a> {
                     tmc: None,
                     etr: Some(etr),
                     format: SinkFormat::Frames,
+                    origin,
                 });
             }
             Ok(None) => {}
@@ -735,7 +1010,11 @@ impl<'a> Capture<'a> {
             );
         }
         if self.sinks.is_empty() {
-            self.warnings.push("no trace sink record".into());
+            self.warnings.push(if self.trace_not_collected() {
+                format!("no sink has trace: {NOT_COLLECTED}")
+            } else {
+                "no trace sink record".into()
+            });
         }
     }
 
@@ -743,7 +1022,7 @@ impl<'a> Capture<'a> {
     pub fn cpus(&self) -> Vec<u32> {
         let mut set = BTreeSet::new();
         set.extend(self.etms.iter().map(|e| e.state.cpu));
-        set.extend(self.samples.iter().map(|s| s.cpu));
+        set.extend(self.samples.iter().map(|s| s.sample.cpu));
         set.extend(self.panic_cpu);
         let mut v: Vec<u32> = set.into_iter().collect();
         if let Some(p) = self.panic_cpu {
@@ -994,6 +1273,15 @@ fn find_buffer(located: &Located<'_>, paddr: u64, len: u64) -> Result<(Vec<u8>, 
             "the trace stayed in the reserved buffer at {paddr:#x} ({len:#x} bytes), which this vmcore does not hold ({e}): a no-map tracedata region reaches a kdump vmcore only as the device dump {} that the capture kernel adds (it needs CONFIG_CORESIGHT_PANIC_DUMP and CONFIG_PROC_VMCORE_DEVICE_DUMP and the region's device-tree node)",
             tracedata_name(paddr)
         )),
+    }
+}
+
+/// The name of the device dump a capture kernel hands the record of sink `name` over in.
+pub fn capture_dump_name(name: &str) -> String {
+    let mut b = [0u8; cspd_format::capture::CAPTURE_DUMP_NAME_MAX];
+    match cspd_format::capture::capture_dump_name(name.as_bytes(), &mut b) {
+        Some(n) => String::from_utf8_lossy(&b[..n]).into_owned(),
+        None => cspd_format::capture::CAPTURE_DUMP_PREFIX.to_string(),
     }
 }
 

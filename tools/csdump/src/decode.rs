@@ -367,7 +367,11 @@ pub fn decode_each(
         return Err(DecodeError::Nothing("no ETMv4 or ETE source".into()));
     }
     let Some(sink) = capture.sinks.iter().position(|s| !s.frames().is_empty()) else {
-        return Err(DecodeError::Nothing("no trace in any sink".into()));
+        return Err(DecodeError::Nothing(
+            capture
+                .no_trace()
+                .unwrap_or_else(|| "no trace in any sink".into()),
+        ));
     };
     if in_process() {
         decode_here(capture, sink, memory, &mut f)

@@ -21,6 +21,26 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ExtractError> {
     crate::output::write(path, bytes)
 }
 
+/// Writes an ETR record's trace, as the decoders take it, when `rec` has one.
+fn write_etr_trace(
+    located: &Located<'_>,
+    rec: &crate::info::RecordInfo,
+    data: &[u8],
+    dir: &Path,
+    written: &mut Vec<String>,
+) -> Result<(), ExtractError> {
+    let Some(file) = rec.trace.as_ref().and_then(|t| t.file.clone()) else {
+        return Ok(());
+    };
+    if let Ok((h, copied)) = cspd_format::etr::EtrRecord::parse(data) {
+        if let Ok(Some(t)) = crate::capture::etr_trace(located, &h, copied) {
+            write(&dir.join(&file), &t.bytes)?;
+            written.push(file);
+        }
+    }
+    Ok(())
+}
+
 /// Options of [`extract`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExtractOptions {
@@ -55,14 +75,22 @@ pub fn extract(
         let data = region.get(start..end).unwrap_or(&[]);
         write(&dir.join(name), data)?;
         written.push(name.clone());
-        // An ETR's trace, as the decoders take it.
-        if let Some(file) = rec.trace.as_ref().and_then(|t| t.file.clone()) {
-            if let Ok((h, copied)) = cspd_format::etr::EtrRecord::parse(data) {
-                if let Ok(Some(t)) = crate::capture::etr_trace(located, &h, copied) {
-                    write(&dir.join(&file), &t.bytes)?;
-                    written.push(file);
-                }
-            }
+        write_etr_trace(located, rec, data, dir, &mut written)?;
+    }
+    // The capture kernel's records that are used, from their own containers.
+    for (cap, dump) in report.captures.iter().zip(&located.captures) {
+        for rec in &cap.records {
+            let Some(name) = &rec.file else {
+                continue;
+            };
+            let start = rec.data_offset.min(dump.bytes.len());
+            let end = start
+                .saturating_add(rec.length as usize)
+                .min(dump.bytes.len());
+            let data = dump.bytes.get(start..end).unwrap_or(&[]);
+            write(&dir.join(name), data)?;
+            written.push(name.clone());
+            write_etr_trace(located, rec, data, dir, &mut written)?;
         }
     }
     if let Some(p) = &report.panic {

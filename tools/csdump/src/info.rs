@@ -18,6 +18,9 @@ use cspd_format::CPU_NONE;
 use cspd_format::RECORD_HEADER_SIZE;
 use serde::Serialize;
 
+use crate::capture::DumpPath;
+use crate::capture::RecordOrigin;
+use crate::capture::NOT_COLLECTED;
 use crate::modules::render_modules;
 use crate::modules::ModuleList;
 use crate::modules::ModulesReport;
@@ -91,6 +94,10 @@ pub struct RecordInfo {
     /// The record kind.
     #[serde(skip)]
     pub record_kind: RecordKind,
+    /// Which path wrote the record, for a trace sink, trace source or CPU debug record that
+    /// was written (absent for one that was not, and for the other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RecordOrigin>,
     /// An ETR sink's trace, as the decoders take it (copied in the record, or found where the
     /// ETR left it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +117,23 @@ pub struct TraceInfo {
     pub barrier: bool,
     /// Why it could not be had.
     pub problem: Option<String>,
+}
+
+/// A kdump capture kernel's device dump (`coresight_capture:<name>`): the records it handed
+/// over, and whether they are used.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaptureDumpInfo {
+    /// The device dump's name.
+    pub name: String,
+    /// Bytes of data in the note.
+    pub size: u64,
+    /// File offset of its data, when contiguous in the input file.
+    pub file_offset: Option<u64>,
+    /// Why it is not used (a bad CRC, truncated, not a container), when it is damaged.
+    pub problem: Option<String>,
+    /// Its records but the commit (offsets within its container), each with its origin and,
+    /// in `problem`, why it is not used when the region's record of that sink wins.
+    pub records: Vec<RecordInfo>,
 }
 
 /// The identity record, decoded.
@@ -336,6 +360,14 @@ pub struct Summary {
     pub modules: Option<ModulesReport>,
     /// The commit record.
     pub commit: CommitInfo,
+    /// Which path committed the dump (absent without a sound commit): the panic path, or the
+    /// kernel while it ran (no panic-time step ran).
+    pub path: Option<DumpPath>,
+    /// The capture kernel's device dumps, in the input's order.
+    pub captures: Vec<CaptureDumpInfo>,
+    /// Why no sink has trace, when the dump was committed while the kernel ran and neither the
+    /// region nor a capture kernel's device dump holds a drained sink record.
+    pub no_trace: Option<String>,
     /// Every problem found, in region order.
     pub problems: Vec<Problem>,
     /// Whether the dump is complete and every check passed.
@@ -401,6 +433,9 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
             used_bytes: None,
             problem: None,
         },
+        path: None,
+        captures: Vec::new(),
+        no_trace: None,
         problems: Vec::new(),
         clean: false,
     };
@@ -425,6 +460,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         salvageable: true,
         record_kind: r.header.kind,
         trace: None,
+        origin: record_origin(r, None),
     };
     for item in region.records() {
         match item {
@@ -437,6 +473,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                     used_bytes: c.map(|c| c.used_bytes),
                     problem: None,
                 };
+                report.path = Some(DumpPath::of_commit(r.header.flags));
             }
             Ok(r) => {
                 match r.header.kind {
@@ -478,7 +515,11 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                             }
                         });
                     }
-                    RecordKind::PanicInfo if report.panic.is_none() => {
+                    // Not run: the panic path did not run (a dump committed while the
+                    // kernel ran), no message to decode.
+                    RecordKind::PanicInfo
+                        if report.panic.is_none() && r.header.status != RecordStatus::NotRun =>
+                    {
                         match PanicInfo::decode(r.data) {
                             Ok(p) => {
                                 report.panic = Some(PanicReport {
@@ -532,10 +573,133 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
             }
         }
     }
+    report.captures = capture_infos(located, &report.records, &mut report.problems);
+    let drained = |rec: &RecordInfo| rec.problem.is_none() && drained_sink(rec);
+    if report.path == Some(DumpPath::Runtime)
+        && !report.records.iter().any(drained)
+        && !report
+            .captures
+            .iter()
+            .flat_map(|c| &c.records)
+            .any(|r| r.problem.is_none() && drained(r))
+    {
+        report.no_trace = Some(NOT_COLLECTED.to_string());
+    }
     report.clean = report.problems.is_empty()
         && report.commit.state == CommitState::Ok
         && !located.input_damaged;
     Ok(report)
+}
+
+/// Whether `rec` is a sound sink record whose drain ran (status ok, truncated or partial).
+fn drained_sink(rec: &RecordInfo) -> bool {
+    rec.record_kind == RecordKind::Sink
+        && rec.crc_ok
+        && [
+            RecordStatus::Ok,
+            RecordStatus::Truncated,
+            RecordStatus::Partial,
+        ]
+        .iter()
+        .any(|s| s.name() == rec.status)
+}
+
+/// Which path wrote record `r` (read from the region, or from the capture kernel's device dump
+/// `device_dump`), for a trace sink, trace source or CPU debug record that was written.
+fn record_origin(r: &Record<'_>, device_dump: Option<&str>) -> Option<RecordOrigin> {
+    let h = &r.header;
+    (matches!(
+        h.kind,
+        RecordKind::Sink | RecordKind::Source | RecordKind::CpuDebug
+    ) && h.status != RecordStatus::NotRun)
+        .then(|| RecordOrigin::of(h.flags, device_dump))
+}
+
+/// The capture kernel's device dumps of `located`, their records checked against the region's
+/// `region_records`: a captured sink the panic path also drained is not used (the region's
+/// wins), nor is a second copy of one sink.
+fn capture_infos(
+    located: &Located<'_>,
+    region_records: &[RecordInfo],
+    problems: &mut Vec<Problem>,
+) -> Vec<CaptureDumpInfo> {
+    let mut used: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for (n, dump) in located.captures.iter().enumerate() {
+        let mut records = Vec::new();
+        for r in dump.records() {
+            let h = &r.header;
+            if h.kind == RecordKind::Commit {
+                continue;
+            }
+            let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
+            let problem = if h.kind != RecordKind::Sink {
+                Some("only sink records are read from a capture kernel's device dump".to_string())
+            } else if region_records
+                .iter()
+                .any(|x| x.name == name && drained_sink(x))
+            {
+                Some(format!(
+                    "ignored: the panic path drained sink {name}, whose record in the region is used"
+                ))
+            } else if used.contains(&name) {
+                Some(format!(
+                    "ignored: sink {name} was read from an earlier capture kernel's device dump"
+                ))
+            } else {
+                used.push(name.clone());
+                None
+            };
+            let file = problem
+                .is_none()
+                .then(|| capture_file_name(n, records.len(), h.kind, h.name_bytes()));
+            let mut info = RecordInfo {
+                index: records.len(),
+                offset: r.offset,
+                file_offset: dump
+                    .file_offset
+                    .and_then(|o| o.checked_add(r.offset as u64)),
+                kind: h.kind.name().into(),
+                status: h.status.name().into(),
+                payload: h.payload.name().into(),
+                name,
+                cpu: (h.cpu != CPU_NONE).then_some(h.cpu),
+                error: h.error,
+                capacity: h.capacity,
+                length: h.length,
+                crc_ok: true,
+                file,
+                problem,
+                data_offset: r.offset + RECORD_HEADER_SIZE,
+                salvageable: false,
+                record_kind: h.kind,
+                trace: None,
+                origin: record_origin(&r, Some(&dump.name)),
+            };
+            if info.problem.is_none() && h.payload == PayloadType::Etr {
+                info.trace = etr_trace_info(located, &r, &info, problems);
+            }
+            records.push(info);
+        }
+        out.push(CaptureDumpInfo {
+            name: dump.name.clone(),
+            size: dump.size,
+            file_offset: dump.file_offset,
+            problem: dump.problem.clone(),
+            records,
+        });
+    }
+    out
+}
+
+/// File name `extract` gives the data of record `index` of the capture kernel's device dump
+/// `dump` (their order in the input).
+pub fn capture_file_name(dump: usize, index: usize, kind: RecordKind, name: &[u8]) -> String {
+    format!(
+        "capture{dump}-{index:02}-{}-{}.bin",
+        kind.name(),
+        crate::output::sanitize(name)
+    )
 }
 
 /// The name of the file `extract` writes an ETR record's trace to.
@@ -689,6 +853,9 @@ pub fn render_text(r: &Summary) -> String {
             if rec.crc_ok { "ok" } else { "BAD" },
             rec.file.as_deref().unwrap_or("-")
         );
+        if let Some(o) = &rec.origin {
+            let _ = writeln!(s, "       origin: {o}");
+        }
         if let Some(t) = &rec.trace {
             let _ = match (&t.from, &t.problem) {
                 (Some(from), _) => writeln!(
@@ -716,6 +883,42 @@ pub fn render_text(r: &Summary) -> String {
         CommitState::Corrupt => "CORRUPT".into(),
     };
     let _ = writeln!(s, "commit:    {commit}");
+    if let Some(p) = &r.path {
+        let _ = writeln!(s, "path:      {p}");
+    }
+    if !r.captures.is_empty() {
+        let _ = writeln!(s, "capture kernel's device dumps: {}", r.captures.len());
+    }
+    for c in &r.captures {
+        if let Some(why) = &c.problem {
+            let _ = writeln!(s, "  {}: NOT USED: {why}", c.name);
+            continue;
+        }
+        let _ = writeln!(s, "  {} ({:#x} bytes):", c.name, c.size);
+        for rec in &c.records {
+            let _ = writeln!(
+                s,
+                "    {} {}: {}, {}/{} bytes; {}",
+                rec.kind,
+                rec.name,
+                rec.status,
+                rec.length,
+                rec.capacity,
+                match &rec.problem {
+                    Some(why) => why.clone(),
+                    None => format!(
+                        "used (origin: {})",
+                        rec.origin
+                            .as_ref()
+                            .map_or("capture kernel".to_string(), ToString::to_string)
+                    ),
+                }
+            );
+        }
+    }
+    if let Some(why) = &r.no_trace {
+        let _ = writeln!(s, "trace:     {why}");
+    }
     let _ = writeln!(
         s,
         "result:    {}",

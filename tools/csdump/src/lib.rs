@@ -32,8 +32,8 @@ pub use cspd_format as format;
 ///
 /// The first byte chooses what the rest is (the seeds of `fuzz/` start with it):
 ///
-/// - `0` (and any byte not below): a dump (a vmcore in any format csdump reads, or a raw region
-///   image): located,
+/// - `0` (and any byte not below): a dump (a vmcore in any format csdump reads, with the capture
+///   kernel's device dumps it holds, or a raw region image): located,
 ///   analyzed, rendered as text and JSON, its capture turned into perf's files (into a sink)
 ///   and into the report (decoded as csdump decodes: in a confined child process, unless the
 ///   caller chose [`decode::decode_in_process`], as the fuzz target does), the ELF reader and the region parser run on it

@@ -43,7 +43,10 @@ CSPD_REGION_PADDR/CSPD_REGION_SIZE keys of VMCOREINFO name (checked against its 
 header), else found by scanning the vmcore's page starts for the container magic; the output
 says which, and which format it read. A TMC-ETR's buffer left in reserved memory is read from
 the trace buffer attached to the previous dump, the capture kernel's device dump
-coresight_tracedata@ADDRESS, or the vmcore's memory, and unwrapped as its record says.";
+coresight_tracedata@ADDRESS, or the vmcore's memory, and unwrapped as its record says. A sink
+that a kdump capture kernel drained after a crash whose panic path did not run (plain kdump,
+crash_kexec_post_notifiers off) is read from its device dump coresight_capture:<sink> and
+joined with the region's records; the output says which path wrote each record.";
 
 /// Reads a coresight-panic-dump from a vmcore or a region file.
 #[derive(Debug, Parser)]

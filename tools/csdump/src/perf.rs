@@ -145,9 +145,12 @@ pub fn write_perf(capture: &Capture<'_>, dir: &Path) -> io::Result<PerfOutput> {
     let path = dir.join(METADATA_FILE);
     crate::output::write(&path, &metadata_bytes(capture))?;
     out.files.push(path);
-    if capture.sinks.iter().all(|s| s.frames().is_empty()) {
-        out.skipped
-            .push("perf.data: no trace (every sink is empty)".into());
+    if let Some(why) = capture.no_trace() {
+        out.skipped.push(if capture.trace_not_collected() {
+            format!("perf.data: no trace: {why}")
+        } else {
+            "perf.data: no trace (every sink is empty)".into()
+        });
         return Ok(out);
     }
     let path = dir.join(PERF_DATA_FILE);

@@ -150,6 +150,42 @@ pub struct Attachment {
     pub data: Vec<u8>,
 }
 
+/// A kdump capture kernel's device dump (`coresight_capture:<record name>`): a small container
+/// holding the record of a trace sink it drained, written from what the hardware kept after the
+/// crash ([`cspd_format::capture`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureDump {
+    /// The device dump's name.
+    pub name: String,
+    /// Bytes of data in the note (the kernel pads them to a page).
+    pub size: u64,
+    /// File offset of its data, when it is contiguous in the input file.
+    pub file_offset: Option<u64>,
+    /// The container (its header's size of it), every record and the commit checked; empty
+    /// when it is damaged.
+    pub bytes: Vec<u8>,
+    /// Why it is not used (bad CRC, truncated, not a container), if it is damaged.
+    pub problem: Option<String>,
+}
+
+impl CaptureDump {
+    /// The container's records (the commit included), when it is not damaged.
+    pub fn records(&self) -> impl Iterator<Item = cspd_format::Record<'_>> {
+        let region = if self.problem.is_none() {
+            cspd_format::parse_region(&self.bytes).ok()
+        } else {
+            None
+        };
+        region
+            .into_iter()
+            .flat_map(|r| r.records().filter_map(Result::ok))
+    }
+}
+
+/// Largest capture kernel's device dump csdump reads (a bound on what a lying header can make it
+/// allocate): a drained ETF or ETB is far smaller.
+pub const MAX_CAPTURE_DUMP_SIZE: u64 = 1 << 30;
+
 /// Largest span of attachments read behind a region (a bound on what a damaged file can make
 /// csdump allocate).
 pub const MAX_ATTACHMENT_BYTES: u64 = 1 << 32;
@@ -178,8 +214,9 @@ pub struct Located<'a> {
     /// disagrees with the container, a truncated file).
     pub warnings: Vec<String>,
     /// Whether the input file itself is damaged (truncated, a flattened stream without its end
-    /// marker, notes that run past their area, marked incomplete): said among `warnings`, and
-    /// the run is not clean (exit status 3) even when the region it holds survived.
+    /// marker, notes that run past their area, marked incomplete, a capture kernel's device dump
+    /// that fails its checks): said among `warnings`, and the run is not clean (exit status 3)
+    /// even when the region it holds survived.
     pub input_damaged: bool,
     /// Facts about the input worth saying that are not damage (pages makedumpfile filtered
     /// out and that read as zeros, the device dump preferred over memory).
@@ -188,6 +225,9 @@ pub struct Located<'a> {
     pub core: Option<Vmcore>,
     /// Trace buffers carried behind the region (a region file after a warm reboot).
     pub attachments: Vec<Attachment>,
+    /// The capture kernel's device dumps (`coresight_capture:*`), in note order, damaged ones
+    /// included (with their problem, said among `warnings`).
+    pub captures: Vec<CaptureDump>,
 }
 
 impl Located<'_> {
@@ -257,6 +297,7 @@ fn raw_located(bytes: Cow<'_, [u8]>) -> Located<'_> {
         notes: Vec::new(),
         core: None,
         attachments: Vec::new(),
+        captures: Vec::new(),
     }
 }
 
@@ -596,7 +637,9 @@ fn locate_in_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
         notes: Vec::new(),
         core: None,
         attachments: Vec::new(),
+        captures: Vec::new(),
     };
+    read_captures(&core, rearranged, &mut located);
 
     // 1. A device dump the capture kernel added (a no-map region the crash headers leave out).
     if let Some(dd) = core
@@ -726,6 +769,74 @@ fn locate_in_vmcore(core: Vmcore) -> Result<Located<'static>, LocateError> {
         paddr,
         FoundBy::ScanVmcore { paddr },
     ))
+}
+
+/// Reads every capture kernel's device dump (`coresight_capture:*`) of `core` into
+/// `located.captures`; one that is not a sound container is kept with its problem, said among
+/// the warnings, and marks the input damaged.
+fn read_captures(core: &Vmcore, rearranged: bool, located: &mut Located<'_>) {
+    for dd in core.device_dumps() {
+        if !cspd_format::capture::is_capture_dump_name(dd.name.as_bytes()) {
+            continue;
+        }
+        let (bytes, problem) = match read_capture(core, dd.data_offset, dd.data_size) {
+            Ok(b) => (b, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        if let Some(why) = &problem {
+            located.warnings.push(format!(
+                "the capture kernel's device dump \"{}\" is not used: {why}",
+                dd.name
+            ));
+            located.input_damaged = true;
+        }
+        located.captures.push(CaptureDump {
+            name: dd.name,
+            size: dd.data_size,
+            file_offset: (!rearranged).then_some(dd.data_offset),
+            bytes,
+            problem,
+        });
+    }
+}
+
+/// Reads and checks the container of a capture kernel's device dump: `size` bytes at file
+/// offset `offset`. Returns the container's bytes, or what is wrong with it.
+fn read_capture(core: &Vmcore, offset: u64, size: u64) -> Result<Vec<u8>, String> {
+    let head_len = usize::try_from(size.min(CONTAINER_HEADER_SIZE as u64)).unwrap_or(0);
+    let head = core
+        .read_file(offset, head_len, "capture device dump")
+        .map_err(|e| e.to_string())?;
+    let h = ContainerHeader::decode(&head)
+        .map_err(|e| format!("not a coresight-panic-dump container ({e})"))?;
+    if h.region_size > size {
+        return Err(format!(
+            "it holds {size:#x} bytes, its container says {:#x} (truncated)",
+            h.region_size
+        ));
+    }
+    if h.region_size > MAX_CAPTURE_DUMP_SIZE {
+        return Err(format!(
+            "its container says {:#x} bytes, more than the {MAX_CAPTURE_DUMP_SIZE:#x} csdump reads",
+            h.region_size
+        ));
+    }
+    let len = usize::try_from(h.region_size).map_err(|_| "too big".to_string())?;
+    let bytes = core
+        .read_file(offset, len, "capture device dump")
+        .map_err(|e| e.to_string())?;
+    let region = cspd_format::parse_region(&bytes).map_err(|e| e.to_string())?;
+    let mut records = 0;
+    for r in region.records() {
+        let r = r.map_err(|e| e.to_string())?;
+        if r.header.kind != cspd_format::RecordKind::Commit {
+            records += 1;
+        }
+    }
+    if records == 0 {
+        return Err("its container holds no record".into());
+    }
+    Ok(bytes)
 }
 
 fn finish_vmcore(

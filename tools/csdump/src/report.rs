@@ -9,6 +9,8 @@ use cspd_hw::a64::direct_target;
 use serde::Serialize;
 
 use crate::capture::Capture;
+use crate::capture::DumpPath;
+use crate::capture::RecordOrigin;
 use crate::decode::decode_last;
 use crate::decode::CodeImages;
 use crate::decode::Element;
@@ -95,6 +97,28 @@ pub struct SampleInfo {
     pub pc: Option<Addr>,
     /// The C driver's lines.
     pub text: String,
+    /// Which path wrote the sample's record.
+    pub origin: RecordOrigin,
+}
+
+/// A CPU's trace unit, and which path wrote its record.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceInfo {
+    /// Its record's name.
+    pub name: String,
+    /// Which path wrote its record (its registers read at panic, or recorded at enable).
+    pub origin: RecordOrigin,
+}
+
+/// A trace sink whose trace the report read.
+#[derive(Debug, Clone, Serialize)]
+pub struct SinkInfo {
+    /// Its record's name.
+    pub name: String,
+    /// Bytes of trace.
+    pub bytes: u64,
+    /// Which path wrote its record (drained at panic, or by the capture kernel).
+    pub origin: RecordOrigin,
 }
 
 /// The hardware stop a CPU's trace unit was programmed with (its saved ViewInst registers).
@@ -103,8 +127,9 @@ pub struct HwStopInfo {
     /// Stop points armed: the crash path's entries, one address comparator each.
     pub stop_points: u32,
     /// The start/stop logic was found stopped: the CPU reached one of them, and its trace ends
-    /// there (`TRCVICTLR.SSSTATUS` 0 after the panic path stopped the unit).
-    pub reached: bool,
+    /// there (`TRCVICTLR.SSSTATUS` 0 after the panic path stopped the unit); `None` when the
+    /// registers were recorded at enable and the unit was not read at the crash.
+    pub reached: Option<bool>,
 }
 
 /// What a CPU's trace unit was set to trace (its ViewInst filter, saved at panic).
@@ -208,6 +233,8 @@ pub struct CpuReport {
     pub panic: bool,
     /// Trace ID of its ETM.
     pub trace_id: Option<u8>,
+    /// Its ETM's record, and which path wrote it.
+    pub source: Option<SourceInfo>,
     /// Who had its ETM tracing at the panic (`sysfs` or `perf`), when the record says.
     pub session: Option<&'static str>,
     /// The hardware stop of its trace unit, when the dump saved it.
@@ -243,6 +270,10 @@ pub struct Report {
     pub panic_message: Option<String>,
     /// How long each phase of the panic path took (format version 3).
     pub phases: Option<PhasesReport>,
+    /// Which path committed the dump (absent for a snapshot, or without a sound commit).
+    pub path: Option<DumpPath>,
+    /// The trace sinks, and which path wrote each.
+    pub sinks: Vec<SinkInfo>,
     /// How the trace was decoded.
     pub decoder: String,
     /// Whether addresses are symbolised with vmlinux's symbols.
@@ -525,32 +556,38 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
     let mut cpus = Vec::new();
     for cpu in capture.cpus() {
         let etm = capture.etms.iter().find(|e| e.state.cpu == cpu);
-        let sample = capture.samples.iter().find(|s| s.cpu == cpu).map(|s| {
-            let pc =
-                (s.outcome == cspd_format::cpu_debug::Outcome::Sampled).then(|| addr(sym, s.pc.pc));
-            let mut text = format!("{}", s.report());
-            if let Some(Addr {
-                symbol: Some(name), ..
-            }) = &pc
-            {
-                text = text
-                    .lines()
-                    .map(|l| {
-                        if l.trim_start().starts_with("EDPCSR:") {
-                            format!("{l} {name}")
-                        } else {
-                            l.to_string()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-            }
-            SampleInfo {
-                outcome: s.outcome.reason().to_string(),
-                pc,
-                text,
-            }
-        });
+        let sample = capture
+            .samples
+            .iter()
+            .find(|s| s.sample.cpu == cpu)
+            .map(|x| {
+                let s = &x.sample;
+                let pc = (s.outcome == cspd_format::cpu_debug::Outcome::Sampled)
+                    .then(|| addr(sym, s.pc.pc));
+                let mut text = format!("{}", s.report());
+                if let Some(Addr {
+                    symbol: Some(name), ..
+                }) = &pc
+                {
+                    text = text
+                        .lines()
+                        .map(|l| {
+                            if l.trim_start().starts_with("EDPCSR:") {
+                                format!("{l} {name}")
+                            } else {
+                                l.to_string()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
+                SampleInfo {
+                    outcome: s.outcome.reason().to_string(),
+                    pc,
+                    text,
+                    origin: x.origin.clone(),
+                }
+            });
         let id = etm.map(|e| e.trace_id());
         let filter = etm.and_then(|e| Filter::from_state(&e.state));
         let (mut functions, mut branches, mut elements, mut no_trace, mut restarts) =
@@ -580,6 +617,10 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             cpu,
             panic: capture.panic_cpu == Some(cpu),
             trace_id: id,
+            source: etm.map(|e| SourceInfo {
+                name: e.name.clone(),
+                origin: e.origin.clone(),
+            }),
             session: etm.and_then(|e| e.state.session()),
             hw_stop,
             filter: filter.as_ref().map(|f| FilterInfo::new(f, sym)),
@@ -598,6 +639,16 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
         panic_cpu: capture.panic_cpu,
         panic_message: capture.panic_message.clone(),
         phases: capture.phases.as_ref().map(PhasesReport::from),
+        path: capture.path,
+        sinks: capture
+            .sinks
+            .iter()
+            .map(|s| SinkInfo {
+                name: s.name.clone(),
+                bytes: s.trace.len() as u64,
+                origin: s.origin.clone(),
+            })
+            .collect(),
         decoder,
         symbols: kernel_sym.is_some(),
         modules: capture
@@ -636,15 +687,30 @@ fn no_code_left(id: u8, elements: u64) -> String {
 fn hw_stop_line(h: &HwStopInfo) -> String {
     let n = h.stop_points;
     let s = if n == 1 { "" } else { "s" };
-    if h.reached {
-        format!(
+    match h.reached {
+        Some(true) => format!(
             "hardware stop: reached ({n} crash-path stop point{s} armed): the trace ends where the crash began"
-        )
-    } else {
-        format!(
+        ),
+        Some(false) => format!(
             "hardware stop: not reached ({n} stop point{s} armed): traced until the panic path stopped the unit"
-        )
+        ),
+        None => format!(
+            "hardware stop: {n} crash-path stop point{s} armed (registers recorded at enable; the unit was not read at the crash)"
+        ),
     }
+}
+
+/// What the report says of a sink: its trace and which path wrote it.
+fn sink_line(k: &SinkInfo) -> String {
+    format!(
+        "trace:   sink {}, {} bytes; origin: {}",
+        k.name, k.bytes, k.origin
+    )
+}
+
+/// What the report says of a CPU's trace unit: its record and which path wrote it.
+fn source_line(src: &SourceInfo) -> String {
+    format!("trace unit {}; origin: {}", src.name, src.origin)
 }
 
 /// The modules and how their code is named, on one line.
@@ -687,6 +753,12 @@ pub fn render_text(r: &Report) -> String {
     if let Some(p) = &r.phases {
         s.push_str(&render_phases(p));
     }
+    if let Some(p) = &r.path {
+        let _ = writeln!(s, "path:    {p}");
+    }
+    for k in &r.sinks {
+        let _ = writeln!(s, "{}", sink_line(k));
+    }
     let _ = writeln!(s, "decoder: {}", r.decoder);
     if !r.modules.is_empty() {
         let _ = writeln!(s, "modules: {}", modules_line(&r.modules));
@@ -702,11 +774,14 @@ pub fn render_text(r: &Report) -> String {
                 c.elements
             ))
         );
+        if let Some(src) = &c.source {
+            let _ = writeln!(s, "  {}", source_line(src));
+        }
         if let Some(by) = c.session {
             let _ = writeln!(s, "  traced for a {by} session");
         }
         if let Some(sm) = &c.sample {
-            let _ = writeln!(s, "  CPU debug sample:");
+            let _ = writeln!(s, "  CPU debug sample (origin: {}):", sm.origin);
             for l in sm.text.lines() {
                 let _ = writeln!(s, "    {l}");
             }
@@ -791,6 +866,16 @@ pub fn render_html(r: &Report) -> String {
     if let Some(p) = &r.phases {
         let _ = writeln!(s, "<pre>{}</pre>", esc(&render_phases(p)));
     }
+    if let Some(p) = &r.path {
+        let _ = writeln!(s, "<p>Dump path: {}.</p>", esc(&p.to_string()));
+    }
+    if !r.sinks.is_empty() {
+        let _ = writeln!(s, "<ul>");
+        for k in &r.sinks {
+            let _ = writeln!(s, "<li>{}</li>", esc(&sink_line(k)));
+        }
+        let _ = writeln!(s, "</ul>");
+    }
     // Timeline: one lane per CPU, the last functions left to right, ending at the panic.
     let lane = 36;
     let width = 1000;
@@ -844,8 +929,16 @@ pub fn render_html(r: &Report) -> String {
             c.cpu,
             if c.panic { " (panic CPU)" } else { "" }
         );
+        if let Some(src) = &c.source {
+            let _ = writeln!(s, "<p>{}</p>", esc(&source_line(src)));
+        }
         if let Some(sm) = &c.sample {
-            let _ = writeln!(s, "<pre>{}</pre>", esc(&sm.text));
+            let _ = writeln!(
+                s,
+                "<p>CPU debug sample (origin: {}):</p><pre>{}</pre>",
+                esc(&sm.origin.to_string()),
+                esc(&sm.text)
+            );
         }
         if let Some(by) = c.session {
             let _ = writeln!(s, "<p>traced for a {by} session</p>");

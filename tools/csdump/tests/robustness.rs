@@ -5,6 +5,10 @@ mod common;
 use common::dumps;
 use common::snapshots;
 use common::*;
+use cspd_format::PayloadType;
+use cspd_format::RecordKind;
+use cspd_format::CPU_NONE;
+use cspd_format::RECORD_FLAG_RUNTIME;
 
 const REGION_PADDR: u64 = 0x4800_0000;
 
@@ -79,6 +83,7 @@ fn seeds() -> Vec<Vec<u8>> {
     v.push(dump(dumps::flatten(&zlib)));
     v.push(dump(dumps::gzip(&dumps::flatten(&zlib))));
     v.push(dump(dumps::gzip(&vmcore)));
+    v.push(dump(plain_kdump_vmcore()));
     // A real vmlinux (an ELF executable with the kernel text of an OpenCSD snapshot, its
     // symbols and the build ID of the dump built from the same snapshot, whose real trace the
     // report decodes against it): the first 96 KiB of its text, to stay under -max_len.
@@ -120,12 +125,66 @@ fn seeds() -> Vec<Vec<u8>> {
     v
 }
 
+/// Plain kdump: a region committed while the kernel ran (an ETM's registers recorded at
+/// enable, the sink not run) and the capture kernel's device dump with the sink's record, for
+/// the reading of capture containers.
+fn plain_kdump_vmcore() -> Vec<u8> {
+    let mut w = DumpWriter::at_runtime(0x4000, BOOT_ID, &identity());
+    w.register(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        1024,
+    );
+    let mut etm = cspd_format::etm4x::SavedState {
+        cpu: 0,
+        flags: cspd_format::etm4x::SAVED_REGS_VALID | cspd_format::etm4x::SAVED_PROGRAMMED,
+        trcconfigr: 0x10C1,
+        trctraceidr: 0x10,
+        devarch: cspd_hw::etm4x::DEVARCH_ETMV4,
+        ..Default::default()
+    };
+    etm.idr[0] = 0x28000EA1;
+    etm.idr[1] = 0x4100F403;
+    etm.idr[2] = 0x488;
+    let mut b = vec![0u8; cspd_format::etm4x::SAVED_STATE_SIZE];
+    etm.encode(&mut b).unwrap();
+    w.add_flagged(
+        RecordKind::Source,
+        PayloadType::Etm4x,
+        b"etm0",
+        0,
+        &b,
+        RECORD_FLAG_RUNTIME,
+    );
+    let region = w.finish_flagged(RECORD_FLAG_RUNTIME);
+    let trace: Vec<u8> = (0..512u32).map(|i| (i * 11) as u8).collect();
+    let container = capture_container(b"tmc_etf0", PayloadType::Tmc, &tmc_payload(&trace));
+    vmcore_with(
+        &region,
+        REGION_PADDR,
+        vec![capture_note("tmc_etf0", &container)],
+    )
+}
+
 /// The seeds of the fuzz target (written to `$CSPD_FUZZ_SEEDS` when set, for `make fuzz`):
 /// every kind of input decodes far enough to reach its deepest reader.
 #[test]
 fn fuzz_seeds_reach_the_readers() {
     let seeds = seeds();
-    assert_eq!(seeds.len(), 14, "a seed that needs test data is missing");
+    assert_eq!(seeds.len(), 15, "a seed that needs test data is missing");
+    // The plain kdump seed reaches the capture kernel's device dump, and its sink is read.
+    let plain = seeds
+        .iter()
+        .filter(|s| s[0] == 0)
+        .filter_map(|s| csdump::region::locate(&s[1..]).ok())
+        .find(|l| !l.captures.is_empty())
+        .expect("a seed with a capture kernel's device dump");
+    assert_eq!(plain.captures[0].problem, None);
+    let c = csdump::capture::Capture::from_dump(&plain).unwrap();
+    assert_eq!(c.sinks.len(), 1);
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     // Every vmcore format is seeded, and each seed reads as that format.
     let formats: Vec<String> = seeds
         .iter()

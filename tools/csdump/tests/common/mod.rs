@@ -130,6 +130,21 @@ impl DumpWriter {
         }
     }
 
+    /// A fresh region of `size` bytes as a kernel leaves it while it runs: the identity record
+    /// written, the panic info and phase times not run.
+    pub fn at_runtime(size: usize, boot_id: [u8; 16], id: &Identity) -> Self {
+        let mut r = vec![0u8; size];
+        let ch = ContainerHeader::new(size as u64, boot_id, 1);
+        let core = init_with_core_records(&mut r, &ch, id).unwrap();
+        Self {
+            r,
+            phases_off: core.phases,
+            modules_off: core.modules,
+            slots: SlotAllocator::new(core.first_free, size),
+            stamp: ch.stamp,
+        }
+    }
+
     /// Registers a record of `kind` and fills it with `data`, status ok.
     pub fn add(
         &mut self,
@@ -139,13 +154,45 @@ impl DumpWriter {
         cpu: u32,
         data: &[u8],
     ) {
+        self.add_flagged(kind, payload, name, cpu, data, 0);
+    }
+
+    /// [`DumpWriter::add`] with the header's `flags` (`RECORD_FLAG_RUNTIME`: an ETM's record
+    /// written at enable).
+    pub fn add_flagged(
+        &mut self,
+        kind: RecordKind,
+        payload: PayloadType,
+        name: &[u8],
+        cpu: u32,
+        data: &[u8],
+        flags: u32,
+    ) {
         let cap = SlotAllocator::capacity_for(data.len()).unwrap();
         let mut h = RecordHeader::new(kind, name, cap, self.stamp);
         h.cpu = cpu;
         h.payload = payload;
         let off = register(&mut self.r, &mut self.slots, h);
         h.status = RecordStatus::Ok;
+        h.flags = flags;
         write_record(&mut self.r[off..], &h, data).unwrap();
+    }
+
+    /// Registers a record of `kind` with room for `capacity` bytes and leaves it not run, as
+    /// the kernel core does when a driver registers and the panic path never runs.
+    pub fn register(
+        &mut self,
+        kind: RecordKind,
+        payload: PayloadType,
+        name: &[u8],
+        cpu: u32,
+        capacity: usize,
+    ) {
+        let cap = SlotAllocator::capacity_for(capacity).unwrap();
+        let mut h = RecordHeader::new(kind, name, cap, self.stamp);
+        h.cpu = cpu;
+        h.payload = payload;
+        register(&mut self.r, &mut self.slots, h);
     }
 
     /// Writes the phase times into the core's slot, as the panic path does.
@@ -173,6 +220,13 @@ impl DumpWriter {
     /// Writes the commit and returns the region.
     pub fn finish(mut self) -> Vec<u8> {
         write_commit(&mut self.r).unwrap();
+        self.r
+    }
+
+    /// Writes the commit with the header's `flags` (`RECORD_FLAG_RUNTIME`: committed while the
+    /// kernel ran) and returns the region.
+    pub fn finish_flagged(mut self, flags: u32) -> Vec<u8> {
+        write_commit_flagged(&mut self.r, flags).unwrap();
         self.r
     }
 }
@@ -247,6 +301,51 @@ pub fn build_region(size: usize, sink_len: usize) -> Built {
         phases_off: core.phases,
         phases,
     }
+}
+
+/// Boot id of the capture kernel in the containers [`capture_container`] builds.
+pub const CAPTURE_BOOT_ID: [u8; 16] = [0xca; 16];
+
+/// What a kdump capture kernel hands over for the sink record `name` it drained: a capture
+/// container (container header, the record with `data`, status ok, flagged
+/// `RECORD_FLAG_CAPTURE`, then the commit), built with the format's `seal_capture`.
+pub fn capture_container(name: &[u8], payload: PayloadType, data: &[u8]) -> Vec<u8> {
+    use cspd_format::capture::*;
+    let cap = SlotAllocator::capacity_for(data.len()).unwrap();
+    let mut buf = vec![0u8; capture_container_size(cap).unwrap()];
+    capture_data_mut(&mut buf, cap).unwrap()[..data.len()].copy_from_slice(data);
+    let mut h = RecordHeader::new(RecordKind::Sink, name, cap, 0);
+    h.status = RecordStatus::Ok;
+    h.payload = payload;
+    h.length = data.len() as u32;
+    let used = seal_capture(&mut buf, CAPTURE_BOOT_ID, &h).unwrap();
+    assert_eq!(used, buf.len());
+    buf
+}
+
+/// The vmcore device dump note of a capture container for the record `name`
+/// (`coresight_capture:<name>`).
+pub fn capture_note(name: &str, container: &[u8]) -> NoteSpec {
+    vmcoredd_note(&format!("coresight_capture:{name}"), container)
+}
+
+/// An ELF vmcore whose memory holds `region` at `paddr` (named by vmcoreinfo), with `extra`
+/// notes (device dumps) before the others, as fs/proc/vmcore.c puts them.
+pub fn vmcore_with(region: &[u8], paddr: u64, extra: Vec<NoteSpec>) -> Vec<u8> {
+    let mut notes = extra;
+    notes.push(core_note());
+    notes.push(vmcoreinfo_note(&vmcoreinfo_text(
+        paddr,
+        region.len() as u64,
+    )));
+    elf_core(
+        &notes,
+        &[LoadSpec {
+            paddr,
+            size: region.len() as u64,
+            chunks: vec![(0, region.to_vec())],
+        }],
+    )
 }
 
 /// An ELF note.

@@ -210,3 +210,105 @@ pub fn write_elf_id(image: &[u8], addr: u64, path: &Path, build_id: &[u8]) {
     body[..64].copy_from_slice(&eh);
     fs::write(path, body).unwrap();
 }
+
+/// What a dump holds of a snapshot: its trace, each ETM's registers, and the identity of the
+/// kernel (with `_text` and a KASLR offset).
+pub struct SnapshotRecords {
+    /// The trace as a TMC drain keeps it.
+    pub trace: Vec<u8>,
+    /// The ETMs' registers.
+    pub etms: Vec<etm4x::SavedState>,
+    /// The identity record.
+    pub identity: Identity,
+}
+
+/// Reads the records a dump of `snap` holds.
+pub fn snapshot_records(snap: &Path) -> SnapshotRecords {
+    let cap = Capture::from_snapshot_dir(snap).unwrap();
+    let mut identity = Identity::default();
+    identity.set_release(b"4.9.0-juno").unwrap();
+    identity.set_build_id(&BUILD_ID).unwrap();
+    identity.text_addr = cap.text_addr();
+    identity.kaslr_offset = if cap.kernel.text.is_some() { KASLR } else { 0 };
+    SnapshotRecords {
+        trace: cap.sinks[0].trace.to_vec(),
+        etms: cap.etms.iter().map(|e| e.state).collect(),
+        identity,
+    }
+}
+
+/// A region size (page-aligned) with room for `r`.
+fn region_size(r: &SnapshotRecords) -> usize {
+    (r.trace.len() + 64 * 1024).next_multiple_of(4096)
+}
+
+/// The dump the panic path writes of `r`: the sink drained, each ETM's registers read,
+/// committed by the panic path.
+pub fn panic_path_dump(r: &SnapshotRecords) -> Vec<u8> {
+    let panic = PanicInfo {
+        cpu: r.etms[0].cpu,
+        message: b"Kernel panic - not syncing: test",
+        truncated: false,
+    };
+    let mut w = DumpWriter::new(region_size(r), [7; 16], &r.identity, &panic);
+    w.add(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        &tmc_payload(&r.trace),
+    );
+    for s in &r.etms {
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
+        s.encode(&mut b).unwrap();
+        let name = format!("etm{}", s.cpu);
+        w.add(
+            RecordKind::Source,
+            PayloadType::Etm4x,
+            name.as_bytes(),
+            s.cpu,
+            &b,
+        );
+    }
+    w.finish()
+}
+
+/// The dump of `r` a kernel whose panic path never ran leaves (plain kdump without
+/// `crash_kexec_post_notifiers`): identity, each ETM's registers as programmed at enable
+/// (`RECORD_FLAG_RUNTIME`, `SAVED_PROGRAMMED`), the sink and a CPU debug record per ETM not run,
+/// no panic info, a commit flagged `RECORD_FLAG_RUNTIME`. The trace goes to the capture
+/// kernel's device dump ([`super::capture_container`]).
+pub fn runtime_dump(r: &SnapshotRecords) -> Vec<u8> {
+    let mut w = DumpWriter::at_runtime(region_size(r), [7; 16], &r.identity);
+    w.register(
+        RecordKind::Sink,
+        PayloadType::Tmc,
+        b"tmc_etf0",
+        CPU_NONE,
+        r.trace.len() + tmc::TMC_RECORD_HEADER_LEN,
+    );
+    for s in &r.etms {
+        let mut s = *s;
+        s.flags |= etm4x::SAVED_PROGRAMMED;
+        let mut b = vec![0u8; etm4x::SAVED_STATE_SIZE];
+        s.encode(&mut b).unwrap();
+        let name = format!("etm{}", s.cpu);
+        w.add_flagged(
+            RecordKind::Source,
+            PayloadType::Etm4x,
+            name.as_bytes(),
+            s.cpu,
+            &b,
+            RECORD_FLAG_RUNTIME,
+        );
+        let name = format!("cpu_debug{}", s.cpu);
+        w.register(
+            RecordKind::CpuDebug,
+            PayloadType::CpuDebug,
+            name.as_bytes(),
+            s.cpu,
+            cpu_debug::RECORD_LEN,
+        );
+    }
+    w.finish_flagged(RECORD_FLAG_RUNTIME)
+}
