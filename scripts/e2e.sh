@@ -70,6 +70,10 @@
 #                        in the crashed kernel after panic(); the ETMs' configuration recorded at
 #                        enable, the capture kernel's TMC driver drains the ETF into a device dump,
 #                        csdump joins them (check_trace.py --plain-kdump), panic on CPU 1
+#   trace-kdump-plain-no-driver  the same without the TMC driver in the capture kernel: the dump
+#                        holds the ETMs' metadata, csdump says the trace was not collected and why
+#   harness-kdump-plain  check_trace.py --plain-kdump's judges fail on altered copies of the runs
+#   trace-etr-kdump-plain  trace-kdump-plain with the ETR and its no-map tracedata region
 #   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
 #   trace-builtin        the same built in, QMP dump (EL1 only too)
 #   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
@@ -833,6 +837,40 @@ scenario_trace-kdump-plain() {
 	EXEC_UNTRACED_EL0=1 check_trace "$d" mod --plain-kdump --panic-cpu 1 --perf --no-el0
 }
 
+# trace-kdump-plain's capture kernel without the TMC driver: the dump holds the ETMs' metadata
+# (recorded at enable), and csdump says the trace was not collected and why.
+scenario_trace-kdump-plain-no-driver() {
+	local d=$RUNS/trace-kdump-plain-no-driver rc=0
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND" || return 1
+	! grep -q "the crashed kernel left it capturing" "$d/console.log" ||
+		{ echo "a TMC driver ran in the capture kernel" >&2; return 1; }
+	"$CSDUMP" info --json "$d/vmcore.elf" >"$d/info.json" 2>"$d/info.err" ||
+		{ cat "$d/info.err"; echo "csdump info failed on a sound dump without trace" >&2; return 1; }
+	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" >"$d/report.txt" 2>"$d/report.err" || rc=$?
+	[ "$rc" = 3 ] || { echo "csdump report exited $rc, not 3 (no trace)" >&2; return 1; }
+	python3 - "$d/info.json" "$d/report.err" "$SMP" <<'PY'
+import json, sys
+info, err, cpus = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), int(sys.argv[3])
+def bad(why):
+    sys.exit(f"trace-kdump-plain-no-driver: {why}")
+if info.get("path") != "runtime":
+    bad(f"the dump's path is {info.get('path')!r}, not a commit made while the kernel ran")
+etms = [r for r in info["records"] if r["kind"] == "source"]
+if sorted(r["cpu"] for r in etms) != list(range(cpus)) or any(
+        r["status"] != "ok" or (r.get("origin") or {}).get("by") != "runtime" for r in etms):
+    bad(f"expected an ETM record recorded at enable for each CPU: {etms}")
+if info["captures"]:
+    bad(f"device dumps of a capture kernel without the driver: {info['captures']}")
+why = info.get("no_trace") or ""
+if not why.startswith("the trace was not collected") or "no vmcore device dump coresight_capture:" not in why:
+    bad(f"csdump info does not say why there is no trace: {why!r}")
+if "the trace was not collected" not in err:
+    bad("csdump report does not say the trace was not collected")
+print(f"no TMC driver in the capture kernel: the dump holds the {len(etms)} ETM records recorded at enable; "
+      "csdump says the trace was not collected, and why")
+PY
+}
+
 # trace-kdump with the dump region from the device tree (no-map) instead of reserve_mem=: the
 # capture kernel hands it over as a device dump; the same checks against the emulated hardware.
 scenario_trace-dt-kdump() {
@@ -1291,6 +1329,19 @@ scenario_trace-etr-kdump() {
 		--etr-wrapped --perf
 }
 
+# trace-etr-kdump with crash_kexec_post_notifiers off: the capture kernel's TMC driver stops the
+# ETR the crashed kernel left capturing and records its registers; the tracedata region is no-map,
+# so its trace (the core copied the region into /proc/vmcore before this stop) is copied into the
+# record. Judged as trace-kdump-plain, the buffer as trace-etr-kdump's.
+scenario_trace-etr-kdump-plain() {
+	local d=$RUNS/trace-etr-kdump-plain
+	CS_TMC=etr CS_TRACEDATA=1 cs_qemu kdump mod "$d" \
+		"cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.trigger_cpu=1 cspd.capture_insmod=coresight_tmc.ko" || return 1
+	grep -qF "$ETR_PROBED" "$d/console.log" ||
+		{ echo "coresight_tmc did not take the tracedata region as the ETR's buffer" >&2; return 1; }
+	check_trace "$d" mod --plain-kdump --panic-cpu 1 --sink tmc_etr0 --etr-from "a copy of the buffer" --etr-wrapped --perf
+}
+
 # trace-etr-warm-reboot: the same buffer, built in, read back after a warm reboot: the next boot
 # reads the buffer the previous dump left in place from the tracedata region and appends it to
 # last_dump, and csdump takes it from there.
@@ -1332,7 +1383,7 @@ scenario_trace-etr-dma() {
 		{ echo "buffer_size/stop_on_flush did not behave as upstream's: $(grep -a cs_attr "$d/console.log")" >&2; return 1; }
 	grep -qE "tmc_etr0: trace record: truncated, 1048576 of [0-9]+ trace bytes copied" "$d/console.log" ||
 		{ echo "the panic log does not say the 2 MiB buffer was cut to the slot" >&2; return 1; }
-	check_trace "$d" mod --sink tmc_etr0 --etr-from "copied at panic" --etr-truncated || return 1
+	check_trace "$d" mod --sink tmc_etr0 --etr-from "a copy of the buffer" --etr-truncated || return 1
 	# The session ran with FFCR.StopOnFl (stop_on_flush): the record's FFCR on entry has it.
 	python3 - "$d/extract/summary.json" "$d/extract" <<'PY'
 import json, os, struct, sys
@@ -2896,7 +2947,7 @@ scenario_perf-etr-panic() {
 	CS_TMC=etr cs_qemu qemu-dump mod "$d" "cspd.test=panic reserve_mem=4M:4096:coresight_dump cspd.insmod=$TRACE_MODS cspd.modparm_coresight_cpu_debug=debug=1 cspd.perf=panic cspd.perf_sink=tmc_etr0" ||
 		return 1
 	grep -q "CSPD: perf: recording" "$d/console.log" || { echo "perf did not record in the guest" >&2; return 1; }
-	check_trace "$d" mod --perf-session --sink tmc_etr0 --etr-from "copied at panic"
+	check_trace "$d" mod --perf-session --sink tmc_etr0 --etr-from "a copy of the buffer"
 }
 
 # The same perf commands on upstream's C drivers (the upstream kernel: coresight-tmc and
@@ -2968,7 +3019,7 @@ scenario_harness-perf-etr() {
 		--script "$RUNS/perf-etr-snapshot/perf/perf-script.txt" || rc=1
 	judge_copy "$RUNS/perf-etr-panic" "$d/panic-no-flag"
 	judge_negative "perf-etr-panic's run judged as a sysfs session" "enable_sink on tmc_etr0 did not take" \
-		check_trace "$d/panic-no-flag" mod --sink tmc_etr0 --etr-from "copied at panic" || rc=1
+		check_trace "$d/panic-no-flag" mod --sink tmc_etr0 --etr-from "a copy of the buffer" || rc=1
 	[ -n "${CSPD_KEEP_EXEC:-}" ] || rm -f "$RUNS"/perf-etr*/exec.rec
 	rm -rf "$d"/*/exec.rec
 	return $rc
@@ -3314,14 +3365,48 @@ scenario_harness-hotplug() {
 		"FAIL: CPU1: its trace unit was not enabled again after it came back" check_hotplug "$d" 1 1
 }
 
+# check_trace.py --plain-kdump's own judges fail, each with its message: on trace-kdump's run (the
+# panic path committed it), on trace-kdump-plain's with trace counted after the capture kernel
+# stopped the sink (plugin.log's exit counters), and with the capture kernel's drain not complete.
+scenario_harness-kdump-plain() {
+	local src=$RUNS/trace-kdump-plain d=$RUNS/harness-kdump-plain c rc=0
+	[ -f "$src/check.txt" ] || scenario_trace-kdump-plain || return 1
+	[ -f "$RUNS/trace-kdump/check.txt" ] || scenario_trace-kdump || return 1
+	rm -rf "$d"
+	mkdir -p "$d"
+	local -a judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux"
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" "${SYSRQ_STOP[@]}" --plain-kdump --no-el0)
+	c=$d/notifier
+	judge_copy "$RUNS/trace-kdump" "$c"
+	judge_negative "trace-kdump's run (the panic path ran) judged as plain kdump" \
+		"plain kdump: the dump's path is 'panic-path'" "${judge[@]}" --panic-cpu 0 --dir "$c" || rc=1
+	c=$d/late
+	judge_copy "$src" "$c"
+	python3 - "$c/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"(exit: .*?trace bytes )(\d+)", text)
+text = text[:m.start(2)] + str(int(m.group(2)) + 16) + text[m.end(2):]
+open(sys.argv[1], "w").write(text)
+PY
+	judge_negative "16 trace bytes counted after the capture kernel stopped the sink" \
+		"trace reached the funnel after the capture kernel stopped the sink" "${judge[@]}" --panic-cpu 1 --dir "$c" || rc=1
+	c=$d/drain
+	judge_copy "$src" "$c"
+	sed -i 's/left it capturing: drained (complete)/left it capturing: drained (flush_timeout)/' "$c/console.log"
+	judge_negative "the capture kernel's drain not complete" \
+		"the capture kernel's log does not say tmc_etf0 was drained completely" "${judge[@]}" --panic-cpu 1 --dir "$c" || rc=1
+	return $rc
+}
+
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-kdump-plain trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-kdump-plain trace-kdump-plain-no-driver harness-kdump-plain trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
-	trace-etr-kdump trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
+	trace-etr-kdump trace-etr-kdump-plain trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
 	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm trace-late-cpu upstream-hotplug)
 
@@ -3377,6 +3462,7 @@ declare -A NEEDS=(
 	[harness-perf-snapshot]="perf-snapshot perf-panic"
 	[harness-perf-etr]="perf-etr perf-etr-snapshot perf-etr-panic"
 	[harness-upstream-perf]="upstream-perf upstream-perf-snapshot"
+	[harness-kdump-plain]="trace-kdump-plain trace-kdump"
 )
 
 # run_scenario NAME: runs it, says how it went and how long it took.

@@ -1197,7 +1197,7 @@ pub fn etr_trace(
     let (mut bytes, from, mid_stream) = if h.flags & ETR_REC_IN_PLACE == 0 {
         (
             copied.to_vec(),
-            "the record (copied at panic)".to_string(),
+            "the record (a copy of the buffer)".to_string(),
             layout.wrapped || (copied.len() as u64) < layout.len,
         )
     } else {

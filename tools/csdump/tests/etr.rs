@@ -161,7 +161,7 @@ fn a_copied_wrapped_buffer_gets_the_barrier() {
     want.extend_from_slice(&copy);
     assert_eq!(trace, want);
     assert!(
-        notes.iter().any(|n| n.contains("copied at panic")),
+        notes.iter().any(|n| n.contains("a copy of the buffer")),
         "{notes:?}"
     );
     assert!(
