@@ -468,18 +468,8 @@ impl<T: DumpCallback> Registration<T> {
         size: usize,
         len: *mut usize,
     ) -> c_int {
-        // SAFETY: By the safety requirements `data` is a live, pinned `Self`.
-        let this = unsafe { &*data.cast::<Self>() };
-        // SAFETY: By the safety requirements `buf` is valid for `size` bytes, exclusively.
-        let slot = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
-        let mut written = 0;
-        let ret = match this.callback.dump(slot, &mut written) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        };
-        // SAFETY: `len` is valid for writes.
-        unsafe { *len = written };
-        ret
+        // SAFETY: By the safety requirements.
+        unsafe { Self::call(data, buf, size, len, T::dump) }
     }
 
     /// The C metadata callback: calls [`DumpCallback::metadata`] on the registration in `data`.
@@ -493,12 +483,29 @@ impl<T: DumpCallback> Registration<T> {
         size: usize,
         len: *mut usize,
     ) -> c_int {
+        // SAFETY: By the safety requirements.
+        unsafe { Self::call(data, buf, size, len, T::metadata) }
+    }
+
+    /// Calls `f` on the callback of the registration in `data` with the C callback's buffer, and
+    /// returns what C expects: 0 or a negative errno, the bytes written in `*len`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::trampoline`].
+    unsafe fn call(
+        data: *mut c_void,
+        buf: *mut c_void,
+        size: usize,
+        len: *mut usize,
+        f: fn(&T, &mut [u8], &mut usize) -> Result,
+    ) -> c_int {
         // SAFETY: By the safety requirements `data` is a live, pinned `Self`.
         let this = unsafe { &*data.cast::<Self>() };
         // SAFETY: By the safety requirements `buf` is valid for `size` bytes, exclusively.
         let slot = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
         let mut written = 0;
-        let ret = match this.callback.metadata(slot, &mut written) {
+        let ret = match f(&this.callback, slot, &mut written) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         };

@@ -825,6 +825,24 @@ fn drain_error(outcome: TmcOutcome) -> Option<Error> {
     }
 }
 
+/// In a kdump capture kernel: whether the crashed kernel left the TMC capturing (`CTL.TraceCaptEn`;
+/// said in the log when it did not).
+pub(crate) fn left_capturing<B: Backend>(
+    dev: &Device<Core<'_>>,
+    backend: &mut B,
+    name: &CStr,
+) -> bool {
+    let capturing = matches!(backend.with_io(|io| io.read(CTL).tracecapten()), Ok(true));
+    if !capturing {
+        dev_info!(
+            dev,
+            "{}: not capturing: no trace left by the crashed kernel\n",
+            name
+        );
+    }
+    capturing
+}
+
 /// In a kdump capture kernel, before anything else touches the TMC: when the crashed kernel left
 /// it capturing (no panic-time step ran: kdump without `crash_kexec_post_notifiers`), flushes,
 /// stops and drains it as the panic path does, and hands the record over as the vmcore device
@@ -835,13 +853,7 @@ fn hand_over_capture<B: Backend>(
     name: &CStr,
     slot: usize,
 ) {
-    let capturing = backend.with_io(|io| io.read(CTL).tracecapten());
-    if !matches!(capturing, Ok(true)) {
-        dev_info!(
-            dev,
-            "{}: not capturing: no trace left by the crashed kernel\n",
-            name
-        );
+    if !left_capturing(dev, backend, name) {
         return;
     }
     let mut kept = 0;
@@ -865,7 +877,8 @@ fn hand_over_capture<B: Backend>(
     match (done, outcome) {
         (Ok(()), Some(o)) => dev_info!(
             dev,
-            "{}: the crashed kernel left it capturing: drained ({}), {} trace bytes handed over as a vmcore device dump\n",
+            "{}: the crashed kernel left it capturing: drained ({}), {} trace bytes handed \
+             over as a vmcore device dump\n",
             name,
             o.name(),
             kept

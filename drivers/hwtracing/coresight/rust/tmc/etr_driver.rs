@@ -28,7 +28,6 @@ use kernel::{
     c_str,
     coresight::{
         self,
-        access::CsAccess,
         component::{
             Backend,
             Component,
@@ -123,10 +122,7 @@ use crate::{
         PanicBuffer,
         ETR_MAX_BUFFER, //
     },
-    regs::{
-        CTL,
-        DEVID, //
-    },
+    regs::DEVID,
 };
 
 /// Size of the DMA buffer of a session when `buffer_size` was not written, as the C driver's.
@@ -906,13 +902,7 @@ fn hand_over_capture<B: Backend>(
     name: &CStr,
     reserved: Option<&Reserved>,
 ) {
-    let capturing = backend.with_io(|io| io.read(CTL).tracecapten());
-    if !matches!(capturing, Ok(true)) {
-        dev_info!(
-            dev,
-            "{}: not capturing: no trace left by the crashed kernel\n",
-            name
-        );
+    if !crate::driver::left_capturing(dev, backend, name) {
         return;
     }
     let copy = match reserved {
@@ -976,7 +966,8 @@ fn hand_over_capture<B: Backend>(
     match (done, summary) {
         (Ok(()), Some(s)) => dev_info!(
             dev,
-            "{}: the crashed kernel left it capturing: stopped ({}), {} trace bytes ({} copied) handed over as a vmcore device dump\n",
+            "{}: the crashed kernel left it capturing: stopped ({}), {} trace bytes ({} copied) \
+             handed over as a vmcore device dump\n",
             name,
             s.outcome.name(),
             s.data_len,
