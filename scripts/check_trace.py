@@ -1511,10 +1511,14 @@ def check(a):
         sym.add_modules(msyms)
     panic_cpu = rep["panic_cpu"]
     if a.plain_kdump:
-        # No panic info record: the crashed kernel ran nothing after panic()'s kexec.
-        if panic_cpu is not None:
-            raise Bad(f"plain kdump: csdump names CPU{panic_cpu} as the panicking one, from a record "
-                      "no panic-time step wrote")
+        # No panic info record (the crashed kernel ran nothing after panic()'s kexec): csdump
+        # infers the panicking CPU from where the traces end, and says so.
+        inferred = [n for n in rep.get("notes", []) if n.startswith("the panicking CPU is CPU")
+                    and "inferred" in n]
+        if panic_cpu != a.panic_cpu or len(inferred) != 1:
+            raise Bad(f"plain kdump: csdump names CPU{panic_cpu} as the panicking one (notes: {inferred}); "
+                      f"the trigger ran on CPU{a.panic_cpu}, and only its trace ends at a stop point")
+        print(f"plain kdump: csdump infers the panicking CPU, CPU{panic_cpu}: {inferred[0]}")
         panic_cpu = a.panic_cpu
     elif a.panic_cpu is not None:
         if panic_cpu != a.panic_cpu:

@@ -3367,7 +3367,8 @@ scenario_harness-hotplug() {
 
 # check_trace.py --plain-kdump's own judges fail, each with its message: on trace-kdump's run (the
 # panic path committed it), on trace-kdump-plain's with trace counted after the capture kernel
-# stopped the sink (plugin.log's exit counters), and with the capture kernel's drain not complete.
+# stopped the sink (plugin.log's exit counters), with the panic said to be on the other CPU than
+# the one csdump infers, and with the capture kernel's drain not complete.
 scenario_harness-kdump-plain() {
 	local src=$RUNS/trace-kdump-plain d=$RUNS/harness-kdump-plain c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-kdump-plain || return 1
@@ -3391,6 +3392,10 @@ open(sys.argv[1], "w").write(text)
 PY
 	judge_negative "16 trace bytes counted after the capture kernel stopped the sink" \
 		"trace reached the funnel after the capture kernel stopped the sink" "${judge[@]}" --panic-cpu 1 --dir "$c" || rc=1
+	c=$d/cpu0
+	judge_copy "$src" "$c"
+	judge_negative "trace-kdump-plain's run judged with the panic on CPU 0" \
+		"plain kdump: csdump names CPU1 as the panicking one" "${judge[@]}" --panic-cpu 0 --dir "$c" || rc=1
 	c=$d/drain
 	judge_copy "$src" "$c"
 	sed -i 's/left it capturing: drained (complete)/left it capturing: drained (flush_timeout)/' "$c/console.log"

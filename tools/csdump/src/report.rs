@@ -632,11 +632,39 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             no_trace,
         });
     }
+    // A dump that no panic-time step completed (plain kdump) names no panicking CPU: the one
+    // CPU whose trace ends with a branch to one of its trace unit's stop points (the crash path's
+    // entries) is where the crash began.
+    let mut panic_cpu = capture.panic_cpu;
+    if panic_cpu.is_none() && capture.path == Some(DumpPath::Runtime) {
+        let stopped: Vec<(u32, u64)> = cpus
+            .iter()
+            .filter_map(|c: &CpuReport| {
+                let etm = capture.etms.iter().find(|e| e.state.cpu == c.cpu)?;
+                let to = c.branches.last()?.to.as_ref()?;
+                let to = u64::from_str_radix(to.addr.trim_start_matches("0x"), 16).ok()?;
+                stop_points(&etm.state)
+                    .any(|a| a == to)
+                    .then_some((c.cpu, to))
+            })
+            .collect();
+        if let [(cpu, at)] = stopped[..] {
+            panic_cpu = Some(cpu);
+            if let Some(c) = cpus.iter_mut().find(|c| c.cpu == cpu) {
+                c.panic = true;
+            }
+            let name = addr(sym, at).symbol.unwrap_or_else(|| format!("{at:#x}"));
+            report_notes.push(format!(
+                "the panicking CPU is CPU {cpu}, inferred: no record names it (no panic-time step \
+                 ran), and its trace alone ends at a stop point, the entry of {name}"
+            ));
+        }
+    }
     Report {
         release: capture.kernel.release.clone(),
         text: format!("{:#x}", capture.text_addr()),
         kaslr_offset: format!("{:#x}", capture.kernel.kaslr_offset),
-        panic_cpu: capture.panic_cpu,
+        panic_cpu,
         panic_message: capture.panic_message.clone(),
         phases: capture.phases.as_ref().map(PhasesReport::from),
         path: capture.path,
@@ -673,6 +701,15 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
 
 /// Why a CPU whose trace ID is in the buffer has no code in it: what is left of its stream (a
 /// trace-on, the flush at its stop) decodes to no instruction.
+/// The addresses of a trace unit's stop points: the single address comparators its saved
+/// `TRCVISSCTLR` selects as stop points (bits 31:16).
+fn stop_points(s: &cspd_format::etm4x::SavedState) -> impl Iterator<Item = u64> + '_ {
+    let stops = s.trcvissctlr >> 16;
+    (0..16)
+        .filter(move |n| stops & (1 << n) != 0 && s.cmp_saved & (1 << n) != 0)
+        .filter_map(|n| s.acvr.get(n).copied())
+}
+
 fn no_code_left(id: u8, elements: u64) -> String {
     let s = if elements == 1 { "" } else { "s" };
     format!(
@@ -997,6 +1034,25 @@ mod tests {
             branch,
             conditional: cond,
         }
+    }
+
+    /// The stop points are the comparators `TRCVISSCTLR.STOP` selects and the record saved;
+    /// start points and unsaved comparators are not.
+    #[test]
+    fn stop_points_are_the_saved_comparators_selected_as_stops() {
+        let mut s = cspd_format::etm4x::SavedState {
+            trcvissctlr: (0b101 << 16) | 0b10,
+            cmp_saved: 0b111,
+            ..Default::default()
+        };
+        s.acvr[0] = 0x1000;
+        s.acvr[1] = 0x2000;
+        s.acvr[2] = 0x3000;
+        assert_eq!(stop_points(&s).collect::<Vec<_>>(), [0x1000, 0x3000]);
+        s.cmp_saved = 0b011;
+        assert_eq!(stop_points(&s).collect::<Vec<_>>(), [0x1000]);
+        s.trcvissctlr = 0b111;
+        assert_eq!(stop_points(&s).count(), 0);
     }
 
     #[test]
