@@ -28,21 +28,10 @@ fn json(o: &std::process::Output) -> Value {
 
 /// An ETM whose registers decode (as tests/trace.rs's), recorded at enable when `runtime`.
 fn etm_state(cpu: u32, runtime: bool) -> SavedState {
-    let mut s = SavedState {
-        cpu,
-        flags: etm4x::SAVED_REGS_VALID,
-        trcconfigr: 0x10C1,
-        trctraceidr: 0x10 + 2 * cpu,
-        authstatus: 0xCC,
-        devarch: cspd_hw::etm4x::DEVARCH_ETMV4,
-        ..SavedState::default()
-    };
+    let mut s = common::good_etm(cpu);
     if runtime {
         s.flags |= etm4x::SAVED_PROGRAMMED;
     }
-    s.idr[0] = 0x28000EA1;
-    s.idr[1] = 0x4100F403;
-    s.idr[2] = 0x488;
     s
 }
 

@@ -18,6 +18,7 @@ use cspd_format::etm4x::SavedState;
 use cspd_format::*;
 
 mod common;
+use common::good_etm;
 use common::run;
 use common::snapshots::dump_from_snapshot;
 use common::snapshots::dump_from_snapshot_at;
@@ -673,22 +674,6 @@ fn small_dump_with(trace: &[u8], sources: &[SavedState], sink_payload: PayloadTy
         w.add(RecordKind::Source, PayloadType::Etm4x, b"etm", CPU_NONE, &b);
     }
     w.finish()
-}
-
-fn good_etm(cpu: u32) -> SavedState {
-    let mut s = SavedState {
-        cpu,
-        flags: etm4x::SAVED_REGS_VALID,
-        trcconfigr: 0x10C1,
-        trctraceidr: 0x10 + 2 * cpu,
-        authstatus: 0xCC,
-        devarch: cspd_hw::etm4x::DEVARCH_ETMV4,
-        ..SavedState::default()
-    };
-    s.idr[0] = 0x28000EA1;
-    s.idr[1] = 0x4100F403;
-    s.idr[2] = 0x488;
-    s
 }
 
 #[test]

@@ -586,3 +586,21 @@ pub fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Output {
     );
     out
 }
+
+/// An ETMv4 saved state whose registers decode the test traces (tests/trace.rs's OpenCSD
+/// snapshots): trace ID `0x10 + 2 * cpu`.
+pub fn good_etm(cpu: u32) -> etm4x::SavedState {
+    let mut s = etm4x::SavedState {
+        cpu,
+        flags: etm4x::SAVED_REGS_VALID,
+        trcconfigr: 0x10C1,
+        trctraceidr: 0x10 + 2 * cpu,
+        authstatus: 0xCC,
+        devarch: cspd_hw::etm4x::DEVARCH_ETMV4,
+        ..etm4x::SavedState::default()
+    };
+    s.idr[0] = 0x28000EA1;
+    s.idr[1] = 0x4100F403;
+    s.idr[2] = 0x488;
+    s
+}
