@@ -2254,7 +2254,7 @@ PY
 
 # perf's snapshot mode on the ETF (cspd.perf=snapshot): the guest's perf records CPU-wide with
 # --snapshot=e while a workload runs on every CPU; it takes two snapshots on SIGUSR2 and one at its
-# exit (SIGINT), each right after a marker read on every CPU (scripts/guest/init). check_perf.py
+# exit (SIGINT), each taken while every CPU reads a marker (scripts/guest/init). check_perf.py
 # --snapshot judges each snapshot's whole window in the host perf's decode against the execution
 # record, tells them apart by the marker's kernel function, and the newest against the plugin's
 # truth and what the ETF held. The execution record stays for harness-perf-snapshot, which removes it.
@@ -2287,8 +2287,8 @@ scenario_perf-panic() {
 # 64 KiB (the record and the data section shrunk to match); (c) one branch of snapshot 1's decode
 # changed (perf script's saved output, one direct call or jump in the middle of CPU0's window of
 # snapshot 1 going one instruction further): the execution record must name that very event, in
-# the oldest snapshot, which no truth covers; (d) a second start of CPU1's trace in the middle of a
-# snapshot (a discontinuity); (e) CPU0's first trace end perf shows between two snapshots one
+# the oldest snapshot, which no truth covers; (a') snapshot 1 judged with a marker no CPU ran; (d) a
+# second start of CPU1's trace in the middle of a snapshot (a discontinuity); (e) CPU0's first trace end perf shows between two snapshots one
 # instruction further (the record's block after that window ends elsewhere). check_trace.py
 # --perf-session must fail on a copy of perf-panic's run (f) with an ETM read as enabled through
 # sysfs while perf recorded, (g) with a second enable of CPU0's ETM in plugin.log; and (h) without
@@ -2339,8 +2339,13 @@ PY
 	fn2=${SNAPSHOT_MARKERS#*,}
 	fn2=${fn2%%,*}
 	judge_negative "snapshots 1 and 2 swapped" \
-		"snapshot 1: CPU0's decode has no call of $fn1, the activity the guest ran on every CPU just before this snapshot; it calls $fn2" \
+		"snapshot 1: CPU0's decode calls $fn2" \
 		check_perf "$d/swapped" "$d/swapped/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
+	judge_copy "$src" "$d/nomarker"
+	judge_negative "snapshot 1 judged with a marker no CPU ran" \
+		"snapshot 1: no CPU's decode calls sysrq_handle_crash" \
+		check_perf "$d/nomarker" "$RUNS/perf-snapshot.disk" --snapshot "sysrq_handle_crash,${SNAPSHOT_MARKERS#*,}" \
+		--script "$src/perf/perf-script.txt" || rc=1
 	judge_negative "the newest snapshot cut by its newest 64 KiB" "the AUX data is cut: snapshot 3: the kernel wrote" \
 		check_perf "$d/cut" "$d/cut/perf.disk" --snapshot "$SNAPSHOT_MARKERS" || rc=1
 	# (c) One branch of snapshot 1's decode changed.
