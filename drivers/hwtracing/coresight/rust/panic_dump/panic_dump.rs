@@ -158,6 +158,22 @@ struct EntryInfo {
     capacity: usize,
 }
 
+impl EntryInfo {
+    /// The header of this registration's record, not run yet, with `stamp`.
+    fn header(&self, stamp: u64) -> RecordHeader {
+        // `add()` took the capacity from a `u32`: the conversion does not fail.
+        let mut h = RecordHeader::new(
+            self.record,
+            &self.name,
+            u32::try_from(self.capacity).unwrap_or(0),
+            stamp,
+        );
+        h.cpu = self.desc.cpu.unwrap_or(CPU_NONE);
+        h.payload = self.payload;
+        h
+    }
+}
+
 /// One registration slot.
 ///
 /// `info` is written only with `state` not `ACTIVE`, under the registry lock; the panic path
@@ -451,14 +467,7 @@ impl Core {
     ///
     /// Panic path only: the caller won the `dumping` flag and the other CPUs are stopped.
     unsafe fn run(&self, info: &EntryInfo) -> bool {
-        let mut h = RecordHeader::new(
-            info.record,
-            &info.name,
-            u32::try_from(info.capacity).unwrap_or(0),
-            self.stamp(),
-        );
-        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
-        h.payload = info.payload;
+        let mut h = info.header(self.stamp());
 
         // Until the callback returns, its record says it did not finish, and the dump is
         // committed that way: a callback that never returns (a device that hangs the bus, a
@@ -1329,14 +1338,7 @@ impl Core {
         if len > info.capacity {
             return Err(ENOSPC);
         }
-        let mut h = RecordHeader::new(
-            info.record,
-            &info.name,
-            u32::try_from(info.capacity).map_err(|_| E2BIG)?,
-            self.stamp(),
-        );
-        h.cpu = info.desc.cpu.unwrap_or(CPU_NONE);
-        h.payload = info.payload;
+        let mut h = info.header(self.stamp());
         h.status = RecordStatus::Ok;
         h.flags = RECORD_FLAG_RUNTIME;
         h.length = u32::try_from(len).map_err(|_| E2BIG)?;

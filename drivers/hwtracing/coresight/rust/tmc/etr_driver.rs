@@ -814,6 +814,18 @@ fn copy_out(buf: &Coherent<[u8]>, offset: usize, out: &mut [u8]) -> Result {
     Ok(())
 }
 
+/// The record's outcome as the error its record keeps (`None`: complete, or nothing captured).
+fn record_error(outcome: EtrOutcome) -> Option<Error> {
+    match outcome {
+        EtrOutcome::Complete | EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer => None,
+        EtrOutcome::Locked => Some(EACCES),
+        EtrOutcome::Truncated => Some(ENOSPC),
+        EtrOutcome::FlushTimeout | EtrOutcome::ReadyTimeout => Some(ETIMEDOUT),
+        EtrOutcome::MemErr => Some(EIO),
+        EtrOutcome::BadPointers | EtrOutcome::NoBuffer => Some(ENODATA),
+    }
+}
+
 /// The ETR's panic callback.
 pub(crate) struct EtrDrain<'a, B: Backend>(Arc<Etr<'a, B>>);
 
@@ -854,15 +866,8 @@ impl<B: Backend> DumpCallback for EtrDrain<'_, B> {
         };
         let summary = summary.map_err(|_| ENOSPC)?;
         *written = summary.record_len;
-        let err = match summary.outcome {
-            EtrOutcome::Complete | EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer => {
-                return Ok(())
-            }
-            EtrOutcome::Locked => EACCES,
-            EtrOutcome::Truncated => ENOSPC,
-            EtrOutcome::FlushTimeout | EtrOutcome::ReadyTimeout => ETIMEDOUT,
-            EtrOutcome::MemErr => EIO,
-            EtrOutcome::BadPointers | EtrOutcome::NoBuffer => ENODATA,
+        let Some(err) = record_error(summary.outcome) else {
+            return Ok(());
         };
         pr_emerg!(
             "{name}: trace record: {}, {} of {} trace bytes copied\n",
@@ -953,15 +958,7 @@ fn hand_over_capture<B: Backend>(
         let s = etr::panic_record(&stop, Some(&buffer), buf).map_err(|_| ENOSPC)?;
         *written = s.record_len;
         summary = Some(s);
-        match s.outcome {
-            EtrOutcome::Complete => Ok(()),
-            EtrOutcome::NotEnabled | EtrOutcome::NotCircularBuffer => Ok(()),
-            EtrOutcome::Locked => Err(EACCES),
-            EtrOutcome::Truncated => Err(ENOSPC),
-            EtrOutcome::FlushTimeout | EtrOutcome::ReadyTimeout => Err(ETIMEDOUT),
-            EtrOutcome::MemErr => Err(EIO),
-            EtrOutcome::BadPointers | EtrOutcome::NoBuffer => Err(ENODATA),
-        }
+        record_error(s.outcome).map_or(Ok(()), Err)
     });
     match (done, summary) {
         (Ok(()), Some(s)) => dev_info!(
