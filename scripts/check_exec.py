@@ -674,14 +674,17 @@ def check_cpu(rec, dis, cpu, events, ring, wrapped, unserved=None):
 
 def self_test(rec, dis, cpu, events, ring, wrapped, unserved=None):
     """The judge must fail a decode that differs from the record by one event: a kernel branch
-    whose target is one instruction off, one kernel branch dropped, an exception that returns
+    (one with a target) whose target is one instruction off, one kernel branch dropped, an exception that returns
     one instruction off (an interrupt's, whose return is exact). Each mutation is made in the
     middle of the window."""
     kernel = lambda e: all(x is None or x >= KERNEL_VA for x in e[1:])
     mid = len(events) // 2
-    t = next(i for i in range(mid, len(events)) if events[i][0] == "T" and kernel(events[i]))
+    # A branch whose target the decode gives (a branch into untraced code may have none).
+    t = next(i for i in range(mid, len(events))
+             if events[i][0] == "T" and kernel(events[i]) and events[i][2] is not None)
     x = next((i for i in range(mid, len(events))
-              if events[i][0] == "X" and kernel(events[i]) and asynchronous(events[i][2])), None)
+              if events[i][0] == "X" and kernel(events[i]) and None not in events[i][1:]
+              and asynchronous(events[i][2])), None)
     cases = [("a branch target one instruction off", t, ("T", events[t][1], events[t][2] + 4)),
              ("a branch dropped", t, None)]
     if x is not None:
