@@ -21,6 +21,7 @@ use cspd_hw::cpu_debug::SampleEl;
 use cspd_hw::cpu_debug::SecurityState;
 use cspd_hw::cpu_debug::FLAG_EDCIDSR_PRESENT;
 use cspd_hw::cpu_debug::FLAG_EDVIDSR_PRESENT;
+use cspd_hw::cpu_debug::FLAG_MPIDR;
 use cspd_hw::cpu_debug::FLAG_OS_LOCK_WAS_LOCKED;
 use cspd_hw::cpu_debug::FLAG_PC64;
 use cspd_hw::cpu_debug::RECORD_LEN;
@@ -347,8 +348,8 @@ fn record_round_trip() {
     assert_eq!(s.encode(&mut buf), Ok(RECORD_LEN));
     // Bytes after the record are untouched.
     assert_eq!(&buf[RECORD_LEN..], &[0xEE; 8]);
-    // Header: version 1, size 64, cpu 2 (little-endian).
-    assert_eq!(&buf[..8], &[1, 0, 64, 0, 2, 0, 0, 0]);
+    // Header: version 2, size 64, cpu 2 (little-endian).
+    assert_eq!(&buf[..8], &[2, 0, 64, 0, 2, 0, 0, 0]);
     // Calibrated PC at 0x28, little-endian.
     assert_eq!(&buf[0x28..0x30], &0xFFFF_8000_0812_3454u64.to_le_bytes());
     // Decoded EDVIDSR at 0x30: Non-secure (1), EL1/0 (1), 64, VMID 7.
@@ -356,6 +357,35 @@ fn record_round_trip() {
     let d = CpuSample::decode(&buf).unwrap();
     assert_eq!(d, s);
     assert!(d.os_lock_was_locked());
+
+    assert_eq!(d.mpidr, None);
+    // No MPIDR: the last 8 bytes are zero, as version 1's reserved bytes were, and the same
+    // bytes with version 1 decode to the same sample.
+    assert_eq!(&buf[0x38..RECORD_LEN], &[0; 8]);
+    buf[0] = 1;
+    assert_eq!(CpuSample::decode(&buf[..RECORD_LEN]), Ok(s));
+
+    // The MPIDR, at 0x38 with its flag.
+    let mut m = s;
+    m.set_mpidr(Some(0x81_0000_0203));
+    assert_ne!(m.flags & FLAG_MPIDR, 0);
+    let mut buf = [0u8; RECORD_LEN];
+    m.encode(&mut buf).unwrap();
+    assert_eq!(&buf[0x38..0x40], &0x81_0000_0203u64.to_le_bytes());
+    assert_eq!(
+        CpuSample::decode(&buf).map(|d| d.mpidr),
+        Ok(Some(0x81_0000_0203))
+    );
+    // MPIDR 0 is an MPIDR: the flag says it is there.
+    m.set_mpidr(Some(0));
+    m.encode(&mut buf).unwrap();
+    assert_eq!(CpuSample::decode(&buf).map(|d| d.mpidr), Ok(Some(0)));
+    // A version 1 record knew no MPIDR: its flag there is an error.
+    buf[0] = 1;
+    assert_eq!(
+        CpuSample::decode(&buf),
+        Err(RecordError::Inconsistent("flags"))
+    );
 
     let n = CpuSample::not_implemented(5, 0, 2);
     let mut buf = [0u8; RECORD_LEN];
@@ -388,9 +418,14 @@ fn record_decode_rejects_bad_input() {
             })
         );
     }
-    let mut b = good;
-    b[0] = 2;
-    assert_eq!(CpuSample::decode(&b), Err(RecordError::BadVersion(2)));
+    for v in [0, 3] {
+        let mut b = good;
+        b[0] = v;
+        assert_eq!(
+            CpuSample::decode(&b),
+            Err(RecordError::BadVersion(v.into()))
+        );
+    }
     let mut b = good;
     b[2] = 63;
     assert_eq!(CpuSample::decode(&b), Err(RecordError::BadSize(63)));
@@ -414,13 +449,13 @@ fn record_decode_rejects_bad_input() {
         CpuSample::decode(&b),
         Err(RecordError::Inconsistent(_))
     ));
-    // Non-zero reserved bytes.
+    // An MPIDR without its flag.
     let mut b = good;
     b[RECORD_LEN - 1] = 1;
-    assert!(matches!(
+    assert_eq!(
         CpuSample::decode(&b),
-        Err(RecordError::Inconsistent(_))
-    ));
+        Err(RecordError::Inconsistent("MPIDR without its flag"))
+    );
     // Outcome "powered down" with a PC kind.
     let mut b = good;
     b[8] = Outcome::PoweredDown as u8;
@@ -429,7 +464,7 @@ fn record_decode_rejects_bad_input() {
         Err(RecordError::Inconsistent(_))
     ));
     // The error texts name the problem.
-    assert!(RecordError::BadVersion(2).to_string().contains("version 2"));
+    assert!(RecordError::BadVersion(3).to_string().contains("version 3"));
 }
 
 /// A small deterministic generator (xorshift64*), so that failures reproduce.
@@ -459,7 +494,7 @@ fn record_decode_garbage_never_panics() {
                 *x = rng.next() as u8;
             }
             if i % 4 == 0 {
-                b[..4].copy_from_slice(&[1, 0, 64, 0]);
+                b[..4].copy_from_slice(&[1 + (i % 8 == 0) as u8, 0, 64, 0]);
             }
         } else {
             // One corrupted byte in a good record.
@@ -472,11 +507,13 @@ fn record_decode_garbage_never_panics() {
         if len < RECORD_LEN {
             assert!(short.is_err());
         }
-        // Whatever is accepted re-encodes to the same bytes: nothing is silently changed.
+        // Whatever is accepted re-encodes to the same bytes: nothing is silently changed (but
+        // the version: a version 1 record is written again as version 2).
         if let Ok(s) = CpuSample::decode(&b) {
             let mut again = [0u8; RECORD_LEN];
             s.encode(&mut again).unwrap();
-            assert_eq!(again, b);
+            assert_eq!(again[0], 2);
+            assert_eq!(again[1..], b[1..]);
             accepted += 1;
         }
     }

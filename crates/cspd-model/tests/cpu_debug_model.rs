@@ -8,16 +8,19 @@
 use cspd_hw::access::RawFrame;
 use cspd_hw::cpu_debug::read_arch;
 use cspd_hw::cpu_debug::sample_cpu;
+use cspd_hw::cpu_debug::sample_cpu_as_found;
 use cspd_hw::cpu_debug::ArchData;
 use cspd_hw::cpu_debug::ArchError;
 use cspd_hw::cpu_debug::CpuSample;
 use cspd_hw::cpu_debug::Edprsr;
 use cspd_hw::cpu_debug::Outcome;
 use cspd_hw::cpu_debug::PcKind;
+use cspd_hw::cpu_debug::FLAG_AS_FOUND;
 use cspd_hw::cpu_debug::FLAG_BUDGET_CUT;
 use cspd_hw::cpu_debug::FLAG_WAS_POWERED_DOWN;
 use cspd_hw::cpu_debug::MAX_ACCESSES_PER_SAMPLE;
 use cspd_hw::cpu_debug::MAX_DELAYS_PER_SAMPLE;
+use cspd_hw::cpu_debug::POWERED_OFF_REASON;
 use cspd_hw::cpu_debug::POWER_UP_DELAY_US;
 use cspd_hw::cpu_debug::POWER_UP_POLLS;
 use cspd_hw::cpu_debug::RECORD_LEN;
@@ -482,4 +485,79 @@ fn model_faults_on_unsafe_accesses() {
     m.write32(EDPRCR, 8);
     assert_eq!(m.edprcr(), 0);
     assert_eq!(m.ignored_writes(), 1);
+}
+
+/// Samples as a capture kernel does and checks what every such sample must satisfy: no power
+/// request, `EDPRCR` untouched, no delay, the OS lock as found, the record's round trip.
+fn as_found_checked(m: &mut CpuDebugModel, arch: &ArchData) -> CpuSample {
+    let os_before = m.os_locked();
+    let prcr_before = m.edprcr();
+    let powered_before = m.powered();
+    m.reset_counts();
+    let mut s = sample_cpu_as_found(m, 0, arch);
+    assert_eq!(m.faults(), 0, "an access would have faulted: {s:?}");
+    assert_eq!(m.writes(EDPRCR), 0, "a power request was made");
+    assert_eq!(m.edprcr(), prcr_before);
+    assert_eq!(m.powered(), powered_before, "the core's power changed");
+    assert_eq!(m.delays(), 0);
+    assert!(m.accesses() <= 10, "{} accesses", m.accesses());
+    assert!(m.sw_locked(), "software lock left open");
+    assert_eq!(m.os_locked(), os_before, "OS lock not as found");
+    assert_ne!(s.flags & FLAG_AS_FOUND, 0);
+    s.set_mpidr(Some(0x8000_0100));
+    let mut buf = [0u8; RECORD_LEN];
+    assert_eq!(s.encode(&mut buf), Ok(RECORD_LEN));
+    assert_eq!(CpuSample::decode(&buf), Ok(s));
+    s
+}
+
+#[test]
+fn a_capture_kernel_samples_a_hung_core_where_it_is() {
+    let mut cfg = CpuDebugConfig::v8();
+    cfg.os_locked = true;
+    let mut m = CpuDebugModel::new(cfg);
+    m.set_cpu_state(kernel_state());
+    let arch = arch_of(&mut m, true);
+    let s = as_found_checked(&mut m, &arch);
+    assert_eq!(s.outcome, Outcome::Sampled);
+    assert_eq!(s.pc.pc, KERNEL_PC);
+    assert_eq!(s.edcidsr, 0x42);
+    assert!(s.os_lock_was_locked());
+    // LAR unlock, EDPRCR and EDPRSR read, EDOSLAR clear, the four sample registers, EDOSLAR set,
+    // LAR lock.
+    assert_eq!(m.accesses(), 10);
+}
+
+#[test]
+fn a_capture_kernel_names_a_powered_off_core_and_leaves_it_off() {
+    let mut cfg = CpuDebugConfig::v8();
+    cfg.core_on = false;
+    cfg.power = PowerMode::OnRequest { delay: 1 };
+    let mut m = CpuDebugModel::new(cfg);
+    m.set_cpu_state(kernel_state());
+    let arch = arch_of(&mut m, true);
+    let s = as_found_checked(&mut m, &arch);
+    assert_eq!(s.outcome, Outcome::PoweredDown);
+    assert!(!m.powered(), "the capture kernel powered the core up");
+    assert_eq!(m.reads(EDPCSR), 0);
+    assert_eq!(s.reason(), POWERED_OFF_REASON);
+    assert!(s
+        .report()
+        .to_string()
+        .ends_with(&format!(" not sampled: {POWERED_OFF_REASON}")));
+    // The panic path's sample of the same core powers it up: the reasons differ.
+    let p = sample_checked(&mut m, 0, &arch);
+    assert_eq!(p.outcome, Outcome::Sampled);
+}
+
+#[test]
+fn a_capture_kernel_does_not_read_a_double_locked_core() {
+    let mut cfg = CpuDebugConfig::v8();
+    cfg.double_locked = true;
+    let mut m = CpuDebugModel::new(cfg);
+    let arch = arch_of(&mut m, true);
+    let s = as_found_checked(&mut m, &arch);
+    assert_eq!(s.outcome, Outcome::DoubleLocked);
+    assert_eq!(m.reads(EDPCSR), 0);
+    assert_eq!(m.writes(EDOSLAR), 0);
 }

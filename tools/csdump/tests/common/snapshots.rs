@@ -101,6 +101,7 @@ pub fn dump_from_snapshot_with(
                 pc,
                 kind: PcKind::AArch64,
             },
+            mpidr: None,
         };
         let mut b = vec![0u8; cpu_debug::RECORD_LEN];
         s.encode(&mut b).unwrap();

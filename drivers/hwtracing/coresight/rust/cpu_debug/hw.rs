@@ -42,6 +42,7 @@ use kernel::coresight::{
         ArchError,
         CpuSample,
         Outcome,
+        FLAG_AS_FOUND,
         FLAG_BUDGET_CUT,
         FLAG_OS_LOCK_WAS_LOCKED,
         FLAG_WAS_POWERED_DOWN, //
@@ -187,6 +188,44 @@ pub fn sample_cpu<A: CsAccess>(
     }
 
     io.write_reg(saved);
+    lock(io);
+    s
+}
+
+/// Samples one CPU's PC as it is found, from a kdump capture kernel in which the CPU is not
+/// online: a CPU that ignored the crashed kernel's stop (spinning with interrupts masked) is still
+/// where it hung, a parked one where it parked; a powered-down one stays down.
+///
+/// Unlike [`sample_cpu`] it requests no power-up and does not touch `EDPRCR` (powering a core up
+/// would start it at its reset vector, or leave it in reset, and nothing is learnt from either):
+/// it reads `EDPRSR` once and samples only a powered, not double-locked core. The OS lock is
+/// cleared for the read and set again, as in [`sample_cpu`]. The record has [`FLAG_AS_FOUND`];
+/// [`Outcome::PoweredDown`] then means that the core was off. Makes at most 10 register accesses
+/// and no delay. The caller holds the frame for the call.
+pub fn sample_cpu_as_found<A: CsAccess>(io: &mut A, cpu: u32, arch: &ArchData) -> CpuSample {
+    let mut s = CpuSample::for_arch(cpu, arch);
+    s.flags |= FLAG_AS_FOUND;
+
+    unlock(io);
+    s.edprcr_saved = io.read(EDPRCR).into_raw();
+    let found: EDPRSR = io.read(EDPRSR);
+    s.edprsr_first = found.into_raw();
+    s.edprsr = found.into_raw();
+    if !found.pu() {
+        s.outcome = Outcome::PoweredDown;
+    } else if found.dlk() {
+        s.outcome = Outcome::DoubleLocked;
+    } else {
+        let os_locked = found.oslk();
+        if os_locked {
+            s.flags |= FLAG_OS_LOCK_WAS_LOCKED;
+            io.write_reg(EDOSLAR::from_raw(0));
+        }
+        read_sample(io, arch, &mut s);
+        if os_locked {
+            io.write_reg(EDOSLAR::from_raw(0).with_oslk(true));
+        }
+    }
     lock(io);
     s
 }

@@ -42,6 +42,9 @@ pub enum Outcome {
     /// Not sampled: the time budget of the CPU debug phase was spent before this CPU's turn;
     /// no register was touched.
     NotReached = 6,
+    /// Not sampled: the record was written when the device was bound, to name the CPU (its
+    /// MPIDR) for a capture kernel's sample; no panic-time step ran after it.
+    Recorded = 7,
 }
 
 impl Outcome {
@@ -55,6 +58,7 @@ impl Outcome {
             4 => Some(Self::DebugState),
             5 => Some(Self::NotImplemented),
             6 => Some(Self::NotReached),
+            7 => Some(Self::Recorded),
             _ => None,
         }
     }
@@ -69,9 +73,14 @@ impl Outcome {
             Self::DebugState => "in debug state (EDPCSR all ones, EDPRSR.HALTED)",
             Self::NotImplemented => "PC sampling not implemented",
             Self::NotReached => "not reached (the CPU debug phase's time budget was spent)",
+            Self::Recorded => "recorded when the device was bound; no panic-time step ran",
         }
     }
 }
+
+/// Why a CPU that a capture kernel found powered down was not sampled.
+pub const POWERED_OFF_REASON: &str =
+    "powered off (EDPRSR.PU clear as found; the capture kernel requested no power-up)";
 
 /// `CpuSample::flags`: the OS lock was set when the sample started (and was set again).
 pub const FLAG_OS_LOCK_WAS_LOCKED: u8 = 1 << 0;
@@ -92,7 +101,16 @@ pub const FLAG_WAS_POWERED_DOWN: u8 = 1 << 4;
 /// time budget (the CPU's share of what was left), before its own bound.
 pub const FLAG_BUDGET_CUT: u8 = 1 << 5;
 
-const FLAGS_KNOWN: u8 = 0x3F;
+/// `CpuSample::flags`: the CPU's MPIDR (its affinity fields, as the device tree's `cpu` node
+/// gives them) is in [`CpuSample::mpidr`].
+pub const FLAG_MPIDR: u8 = 1 << 6;
+
+/// `CpuSample::flags`: the CPU was sampled as it was found, by a kdump capture kernel in which
+/// it is not online: no power-up was requested and no register but the OS lock was changed (a
+/// powered-down core stays down: [`Outcome::PoweredDown`] then means the CPU was off).
+pub const FLAG_AS_FOUND: u8 = 1 << 7;
+
+const FLAGS_KNOWN: u8 = 0xFF;
 
 /// One CPU's sample: raw registers, outcome and decoded fields; one record per CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +143,9 @@ pub struct CpuSample {
     pub edvidsr: u32,
     /// The calibrated PC.
     pub pc: PcCalibration,
+    /// The CPU's MPIDR affinity (`MPIDR_EL1` & `MPIDR_HWID_BITMASK`), when known: how a capture
+    /// kernel, which numbers CPUs its own way, names the crashed kernel's CPU.
+    pub mpidr: Option<u64>,
 }
 
 impl CpuSample {
@@ -148,6 +169,7 @@ impl CpuSample {
                 pc: 0,
                 kind: PcKind::None,
             },
+            mpidr: None,
         }
     }
 
@@ -187,6 +209,40 @@ impl CpuSample {
         s
     }
 
+    /// A record of `cpu` written when its device is bound ([`Outcome::Recorded`]): what it
+    /// implements and, when known, its MPIDR; no register is read.
+    pub fn recorded(cpu: u32, arch: &ArchData, mpidr: Option<u64>) -> Self {
+        let mut s = Self::for_arch(cpu, arch);
+        s.outcome = Outcome::Recorded;
+        s.set_mpidr(mpidr);
+        s
+    }
+
+    /// Sets the CPU's MPIDR ([`FLAG_MPIDR`] with it).
+    pub fn set_mpidr(&mut self, mpidr: Option<u64>) {
+        self.mpidr = mpidr;
+        if mpidr.is_some() {
+            self.flags |= FLAG_MPIDR;
+        } else {
+            self.flags &= !FLAG_MPIDR;
+        }
+    }
+
+    /// Returns why the CPU was not sampled (or `sampled`): the outcome's reason, except for a
+    /// core a capture kernel found powered down ([`POWERED_OFF_REASON`]).
+    pub fn reason(&self) -> &'static str {
+        if self.outcome == Outcome::PoweredDown && self.as_found() {
+            POWERED_OFF_REASON
+        } else {
+            self.outcome.reason()
+        }
+    }
+
+    /// Returns whether the sample was taken as found by a capture kernel ([`FLAG_AS_FOUND`]).
+    pub fn as_found(&self) -> bool {
+        self.flags & FLAG_AS_FOUND != 0
+    }
+
     /// Returns whether the phase's time budget cut the power-up wait short.
     pub fn budget_cut(&self) -> bool {
         self.flags & FLAG_BUDGET_CUT != 0
@@ -221,8 +277,9 @@ impl CpuSample {
     }
 }
 
-/// Record payload format version.
-pub const RECORD_VERSION: u16 = 1;
+/// Record payload format version: 2 has the MPIDR ([`FLAG_MPIDR`]) where version 1 had 8
+/// reserved bytes; a version 1 record still decodes (without an MPIDR).
+pub const RECORD_VERSION: u16 = 2;
 
 /// Size in bytes of one encoded [`CpuSample`] record payload.
 ///
@@ -230,7 +287,7 @@ pub const RECORD_VERSION: u16 = 1;
 /// `u8` flags, `u8` ids (`PCSample` << 4 | `PCSROffset`), `u32` `EDPRSR`, `u32` `EDPRCR` saved,
 /// `u32` `EDPCSR`, `u32` `EDPCSR_HI`, `u32` `EDCIDSR`, `u32` `EDVIDSR`, `u32` power polls,
 /// `u64` calibrated PC, `u8` state, `u8` EL, `u8` width, `u8` VMID (decoded from `EDVIDSR`,
-/// `0xFF`/0 when not read), `u32` first `EDPRSR`, 8 reserved zero bytes.
+/// `0xFF`/0 when not read), `u32` first `EDPRSR`, `u64` MPIDR (0 without [`FLAG_MPIDR`]).
 pub const RECORD_LEN: usize = 64;
 
 /// Why a record could not be encoded or decoded.
@@ -317,7 +374,7 @@ impl CpuSample {
         w.u64(self.pc.pc);
         w.bytes(&decoded_fields(self));
         w.u32(self.edprsr_first);
-        w.bytes(&[0u8; 8]);
+        w.u64(self.mpidr.unwrap_or(0));
         Ok(RECORD_LEN)
     }
 
@@ -331,7 +388,7 @@ impl CpuSample {
         }
         let mut r = LeReader::new(bytes);
         let version = r.u16();
-        if version != RECORD_VERSION {
+        if !(1..=RECORD_VERSION).contains(&version) {
             return Err(RecordError::BadVersion(version));
         }
         let size = r.u16();
@@ -360,10 +417,17 @@ impl CpuSample {
         s.pc = PcCalibration { pc: r.u64(), kind };
         let decoded = r.take::<4>();
         s.edprsr_first = r.u32();
-        let reserved = r.take::<8>();
+        let mpidr = r.u64();
 
-        if flags & !FLAGS_KNOWN != 0 {
+        // Version 1 knew the flags below `FLAG_MPIDR` and had reserved zero bytes instead.
+        let known = if version == 1 { 0x3F } else { FLAGS_KNOWN };
+        if flags & !known != 0 {
             return Err(RecordError::Inconsistent("flags"));
+        }
+        if flags & FLAG_MPIDR != 0 {
+            s.mpidr = Some(mpidr);
+        } else if mpidr != 0 {
+            return Err(RecordError::Inconsistent("MPIDR without its flag"));
         }
         if outcome != Outcome::NotImplemented {
             let presence = FLAG_EDCIDSR_PRESENT | FLAG_EDVIDSR_PRESENT;
@@ -376,9 +440,6 @@ impl CpuSample {
             if flags & presence != want {
                 return Err(RecordError::Inconsistent("register presence flags"));
             }
-        }
-        if reserved != [0u8; 8] {
-            return Err(RecordError::Inconsistent("reserved"));
         }
         if (outcome == Outcome::Sampled) != (kind != PcKind::None) {
             return Err(RecordError::Inconsistent("PC kind"));

@@ -372,8 +372,11 @@ impl fmt::Display for SampleReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.0;
         writeln!(f, "CPU[{}]:", s.cpu)?;
-        if matches!(s.outcome, Outcome::NotImplemented | Outcome::NotReached) {
-            return write!(f, " not sampled: {}", s.outcome.reason());
+        if matches!(
+            s.outcome,
+            Outcome::NotImplemented | Outcome::NotReached | Outcome::Recorded
+        ) {
+            return write!(f, " not sampled: {}", s.reason());
         }
         write!(f, " {}", Edprsr(s.edprsr))?;
         match s.outcome {
@@ -381,7 +384,7 @@ impl fmt::Display for SampleReport<'_> {
             Outcome::PoweredDown | Outcome::DoubleLocked => {
                 writeln!(f)?;
                 writeln!(f, "No permission to access debug registers!")?;
-                write!(f, " not sampled: {}", s.outcome.reason())?;
+                write!(f, " not sampled: {}", s.reason())?;
                 if s.budget_cut() {
                     write!(f, "; {BUDGET_CUT_NOTE}")?;
                 }
