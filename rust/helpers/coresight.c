@@ -3,7 +3,9 @@
 /* The kernel crate's CoreSight abstractions are built with the panic dump core only. */
 #if IS_ENABLED(CONFIG_CORESIGHT_PANIC_DUMP)
 #include <linux/coresight.h>
+#include <linux/cpumask.h>
 #include <linux/err.h>
+#include <linux/of.h>
 #include <linux/perf_event.h>
 #include <linux/pid.h>
 #include "../../drivers/hwtracing/coresight/coresight-etm-perf.h"
@@ -20,6 +22,30 @@ __rust_helper bool rust_helper_cspd_kernel_in_hyp_mode(void)
 #else
 	return false;
 #endif
+}
+
+/*
+ * The hardware ID (MPIDR affinity on arm64) of the CPU a component's `cpu` phandle names, from the
+ * device tree whether or not the CPU is possible here; ~0 when there is none.
+ */
+__rust_helper u64 rust_helper_cspd_cpu_hwid(struct device *dev)
+{
+	struct device_node *np;
+	u64 hwid;
+
+	if (!dev->of_node)
+		return ~0ULL;
+	np = of_parse_phandle(dev->of_node, "cpu", 0);
+	if (!np)
+		return ~0ULL;
+	hwid = of_get_cpu_hwid(np, 0);
+	of_node_put(np);
+	return hwid;
+}
+
+__rust_helper bool rust_helper_cspd_cpu_online(unsigned int cpu)
+{
+	return cpu < nr_cpu_ids && cpu_online(cpu);
 }
 
 __rust_helper enum cs_mode rust_helper_coresight_get_mode(struct coresight_device *csdev)

@@ -73,6 +73,30 @@ pub fn get_cpu(dev: &Device) -> Result<u32> {
     u32::try_from(cpu).map_err(|_| ENODEV)
 }
 
+/// Returns the hardware ID of the CPU a CoreSight component belongs to (on arm64 the affinity
+/// fields of its `MPIDR_EL1`), from its firmware description: the `reg` of the device tree node
+/// its `cpu` phandle names.
+///
+/// Unlike [`get_cpu`] this does not need the CPU to be possible in this kernel: a kdump capture
+/// kernel numbers CPUs its own way and usually brings up one, and the hardware ID is how it names
+/// the crashed kernel's CPUs. Returns [`ENODEV`] when the component is not tied to a CPU in the
+/// device tree (ACPI descriptions are not read).
+pub fn get_cpu_hwid(dev: &Device) -> Result<u64> {
+    // SAFETY: `dev.as_raw()` is a valid `struct device` for the duration of the call.
+    let hwid = unsafe { bindings::cspd_cpu_hwid(dev.as_raw()) };
+    if hwid == u64::MAX {
+        return Err(ENODEV);
+    }
+    Ok(hwid)
+}
+
+/// Returns whether logical CPU `cpu` is online now (`cpu_online()`); false for a number beyond
+/// the possible CPUs.
+pub fn cpu_online(cpu: u32) -> bool {
+    // SAFETY: The helper checks `cpu` against `nr_cpu_ids` before it reads the online mask.
+    unsafe { bindings::cspd_cpu_online(cpu) }
+}
+
 /// Probes `dev` again with the drivers of its bus (`device_attach()`): for a component whose probe
 /// could not finish earlier (its CPU was offline). Returns whether a driver is bound to it now.
 ///

@@ -2,7 +2,9 @@
 
 //! The CPU debug driver: the AMBA driver, the `enable` knob, and the panic callback that samples
 //! one CPU ([`hw::sample_cpu`]) within its share of the phase's time budget and prints the sample
-//! the way the C driver does.
+//! the way the C driver does. In a kdump capture kernel, a CPU that is not online there is
+//! sampled as found at probe ([`hw::sample_cpu_as_found`]) and the sample handed over as a
+//! vmcore device dump, named by the CPU's MPIDR, which every record carries.
 
 use kernel::{
     amba, c_str,
@@ -24,6 +26,9 @@ use kernel::{
                 BUDGET_CUT_NOTE,
                 RECORD_LEN, //
             },
+            format::CPU_NONE,
+            hand_over_capture,
+            metadata_changed,
             DumpCallback,
             DumpInfo,
             DumpPayload,
@@ -31,7 +36,7 @@ use kernel::{
             Registration, //
         },
     },
-    debugfs,
+    crash_dump, debugfs,
     device::{
         Core,
         Device, //
@@ -130,6 +135,9 @@ fn budget_share() -> Option<u32> {
 #[pin_data]
 struct Sampler<B: Backend> {
     cpu: u32,
+    /// The CPU's MPIDR affinity from the device tree, which every record carries: how a capture
+    /// kernel's sample is matched to this kernel's CPU number.
+    mpidr: Option<u64>,
     arch: kernel::coresight::panic_dump::format::cpu_debug::ArchData,
     /// The CPU's debug frame, claimed by the panic callback.
     #[pin]
@@ -150,8 +158,11 @@ impl<B: Backend> Sampler<B> {
     /// Prints the sample as the C driver does, with the PC symbolised.
     fn report(&self, s: &CpuSample) {
         report_line!(self, "CPU[{}]:", s.cpu);
-        if matches!(s.outcome, Outcome::NotImplemented | Outcome::NotReached) {
-            report_line!(self, " not sampled: {}", s.outcome.reason());
+        if matches!(
+            s.outcome,
+            Outcome::NotImplemented | Outcome::NotReached | Outcome::Recorded
+        ) {
+            report_line!(self, " not sampled: {}", s.reason());
             return;
         }
         report_line!(self, " {}", Edprsr(s.edprsr));
@@ -160,20 +171,15 @@ impl<B: Backend> Sampler<B> {
             Outcome::PoweredDown | Outcome::DoubleLocked => {
                 report_line!(self, "No permission to access debug registers!");
                 if s.budget_cut() {
-                    report_line!(
-                        self,
-                        " not sampled: {}; {}",
-                        s.outcome.reason(),
-                        BUDGET_CUT_NOTE
-                    );
+                    report_line!(self, " not sampled: {}; {}", s.reason(), BUDGET_CUT_NOTE);
                 } else {
-                    report_line!(self, " not sampled: {}", s.outcome.reason());
+                    report_line!(self, " not sampled: {}", s.reason());
                 }
                 return;
             }
             _ => {
                 report_line!(self, "CPU is in Debug state or profiling is prohibited!");
-                report_line!(self, " not sampled: {}", s.outcome.reason());
+                report_line!(self, " not sampled: {}", s.reason());
                 return;
             }
         }
@@ -197,6 +203,8 @@ impl<B: Backend> Sampler<B> {
 }
 
 impl<B: Backend> DumpCallback for Sampler<B> {
+    const HAS_METADATA: bool = true;
+
     fn dump(&self, buf: &mut [u8], written: &mut usize) -> Result {
         if !ENABLED.load(Relaxed) {
             // Off: nothing read, and the record says so.
@@ -205,7 +213,7 @@ impl<B: Backend> DumpCallback for Sampler<B> {
         if !HEADER_PRINTED.xchg(true, Relaxed) {
             pr_emerg!("ARM external debug module:\n");
         }
-        let sample = match budget_share() {
+        let mut sample = match budget_share() {
             None => CpuSample::not_reached(self.cpu, &self.arch),
             Some(max_delays) => {
                 let start = Counter::read();
@@ -217,8 +225,17 @@ impl<B: Backend> DumpCallback for Sampler<B> {
             }
         };
         DONE.fetch_add(1, Relaxed);
+        sample.set_mpidr(self.mpidr);
         self.report(&sample);
         *written = sample.encode(buf).map_err(|_| ENOSPC)?;
+        Ok(())
+    }
+
+    /// The CPU's number and MPIDR, recorded when the device is bound: a capture kernel's sample
+    /// of this CPU names it by MPIDR only.
+    fn metadata(&self, buf: &mut [u8], written: &mut usize) -> Result {
+        let s = CpuSample::recorded(self.cpu, &self.arch, self.mpidr);
+        *written = s.encode(buf).map_err(|_| ENOSPC)?;
         Ok(())
     }
 }
@@ -267,8 +284,91 @@ kernel::amba_device_table!(
     ]
 );
 
+/// What a bound debug interface holds.
+struct Binding<B: Backend> {
+    /// The sampler of an online CPU, registered with the panic dump while the device is bound;
+    /// `None` in a capture kernel for a CPU not online there, which was sampled at probe and
+    /// handed over.
+    _sampler: Option<SamplerReg<B>>,
+}
+
+/// In a kdump capture kernel, samples a CPU that is not online there as it was found (still
+/// where it hung, parked, or powered off) and hands the sample over as the vmcore device dump
+/// `coresight_capture:NAME`, where the host tool matches it to the crashed kernel's CPU by its
+/// MPIDR. Nothing is sampled while sampling is off (`debug=1`): reading a powered-down core's
+/// debug registers faults the bus on some SoCs, which is why the knob exists.
+fn capture<B: Backend>(
+    dev: &Device<Core<'_>>,
+    iomem: &mut B,
+    arch: &kernel::coresight::panic_dump::format::cpu_debug::ArchData,
+    name: &CStr,
+    mpidr: Option<u64>,
+) {
+    let Some(hwid) = mpidr else {
+        dev_err!(
+            dev,
+            "capture kernel: no MPIDR for this debug interface; not sampled\n"
+        );
+        return;
+    };
+    if !ENABLED.load(Relaxed) {
+        dev_info!(
+            dev,
+            "capture kernel: CPU with MPIDR {:#x} is not online here; not sampled (PC sampling is \
+             off: debug=1)\n",
+            hwid
+        );
+        return;
+    }
+    let mut sample = match iomem.with_io(|io| hw::sample_cpu_as_found(io, CPU_NONE, arch)) {
+        Ok(s) => s,
+        Err(e) => {
+            dev_err!(
+                dev,
+                "capture kernel: frame not accessible ({})\n",
+                e.to_errno()
+            );
+            return;
+        }
+    };
+    sample.set_mpidr(Some(hwid));
+    let info = DumpInfo {
+        name,
+        kind: DumpType::CpuDebug,
+        cpu: None,
+        max_bytes: RECORD_BYTES,
+        payload: DumpPayload::CpuDebug,
+    };
+    let done = hand_over_capture(info, |buf, written| {
+        *written = sample.encode(buf).map_err(|_| ENOSPC)?;
+        Ok(())
+    });
+    match (done, sample.outcome) {
+        (Ok(()), Outcome::Sampled) => dev_info!(
+            dev,
+            "capture kernel: CPU with MPIDR {:#x} (not online here): EDPCSR {:#x} (the crashed \
+             kernel's address); handed over as a vmcore device dump\n",
+            hwid,
+            sample.pc.pc
+        ),
+        (Ok(()), _) => dev_info!(
+            dev,
+            "capture kernel: CPU with MPIDR {:#x} (not online here): not sampled: {}; handed \
+             over as a vmcore device dump\n",
+            hwid,
+            sample.reason()
+        ),
+        (Err(e), _) => dev_err!(
+            dev,
+            "capture kernel: the sample of CPU with MPIDR {:#x} not handed over ({})\n",
+            hwid,
+            e.to_errno()
+        ),
+    }
+}
+
 impl amba::Driver for CpuDebug {
-    type Data<'bound> = SamplerReg<IoMem<'bound, FRAME>>;
+    type Data<'bound> = Binding<IoMem<'bound, FRAME>>;
     const ID_TABLE: amba::IdTable = &AMBA_TABLE;
 
     fn probe<'bound>(
@@ -276,8 +376,20 @@ impl amba::Driver for CpuDebug {
         _id: &'bound amba::DeviceId,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let dev: &Device<Core<'_>> = adev.as_ref();
-        let cpu = coresight::get_cpu(dev)
-            .inspect_err(|_| dev_err!(dev, "no CPU for this debug interface\n"))?;
+        let mpidr = coresight::get_cpu_hwid(dev).ok();
+        let cpu = coresight::get_cpu(dev);
+        // In a capture kernel, a CPU that is not online there (not even possible, with
+        // `nr_cpus=1`) is still as the crashed kernel left it.
+        let elsewhere = crash_dump::is_kdump_kernel()
+            && cpu.as_ref().map_or(true, |&c| !coresight::cpu_online(c));
+        let cpu = match cpu {
+            Ok(c) => c,
+            Err(_) if elsewhere => CPU_NONE,
+            Err(e) => {
+                dev_err!(dev, "no CPU for this debug interface\n");
+                return Err(e);
+            }
+        };
         let mut iomem = adev.io_request().iomap_sized::<FRAME>()?;
         // Probe owns the frame until it is put behind its lock below.
         let arch = iomem
@@ -287,17 +399,30 @@ impl amba::Driver for CpuDebug {
                 ENODEV
             })?;
         let name = CString::try_from_fmt(fmt!("{}", dev.name()))?;
+        if elsewhere {
+            capture(dev, &mut iomem, &arch, &name, mpidr);
+            return Ok(Binding { _sampler: None });
+        }
         let plain: &Device = dev;
         let sampler = pin_init!(Sampler {
             cpu,
+            mpidr,
             arch,
             regs <- Regs::new(iomem),
             dev: ARef::from(plain),
             _counted: Counted::new(),
         });
         let reg = register(sampler, cpu, &name)?;
+        // The CPU's MPIDR in the region now: a capture kernel names it by that alone.
+        match metadata_changed() {
+            // No region: nothing to record in.
+            Ok(()) | Err(ENODEV) => {}
+            Err(e) => dev_warn!(dev, "CPU{}: MPIDR not recorded ({})\n", cpu, e.to_errno()),
+        }
         dev_info!(dev, "Coresight debug-CPU{} initialized\n", cpu);
-        Ok(reg)
+        Ok(Binding {
+            _sampler: Some(reg),
+        })
     }
 }
 
