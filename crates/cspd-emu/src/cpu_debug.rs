@@ -187,6 +187,14 @@ impl CpuDebug {
     /// debug logic of its power domain is reset, the OS lock set.
     pub fn power_cycle(&mut self) {
         self.model.power_cycle();
+        self.model.wake();
+    }
+
+    /// The core was powered off (PSCI `CPU_OFF`): `EDPRSR.PU` reads 0 and the sample registers
+    /// do not answer, until a power-up request (`EDPRCR.COREPURQ`, which the model grants) or
+    /// [`Self::power_cycle`] when the CPU is started again.
+    pub fn power_off(&mut self) {
+        self.model.enter_low_power();
     }
 
     /// Returns whether the core is powered (`EDPRSR.PU`).

@@ -92,12 +92,14 @@ impl Sink {
 /// `CPU_ON` started again, or that a power-down `CPU_SUSPEND` lost; QEMU's PSCI returns from
 /// every other call. The plugin cannot read `x0`, so this is what it sees of `CPU_OFF`.
 fn restarted_by_firmware(p: &TbInfo, next: &TbInfo) -> bool {
+    ends_with_firmware_call(p) && next.start != p.end && next.start >> 63 == 0
+}
+
+/// Whether block `p` ends with a call to the firmware (`HVC` or `SMC`).
+fn ends_with_firmware_call(p: &TbInfo) -> bool {
     const HVC_SMC_MASK: u32 = 0xFFE0_001E;
     const HVC_SMC: u32 = 0xD400_0002;
-    p.last == crate::a64::Kind::Call
-        && p.words.last().is_some_and(|&w| w & HVC_SMC_MASK == HVC_SMC)
-        && next.start != p.end
-        && next.start >> 63 == 0
+    p.last == crate::a64::Kind::Call && p.words.last().is_some_and(|&w| w & HVC_SMC_MASK == HVC_SMC)
 }
 
 /// Trace bytes are handed to the funnel once this many are waiting.
@@ -165,6 +167,9 @@ pub struct EmuStats {
     pub trace_bytes: u64,
     /// Trace bytes dropped because the path was closed.
     pub dropped_bytes: u64,
+    /// Of them, those dropped after the TMC last took a byte (a CPU that went on tracing after
+    /// the sink was stopped for good).
+    pub dropped_after_last_taken: u64,
     /// Trace sessions (ETM enables).
     pub sessions: u64,
     /// Per-vCPU tracker counts, summed.
@@ -426,25 +431,46 @@ impl Emu {
         if !v.tracing.load(Ordering::Relaxed) {
             return;
         }
-        let (bytes, stop, planted) = {
+        let (mut bytes, stop, late, planted) = {
             let mut t = lock(&v.tracker);
             let before = t.stopped_at();
             t.exec(prev, tb, &self.vectors);
             let after = t.stopped_at();
             let stop = after.filter(|_| after != before);
             let planted = t.take_planted();
-            let bytes = (t.pending_bytes() >= PUSH_CHUNK).then(|| t.take_bytes());
+            // A unit whose trace stopped writes out the atoms it held back for a packet and
+            // drains what it holds at once, as a trace unit does when its trace goes inactive:
+            // its last bytes enter the sink at the stop, not at the next flush.
+            let stopped = after.is_some();
+            let bytes = if stop.is_some() {
+                Some(t.flush()).filter(|b| !b.is_empty())
+            } else {
+                (t.pending_bytes() >= PUSH_CHUNK || (stopped && t.pending_bytes() > 0))
+                    .then(|| t.take_bytes())
+            };
             if let Some(b) = bytes.as_ref() {
                 // Where these bytes will sit in the sink's input (another CPU's bytes may land
                 // first, which only makes the record keep a little more).
                 t.handed_to_sink(self.sink_bytes.load(Ordering::Relaxed) + b.len() as u64);
             }
-            (bytes, stop, planted)
+            let late = (stop.is_none() && stopped).then_some(after).flatten();
+            (bytes, stop, late, planted)
         };
         self.log_planted(vcpu, planted);
+        // The counters once a stopped unit's last bytes are in the sink, taken under the devices
+        // lock that every hand-over to the sink takes: another CPU's bytes counted there entered
+        // the sink before them, any other after.
         if let Some(at) = stop {
-            let c = lock(&self.stats).counters(self.cpus);
+            let c = self.route_counted(vcpu, bytes.take());
             self.event(format!("etm {vcpu}: stop point {at:#x} reached {c}"));
+        } else if let Some(at) = late {
+            if let Some(b) = bytes.take() {
+                let n = b.len();
+                let c = self.route_counted(vcpu, Some(b));
+                self.event(format!(
+                    "etm {vcpu}: {n} trace bytes after its stop point {at:#x} {c}"
+                ));
+            }
         }
         if self.cfg.mark == Some(tb.start) && !self.marked.swap(true, Ordering::Relaxed) {
             let c = lock(&self.stats).counters(self.cpus);
@@ -454,6 +480,59 @@ impl Emu {
             let mut d = lock(&self.devices);
             self.route(&mut d, vcpu, &bytes);
         }
+    }
+
+    /// Hands `bytes` of vCPU `cpu`'s unit to the sink, when there are some, and returns the
+    /// counters with them in, taken before any other CPU's bytes can follow.
+    fn route_counted(&self, cpu: usize, bytes: Option<Vec<u8>>) -> String {
+        let d = bytes.map(|b| {
+            let mut d = lock(&self.devices);
+            self.route(&mut d, cpu, &b);
+            d
+        });
+        let c = lock(&self.stats).counters(self.cpus);
+        drop(d);
+        c
+    }
+
+    /// vCPU `vcpu` went idle (QEMU's idle callback: a wait for interrupt, or a halt). When the
+    /// last block it started ended with a call to the firmware (`HVC` or `SMC`, PSCI's conduit),
+    /// the call did not return: QEMU's PSCI halts a vCPU that `CPU_OFF` turned off (a CPU taken
+    /// offline, or stopped by a crash). A call that returns runs another block before any wait,
+    /// so no other call ends there. Its debug logic then says the core is off (`EDPRSR.PU`
+    /// clear) until the vCPU restarts ([`Self::power_cycle`]).
+    ///
+    /// Under light instrumentation no block is seen, so nothing is concluded then.
+    pub fn vcpu_idle(&self, vcpu: usize) {
+        if self.light.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(v) = self.vcpus.get(vcpu) else {
+            return;
+        };
+        // SAFETY: `prev` is null or was stored from a `&'static TbInfo` (`tb_exec`).
+        let Some(p) = (unsafe { v.prev.load(Ordering::Relaxed).as_ref() }) else {
+            return;
+        };
+        if !ends_with_firmware_call(p) {
+            return;
+        }
+        let mut d = lock(&self.devices);
+        let Some(g) = d.dbgs.get_mut(vcpu) else {
+            return;
+        };
+        if !g.powered() {
+            return;
+        }
+        g.power_off();
+        self.stage(&mut d, Target::Debug(vcpu));
+        drop(d);
+        let c = lock(&self.stats).counters(self.cpus);
+        self.event(format!(
+            "cpu {vcpu}: powered off: the firmware call at {:#x} did not return and the vCPU \
+             halted; its debug logic reads EDPRSR.PU clear {c}",
+            p.last_addr
+        ));
     }
 
     /// vCPU `cpu` came back from a power-down: the firmware call at `call` did not return, the
@@ -575,7 +654,12 @@ impl Emu {
         if let Some(n) = s.trace_bytes_by_cpu.get_mut(cpu) {
             *n += taken as u64;
         }
-        s.dropped_bytes += (bytes.len() - taken.min(bytes.len())) as u64;
+        let dropped = (bytes.len() - taken.min(bytes.len())) as u64;
+        s.dropped_bytes += dropped;
+        if taken > 0 {
+            s.dropped_after_last_taken = 0;
+        }
+        s.dropped_after_last_taken += dropped;
     }
 
     // ---- registers -------------------------------------------------------------------------

@@ -365,3 +365,54 @@ fn a_vcpu_restarted_by_the_firmware_comes_back_with_its_units_reset() {
     m.disable(1);
     m.disable(0);
 }
+
+/// A vCPU that PSCI `CPU_OFF` halted: its last block ends with the `HVC` and it goes idle. Its
+/// debug logic reads powered off (`EDPRSR.PU` clear) and the sample registers do not answer
+/// until it restarts; a vCPU that idles after an ordinary block (`WFI`), or after an `HVC` that
+/// returned and ran on, stays powered.
+#[test]
+fn a_vcpu_the_firmware_halted_reads_powered_off_until_it_restarts() {
+    const HVC: u32 = 0xD400_0002;
+    const WFI: u32 = 0xD503_207F;
+    let m = Machine::new();
+    let block = |at: u64, last: u32| -> &'static TbInfo {
+        Box::leak(Box::new(TbInfo::new(at, &[NOP, last]).unwrap()))
+    };
+    let edprsr = |vcpu: usize| {
+        m.frame(0, bus::DEBUG_OFFSET + vcpu as u64 * bus::FRAME)
+            .read32(0x314)
+    };
+    m.run(0, 100);
+    m.run(1, 100);
+    // Waits for interrupts, and an HVC that returned: powered.
+    m.emu.tb_exec(1, block(CODE + 0x100, WFI));
+    m.emu.vcpu_idle(1);
+    m.emu.tb_exec(1, block(CODE + 0x200, HVC));
+    m.emu.tb_exec(1, block(CODE + 0x208, WFI));
+    m.emu.vcpu_idle(1);
+    assert_eq!(edprsr(1) & 1, 1, "EDPRSR.PU after WFI");
+    assert!(m
+        .emu
+        .take_events()
+        .iter()
+        .all(|e| !e.contains("powered off")));
+    // CPU_OFF: the HVC does not return, the vCPU halts.
+    m.emu.tb_exec(1, block(CODE + 0x300, HVC));
+    m.emu.vcpu_idle(1);
+    let events = m.emu.take_events();
+    assert!(
+        events.iter().any(|e| e.starts_with(
+            "cpu 1: powered off: the firmware call at 0xffff800010000304 did not return and the \
+             vCPU halted"
+        )),
+        "{events:?}"
+    );
+    assert_eq!(edprsr(1) & 1, 0, "EDPRSR.PU while off");
+    assert_eq!(edprsr(0) & 1, 1, "vCPU 0 is still on");
+    // Idle again (a spurious wake-up): said once.
+    m.emu.vcpu_idle(1);
+    assert!(m.emu.take_events().is_empty());
+    // CPU_ON: it restarts at the physical entry, powered.
+    m.emu.tb_exec(1, block(0x4008_1000, NOP));
+    assert_eq!(edprsr(1) & 1, 1, "EDPRSR.PU after the restart");
+}

@@ -361,6 +361,15 @@ impl CpuDebugModel {
         }
     }
 
+    /// Brings the core out of its low-power state (a CPU started again): powered, and no longer
+    /// going down when the power requests are dropped.
+    pub fn wake(&mut self) {
+        self.low_power = false;
+        if !self.powered {
+            self.power_on();
+        }
+    }
+
     /// Returns whether the core is powered (`EDPRSR.PU`).
     pub fn powered(&self) -> bool {
         self.powered

@@ -37,10 +37,11 @@ use qemu_plugin_sys::{
     qemu_info_t, qemu_plugin_cb_flags, qemu_plugin_get_hwaddr, qemu_plugin_hwaddr_phys_addr,
     qemu_plugin_id_t, qemu_plugin_insn_data, qemu_plugin_insn_size, qemu_plugin_mem_is_store,
     qemu_plugin_mem_rw, qemu_plugin_mem_size_shift, qemu_plugin_meminfo_t, qemu_plugin_outs,
-    qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_insn_exec_cb,
-    qemu_plugin_register_vcpu_mem_cb, qemu_plugin_register_vcpu_tb_exec_cb,
-    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset, qemu_plugin_tb,
-    qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr, QEMU_PLUGIN_VERSION,
+    qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_idle_cb,
+    qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_mem_cb,
+    qemu_plugin_register_vcpu_tb_exec_cb, qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_reset,
+    qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns, qemu_plugin_tb_vaddr,
+    QEMU_PLUGIN_VERSION,
 };
 
 const CB_NO_REGS: qemu_plugin_cb_flags = qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS;
@@ -105,7 +106,7 @@ unsafe extern "C" fn after_reset(id: qemu_plugin_id_t) {
     unsafe { register(id) };
 }
 
-/// Registers the translation and exit callbacks.
+/// Registers the translation, idle and exit callbacks.
 ///
 /// # Safety
 ///
@@ -114,6 +115,7 @@ unsafe fn register(id: qemu_plugin_id_t) {
     // SAFETY: the caller passes this plugin's id.
     unsafe {
         qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans));
+        qemu_plugin_register_vcpu_idle_cb(id, Some(vcpu_idle));
         qemu_plugin_register_atexit_cb(id, Some(at_exit), std::ptr::null_mut());
     }
 }
@@ -212,6 +214,16 @@ unsafe extern "C" fn tb_exec(vcpu: c_uint, userdata: *mut c_void) {
     let tb: &'static TbInfo = unsafe { &*userdata.cast::<TbInfo>() };
     p.emu.tb_exec(vcpu as usize, tb);
     follow_sessions(p);
+}
+
+/// A vCPU goes idle: one that a firmware call halted is powered off ([`Emu::vcpu_idle`]).
+unsafe extern "C" fn vcpu_idle(_id: qemu_plugin_id_t, vcpu: c_uint) {
+    if let Some(p) = PLUGIN.get() {
+        p.emu.vcpu_idle(vcpu as usize);
+        for e in p.emu.take_events() {
+            p.log(&format!("qemu-coresight: {e}"));
+        }
+    }
 }
 
 unsafe extern "C" fn mrs_elr(vcpu: c_uint, userdata: *mut c_void) {
@@ -410,12 +422,14 @@ unsafe extern "C" fn at_exit(_id: qemu_plugin_id_t, _userdata: *mut c_void) {
     ));
     p.log(&format!(
         "qemu-coresight: exit: {} register accesses, {} trace sessions, {} trace bytes to the TMC \
-         ({} dropped), {} traced blocks, {} exceptions resolved by ELR, {} lost, {} gaps; \
+         ({} dropped, {} of them after the TMC took its last byte), {} traced blocks, {} exceptions \
+         resolved by ELR, {} lost, {} gaps; \
          {} distinct blocks described (~{} KiB); QEMU peak RSS {} {}",
         s.mmio,
         s.sessions,
         s.trace_bytes,
         s.dropped_bytes,
+        s.dropped_after_last_taken,
         s.tracker.blocks,
         s.tracker.elr_resolved,
         s.tracker.elr_lost,
