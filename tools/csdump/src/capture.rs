@@ -560,10 +560,14 @@ impl<'a> Capture<'a> {
                 match h.kind {
                     RecordKind::Commit => continue,
                     RecordKind::Sink => {}
+                    RecordKind::CpuDebug => {
+                        self.add_captured_sample(name, h, rec.data, dd);
+                        continue;
+                    }
                     kind => {
                         self.notes.push(format!(
-                            "device dump \"{dd}\": {} record {name} skipped (only sink records \
-                             are read from a capture kernel's device dump)",
+                            "device dump \"{dd}\": {} record {name} skipped (only sink and CPU \
+                             debug records are read from a capture kernel's device dump)",
                             kind.name()
                         ));
                         continue;
@@ -612,6 +616,77 @@ impl<'a> Capture<'a> {
                 self.read_sink(located, name, h, rec.data, origin);
             }
         }
+    }
+
+    /// Adds a capture kernel's CPU debug sample (of a CPU not online there, taken as found): it
+    /// names its CPU by MPIDR only, which is matched to the crashed kernel's records of the CPU
+    /// (each carries the MPIDR, recorded when the device was bound), whose number it takes. It
+    /// stands in for that CPU's record unless the panic path sampled the CPU.
+    fn add_captured_sample(
+        &mut self,
+        name: String,
+        h: &cspd_format::RecordHeader,
+        data: &[u8],
+        dd: &str,
+    ) {
+        if h.status != RecordStatus::Ok || h.payload != PayloadType::CpuDebug {
+            self.warnings.push(format!(
+                "cpu debug {name} (device dump \"{dd}\"): status {}, {} payload; no sample",
+                h.status.name(),
+                h.payload.name()
+            ));
+            return;
+        }
+        let mut sample = match CpuSample::decode(data) {
+            Ok(s) => s,
+            Err(e) => {
+                self.warnings.push(format!(
+                    "cpu debug {name} (device dump \"{dd}\"): {e}; no sample"
+                ));
+                return;
+            }
+        };
+        let Some(mpidr) = sample.mpidr else {
+            self.warnings.push(format!(
+                "cpu debug {name} (device dump \"{dd}\"): no MPIDR, so no CPU of the crashed \
+                 kernel to give it to; not used"
+            ));
+            return;
+        };
+        let Some(i) = self
+            .samples
+            .iter()
+            .position(|s| s.sample.mpidr == Some(mpidr))
+        else {
+            self.warnings.push(format!(
+                "cpu debug {name} (device dump \"{dd}\"): MPIDR {mpidr:#x} is no CPU the crashed \
+                 kernel recorded; not used"
+            ));
+            return;
+        };
+        let region = &self.samples[i];
+        let cpu = region.sample.cpu;
+        if region.origin == RecordOrigin::PanicPath
+            && region.sample.outcome != cspd_format::cpu_debug::Outcome::Recorded
+        {
+            self.notes.push(format!(
+                "cpu debug {}: CPU {cpu} sampled by the panic path, whose record is used; the \
+                 capture kernel's sample (device dump \"{dd}\") was ignored",
+                region.name
+            ));
+            return;
+        }
+        sample.cpu = cpu;
+        self.notes.push(format!(
+            "cpu debug {}: CPU {cpu} (MPIDR {mpidr:#x}) was not online in the capture kernel, \
+             which sampled it as found (device dump \"{dd}\")",
+            region.name
+        ));
+        self.samples[i] = Sample {
+            name: region.name.clone(),
+            sample,
+            origin: RecordOrigin::of(h.flags, Some(dd)),
+        };
     }
 
     /// Reads the trace of a sink record whose callback ran (status ok, truncated or partial).

@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod cores;
 pub mod decode;
+pub mod deformat;
 pub mod demangle;
 pub mod elf;
 pub mod extract;

@@ -99,6 +99,28 @@ pub struct SampleInfo {
     pub text: String,
     /// Which path wrote the sample's record.
     pub origin: RecordOrigin,
+    /// The CPU's MPIDR affinity, hex, when the record has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mpidr: Option<String>,
+    /// Whether a capture kernel sampled the CPU as it found it (no power-up requested).
+    pub as_found: bool,
+}
+
+impl SampleInfo {
+    /// Where the sample came from, in words: its record's origin, said for a sample.
+    pub fn origin_text(&self) -> String {
+        let mut t = match &self.origin {
+            RecordOrigin::Runtime => "recorded when the device was bound".to_string(),
+            o => o.to_string(),
+        };
+        if self.as_found {
+            t.push_str(", taken as found");
+        }
+        if let Some(m) = &self.mpidr {
+            t.push_str(&format!("; MPIDR {m}"));
+        }
+        t
+    }
 }
 
 /// A CPU's trace unit, and which path wrote its record.
@@ -253,6 +275,21 @@ pub struct CpuReport {
     pub branches: Vec<Branch>,
     /// Why there is no trace for the CPU, if there is none.
     pub no_trace: Option<String>,
+    /// How much of the sink its trace holds, when there is one sink of formatted trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sink_share: Option<SinkShare>,
+}
+
+/// How much of the sink a CPU's trace holds, from the formatter's frames.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SinkShare {
+    /// Bytes of its trace in the sink.
+    pub bytes: u64,
+    /// Of them, those that entered the sink after the panicking CPU's last byte (its trace ends at
+    /// the crash): what it wrote while the crash went on, or kept writing after it (a CPU the
+    /// crash stop did not stop). `None` when no panicking CPU is known or none of its trace is
+    /// left.
+    pub after_crash: Option<u64>,
 }
 
 /// The whole report.
@@ -582,10 +619,12 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
                         .join("\n");
                 }
                 SampleInfo {
-                    outcome: s.outcome.reason().to_string(),
+                    outcome: s.reason().to_string(),
                     pc,
                     text,
                     origin: x.origin.clone(),
+                    mpidr: s.mpidr.map(|m| format!("{m:#x}")),
+                    as_found: s.as_found(),
                 }
             });
         let id = etm.map(|e| e.trace_id());
@@ -630,12 +669,14 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             functions,
             branches,
             no_trace,
+            sink_share: None,
         });
     }
     // A dump that no panic-time step completed (plain kdump) names no panicking CPU: the one
     // CPU whose trace ends with a branch to one of its trace unit's stop points (the crash path's
     // entries) is where the crash began.
     let mut panic_cpu = capture.panic_cpu;
+    let mut stopped_n = 0;
     if panic_cpu.is_none() && capture.path == Some(DumpPath::Runtime) {
         let stopped: Vec<(u32, u64)> = cpus
             .iter()
@@ -648,6 +689,7 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
                     .then_some((c.cpu, to))
             })
             .collect();
+        stopped_n = stopped.len();
         if let [(cpu, at)] = stopped[..] {
             panic_cpu = Some(cpu);
             if let Some(c) = cpus.iter_mut().find(|c| c.cpu == cpu) {
@@ -660,6 +702,35 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             ));
         }
     }
+    // Plain kdump with the CPU debug driver in the capture kernel: it booted on the panicking
+    // CPU, and sampled every other one as found.
+    if panic_cpu.is_none() && capture.path == Some(DumpPath::Runtime) {
+        let captured = |c: &CpuReport| {
+            c.sample
+                .as_ref()
+                .is_some_and(|s| matches!(s.origin, RecordOrigin::CaptureKernel { .. }))
+        };
+        let own: Vec<u32> = cpus
+            .iter()
+            .filter(|c| !captured(c) && c.sample.is_some())
+            .map(|c| c.cpu)
+            .collect();
+        if let [cpu] = own[..] {
+            if cpus.len() > 1 && cpus.iter().filter(|c| captured(c)).count() == cpus.len() - 1 {
+                panic_cpu = Some(cpu);
+                if let Some(c) = cpus.iter_mut().find(|c| c.cpu == cpu) {
+                    c.panic = true;
+                }
+                report_notes.push(format!(
+                    "the panicking CPU is CPU {cpu}, inferred: no record names it (no panic-time \
+                     step ran) and the traces do not tell ({stopped_n} CPUs' traces end at a stop \
+                     point), but the capture kernel ran on it (panic() starts it on the panicking \
+                     CPU): its CPU debug driver sampled every other CPU, not this one"
+                ));
+            }
+        }
+    }
+    sink_shares(capture, &mut cpus, panic_cpu, &mut report_notes);
     Report {
         release: capture.kernel.release.clone(),
         text: format!("{:#x}", capture.text_addr()),
@@ -773,6 +844,79 @@ fn show(a: &Addr) -> String {
     }
 }
 
+/// Fills each CPU's share of the sink, when there is one sink of formatted trace, and says in a
+/// note, for trace a capture kernel collected (the sink kept capturing until it stopped it), how
+/// much each other CPU wrote after the panicking CPU's trace ended, or that none of the panicking
+/// CPU's trace is left.
+fn sink_shares(
+    capture: &Capture<'_>,
+    cpus: &mut [CpuReport],
+    panic_cpu: Option<u32>,
+    notes: &mut Vec<String>,
+) {
+    let [sink] = &capture.sinks[..] else {
+        return;
+    };
+    if sink.format != crate::capture::SinkFormat::Frames {
+        return;
+    }
+    let frames = sink.frames();
+    let total = crate::deformat::bytes_per_id(frames);
+    let panic_id = panic_cpu.and_then(|p| cpus.iter().find(|c| c.cpu == p)?.trace_id);
+    let after = panic_id.and_then(|id| crate::deformat::bytes_after(frames, id));
+    for c in cpus.iter_mut() {
+        let Some(id) = c.trace_id else {
+            continue;
+        };
+        c.sink_share = Some(SinkShare {
+            bytes: total.get(&id).copied().unwrap_or(0),
+            after_crash: after.as_ref().map(|a| a.get(&id).copied().unwrap_or(0)),
+        });
+    }
+    if !matches!(sink.origin, RecordOrigin::CaptureKernel { .. }) {
+        return;
+    }
+    let size = frames.len();
+    match (panic_cpu, &after) {
+        (Some(p), Some(_)) => {
+            for c in cpus.iter().filter(|c| c.cpu != p) {
+                let Some(SinkShare {
+                    after_crash: Some(n),
+                    ..
+                }) = c.sink_share
+                else {
+                    continue;
+                };
+                notes.push(format!(
+                    "CPU {}'s trace took {n} bytes of the sink ({size} bytes) after the panicking \
+                     CPU {p}'s trace ended{}",
+                    c.cpu,
+                    if n == 0 {
+                        ": it had stopped before the crash"
+                    } else {
+                        ": it went on running after the crash (the crash stop did not stop it)"
+                    }
+                ));
+            }
+        }
+        (Some(p), None) => {
+            let most = cpus
+                .iter()
+                .filter_map(|c| Some((c.cpu, c.sink_share?.bytes)))
+                .max_by_key(|&(_, b)| b);
+            notes.push(format!(
+                "none of the panicking CPU {p}'s trace is left in the sink: trace written after \
+                 the crash overwrote it{}",
+                most.map_or(String::new(), |(cpu, b)| format!(
+                    "; CPU {cpu}'s trace fills {b} of its {size} bytes (a CPU the crash stop did \
+                     not stop)"
+                ))
+            ));
+        }
+        (None, _) => {}
+    }
+}
+
 /// Renders the report as text.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
@@ -818,7 +962,7 @@ pub fn render_text(r: &Report) -> String {
             let _ = writeln!(s, "  traced for a {by} session");
         }
         if let Some(sm) = &c.sample {
-            let _ = writeln!(s, "  CPU debug sample (origin: {}):", sm.origin);
+            let _ = writeln!(s, "  CPU debug sample (origin: {}):", sm.origin_text());
             for l in sm.text.lines() {
                 let _ = writeln!(s, "    {l}");
             }
@@ -831,6 +975,16 @@ pub fn render_text(r: &Report) -> String {
         }
         if let Some(l) = restarts_line(&c.restarts, c.filter.as_ref().is_some_and(|f| f.cuts)) {
             let _ = writeln!(s, "  {l}");
+        }
+        if let Some(k) = &c.sink_share {
+            let _ = writeln!(
+                s,
+                "  sink: {} bytes of its trace{}",
+                k.bytes,
+                k.after_crash.map_or(String::new(), |n| format!(
+                    ", {n} of them after the panicking CPU's trace ended"
+                ))
+            );
         }
         if let Some(why) = &c.no_trace {
             let _ = writeln!(s, "  no trace: {why}");
@@ -973,7 +1127,7 @@ pub fn render_html(r: &Report) -> String {
             let _ = writeln!(
                 s,
                 "<p>CPU debug sample (origin: {}):</p><pre>{}</pre>",
-                esc(&sm.origin.to_string()),
+                esc(&sm.origin_text()),
                 esc(&sm.text)
             );
         }

@@ -498,3 +498,152 @@ fn the_sink_the_panic_path_drained_wins_over_the_capture_kernels_copy() {
         "{err}"
     );
 }
+
+/// A CPU debug record as a driver writes it: `cpu`'s sample, or its record at bind time when
+/// `pc` is `None`, with `mpidr`.
+fn cpu_sample(cpu: u32, mpidr: u64, pc: Option<u64>, as_found: bool) -> Vec<u8> {
+    let arch = cpu_debug::ArchData::from_ids(3, 2, true).unwrap();
+    let mut s = match pc {
+        None => cpu_debug::CpuSample::recorded(cpu, &arch, Some(mpidr)),
+        Some(pc) => {
+            let mut s = cpu_debug::CpuSample::for_arch(cpu, &arch);
+            s.outcome = cpu_debug::Outcome::Sampled;
+            s.edprsr = 1;
+            s.edprsr_first = 1;
+            // CAST: the low and high halves.
+            s.edpcsr = pc as u32;
+            s.edpcsr_hi = (pc >> 32) as u32;
+            s.edvidsr = 0x9000_0000;
+            s.pc = cpu_debug::calibrate_pc(&arch, s.edpcsr, s.edpcsr_hi, Some(s.edvidsr));
+            s
+        }
+    };
+    s.set_mpidr(Some(mpidr));
+    if as_found {
+        s.flags |= cpu_debug::FLAG_AS_FOUND;
+    }
+    let mut b = vec![0u8; cpu_debug::RECORD_LEN];
+    s.encode(&mut b).unwrap();
+    b
+}
+
+/// A region committed while the kernel ran whose CPU debug records (recorded when the devices
+/// were bound) name CPU 0 MPIDR 0x100 and CPU 1 MPIDR 0x0.
+fn region_with_debug_records() -> Vec<u8> {
+    let mut w = DumpWriter::at_runtime(64 * 1024, [6; 16], &identity());
+    for (cpu, mpidr) in [(0u32, 0x100u64), (1, 0x0)] {
+        w.add_flagged(
+            RecordKind::CpuDebug,
+            PayloadType::CpuDebug,
+            format!("cpu_debug{cpu}").as_bytes(),
+            cpu,
+            &cpu_sample(cpu, mpidr, None, false),
+            RECORD_FLAG_RUNTIME,
+        );
+    }
+    w.finish_flagged(RECORD_FLAG_RUNTIME)
+}
+
+/// The capture kernel's sample of a CPU not online there names it by MPIDR only: csdump gives it
+/// to the crashed kernel's CPU with that MPIDR (not to the capture kernel's CPU number, which is
+/// in the record as none), says where it came from, and leaves the other CPU's record as
+/// recorded at bind time. A sample whose MPIDR no CPU had is warned about and not used.
+#[test]
+fn a_capture_kernel_sample_goes_to_the_cpu_with_its_mpidr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pc = 0xFFFF_8000_0812_3450u64;
+    let sample = capture_container_of(
+        RecordKind::CpuDebug,
+        b"cpu_debug0",
+        PayloadType::CpuDebug,
+        &cpu_sample(CPU_NONE, 0x100, Some(pc), true),
+    );
+    let stranger = capture_container_of(
+        RecordKind::CpuDebug,
+        b"cpu_debug7",
+        PayloadType::CpuDebug,
+        &cpu_sample(CPU_NONE, 0x700, Some(pc), true),
+    );
+    let core = write(
+        tmp.path(),
+        "kdump.vmcore",
+        &vmcore_with(
+            &region_with_debug_records(),
+            PADDR,
+            vec![
+                capture_note("cpu_debug0", &sample),
+                capture_note("cpu_debug7", &stranger),
+            ],
+        ),
+    );
+    let o = run(&[&"report", &core, &"--json"]);
+    let err = stderr(&o);
+    let v = json(&o);
+    let cpu = |n: u64| {
+        v["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cpu"].as_u64() == Some(n))
+            .unwrap_or_else(|| panic!("no CPU {n}: {v}"))
+            .clone()
+    };
+    let c0 = cpu(0)["sample"].clone();
+    assert_eq!(c0["pc"]["addr"], format!("{pc:#x}"), "{c0}");
+    assert_eq!(c0["origin"]["by"], "capture-kernel");
+    assert_eq!(c0["origin"]["device_dump"], "coresight_capture:cpu_debug0");
+    assert_eq!(c0["mpidr"], "0x100");
+    assert_eq!(c0["as_found"], true);
+    let c1 = cpu(1)["sample"].clone();
+    assert_eq!(c1["origin"]["by"], "runtime", "{c1}");
+    assert_eq!(c1["mpidr"], "0x0");
+    assert_eq!(
+        c1["outcome"],
+        "recorded when the device was bound; no panic-time step ran"
+    );
+    assert!(
+        v["cpus"].as_array().unwrap().len() == 2,
+        "the stranger made a CPU: {v}"
+    );
+    assert!(
+        err.contains("cpu debug cpu_debug7 (device dump \"coresight_capture:cpu_debug7\"): MPIDR 0x700 is no CPU the crashed kernel recorded; not used"),
+        "{err}"
+    );
+    let o = run(&[&"report", &core]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("CPU debug sample (origin: capture kernel (device dump \"coresight_capture:cpu_debug0\"), taken as found; MPIDR 0x100):"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("EDPCSR:  {pc:#x}")), "{text}");
+
+    // A powered-off CPU, as the capture kernel found it, is named so.
+    let arch = cpu_debug::ArchData::from_ids(3, 2, true).unwrap();
+    let mut off = cpu_debug::CpuSample::for_arch(CPU_NONE, &arch);
+    off.flags |= cpu_debug::FLAG_AS_FOUND;
+    off.set_mpidr(Some(0x0));
+    let mut b = vec![0u8; cpu_debug::RECORD_LEN];
+    off.encode(&mut b).unwrap();
+    let core = write(
+        tmp.path(),
+        "off.vmcore",
+        &vmcore_with(
+            &region_with_debug_records(),
+            PADDR,
+            vec![capture_note(
+                "cpu_debug1",
+                &capture_container_of(
+                    RecordKind::CpuDebug,
+                    b"cpu_debug1",
+                    PayloadType::CpuDebug,
+                    &b,
+                ),
+            )],
+        ),
+    );
+    let o = run(&[&"report", &core, &"--json"]);
+    let v = json(&o);
+    let c1 = &v["cpus"][1]["sample"];
+    assert_eq!(c1["outcome"], cpu_debug::POWERED_OFF_REASON, "{v}");
+    assert_eq!(c1["origin"]["by"], "capture-kernel");
+}

@@ -310,11 +310,22 @@ pub const CAPTURE_BOOT_ID: [u8; 16] = [0xca; 16];
 /// container (container header, the record with `data`, status ok, flagged
 /// `RECORD_FLAG_CAPTURE`, then the commit), built with the format's `seal_capture`.
 pub fn capture_container(name: &[u8], payload: PayloadType, data: &[u8]) -> Vec<u8> {
+    capture_container_of(RecordKind::Sink, name, payload, data)
+}
+
+/// [`capture_container`] for a record of any `kind` (a CPU debug sample of a CPU not online in
+/// the capture kernel).
+pub fn capture_container_of(
+    kind: RecordKind,
+    name: &[u8],
+    payload: PayloadType,
+    data: &[u8],
+) -> Vec<u8> {
     use cspd_format::capture::*;
     let cap = SlotAllocator::capacity_for(data.len()).unwrap();
     let mut buf = vec![0u8; capture_container_size(cap).unwrap()];
     capture_data_mut(&mut buf, cap).unwrap()[..data.len()].copy_from_slice(data);
-    let mut h = RecordHeader::new(RecordKind::Sink, name, cap, 0);
+    let mut h = RecordHeader::new(kind, name, cap, 0);
     h.status = RecordStatus::Ok;
     h.payload = payload;
     h.length = data.len() as u32;
