@@ -196,7 +196,8 @@ def base_args(a, workdir):
         plugin += ["-plugin", ",".join([f"file={a.exec_record}",
                                         f"out={os.path.join(workdir, 'exec.rec')}",
                                         f"ram={RAM_BASE:#x}+{parse_size(a.mem):#x}"]
-                                       + ([f"entries={a.exec_entries}"] if a.exec_entries else []))]
+                                       + ([f"entries={a.exec_entries}"] if a.exec_entries else [])
+                                       + ([f"freeze_at={a.exec_freeze_at}"] if a.exec_freeze_at else []))]
     return [qemu_binary()] + machine + [
         "-cpu", a.cpu, "-smp", str(a.smp), "-m", a.mem,
         "-display", "none", "-monitor", "none", "-nic", "none",
@@ -630,6 +631,9 @@ def main():
                    help="with --coresight: the execution recorder plugin, whose record (exec.rec) the "
                    "trace judges compare with (default $CSPD_EXEC_RECORD or "
                    "target/release/libexec_record.so; '' for none)")
+    p.add_argument("--exec-freeze-at", default=None, metavar="ADDR",
+                   help="the execution record also freezes when a vCPU starts the block at ADDR (hex, a "
+                   "kernel address: boot with nokaslr; exec-record's freeze_at=)")
     p.add_argument("--exec-entries", type=int, default=None, metavar="N",
                    help="ring entries per vCPU of the execution record (exec-record's entries=; its "
                    "default, 16 Mi, unless given)")

@@ -10,7 +10,9 @@
 //!
 //! Arguments: `out=FILE` (the record), `ram=BASE+SIZE` (guest RAM's physical range),
 //! `entries=N` (ring entries per vCPU, default 16 Mi), `table=BYTES` (room for the blocks'
-//! instruction words, default 1 GiB; the file is sparse).
+//! instruction words, default 1 GiB; the file is sparse), `freeze_at=ADDR` (a block that also
+//! freezes the record, below, when a vCPU starts it: where a run must keep what came before a
+//! long stretch of one vCPU's execution the ring could not hold).
 //!
 //! The file is a shared mapping, so it is whole whenever QEMU stops, however it stops. Its
 //! layout (little-endian):
@@ -46,7 +48,8 @@
 //! the upper half), a block in guest RAM's physical range that is either the first block vCPU 0
 //! ever ran (QEMU's boot code: a reset) or in a 2 MiB region of RAM no vCPU executed before
 //! running the kernel (the kernel's own boot and idmap code are in those; a kexec'd kernel is
-//! not). The capture kernel and the next boot therefore never overwrite it.
+//! not). The capture kernel and the next boot therefore never overwrite it. With `freeze_at=`,
+//! the first block at that address freezes it too.
 //!
 //! Once frozen, the record has all it will ever hold, so the plugin then removes its callbacks
 //! (`qemu_plugin_reset`, which also flushes QEMU's translated code once): a kdump capture kernel
@@ -106,6 +109,8 @@ struct Recorder {
     kernel_ran: Box<[AtomicBool]>,
     /// The first block vCPU 0 ran (QEMU's boot code), + 1; 0 until then.
     reset_pc: AtomicU64,
+    /// `freeze_at=`: a block that also freezes the record when a vCPU starts it.
+    freeze_at: Option<u64>,
 }
 
 static REC: OnceLock<Recorder> = OnceLock::new();
@@ -165,6 +170,9 @@ impl Recorder {
     /// Whether running the block at `addr` on `vcpu` freezes the record (see the module
     /// documentation).
     fn freezes(&self, vcpu: usize, addr: u64) -> bool {
+        if self.freeze_at == Some(addr) {
+            return true;
+        }
         // Each flag is read before it is written: a write on every block, or a locked
         // compare-exchange, would bounce their cache lines between the vCPUs' threads.
         if vcpu == 0 && self.reset_pc.load(Ordering::Relaxed) == 0 {
@@ -384,6 +392,7 @@ fn install(info: &qemu_info_t, args: &[String]) -> Result<Recorder, String> {
     let mut ram = None;
     let mut entries = 16u64 << 20;
     let mut table = 1u64 << 30;
+    let mut freeze_at = None;
     for a in args {
         let (k, v) = a
             .split_once('=')
@@ -401,6 +410,7 @@ fn install(info: &qemu_info_t, args: &[String]) -> Result<Recorder, String> {
                 );
             }
             "entries" => entries = number(k, v)?.clamp(1024, 1 << 30),
+            "freeze_at" => freeze_at = Some(number(k, v)?),
             "table" => table = number(k, v)?.clamp(1 << 20, 8 << 30),
             _ => return Err(format!("unknown argument '{k}'")),
         }
@@ -433,6 +443,7 @@ fn install(info: &qemu_info_t, args: &[String]) -> Result<Recorder, String> {
         known: (0..regions).map(|_| AtomicBool::new(false)).collect(),
         kernel_ran: (0..vcpus).map(|_| AtomicBool::new(false)).collect(),
         reset_pc: AtomicU64::new(0),
+        freeze_at,
     };
     let mut head = [0u8; 32];
     head[..8].copy_from_slice(MAGIC);
