@@ -747,13 +747,84 @@ def check_whole(a, status, report):
         log = open(os.path.join(a.dir, "plugin.log"), errors="replace").read()
     except OSError as e:
         raise Bad(f"cannot read the plugin's log: {e}")
-    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped\).*?(\d+) lost, (\d+) gaps", log)
+    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped, (\d+) of them after the TMC took its last byte\)"
+                  r".*?(\d+) lost, (\d+) gaps", log)
     if not m:
         raise Bad("the plugin's log has no exit line with its dropped, lost and gap counts")
-    dropped, lost, gaps = map(int, m.groups())
+    dropped, after_stop, lost, gaps = map(int, m.groups())
+    if a.dropped_after_stop and dropped == after_stop:
+        # A CPU that went on tracing after the capture kernel stopped the sink: its bytes had
+        # nowhere to go, and none of them is in the dump.
+        print(f"the plugin dropped {dropped} trace bytes, all after the TMC took its last byte (a CPU "
+              "traced on after the sink stopped)")
+        dropped = 0
     if dropped or lost or gaps:
         raise Bad(f"the plugin dropped {dropped} trace bytes, lost {lost} exception returns and "
                   f"recorded {gaps} gaps: the trace is not whole")
+
+
+# `HVC #imm` or `SMC #imm`: a call to the firmware (PSCI's conduit).
+HVC_SMC_MASK, HVC_SMC = 0xFFE0_001E, 0xD400_0002
+
+
+def newest_block(rec, cpu):
+    """(start, words) of the newest block the record has vCPU `cpu` run (the record froze when the
+    capture kernel started: what each CPU was running then)."""
+    ring, _ = rec.ring(cpu)
+    return next(blocks_back(rec, ring), None)
+
+
+def capture_sample_faults(rec, cpu, sample):
+    """Why the capture kernel's sample of `cpu` contradicts the record, or None: a sampled PC lies in
+    the newest block the CPU ran (a CPU that ignored the crash stop still runs it), which is no call
+    to the firmware; a powered-off CPU's newest block ends with a call to the firmware that never
+    returned."""
+    b = newest_block(rec, cpu)
+    if b is None:
+        return f"the record has no block of CPU{cpu}"
+    start, words = b
+    if sample.get("outcome") == "sampled":
+        pc = int(sample["pc"]["addr"], 16)
+        if not start <= pc < start + 4 * len(words):
+            return (f"CPU{cpu}'s sample {pc:#x} is not in the block it ran last "
+                    f"({start:#x}..{start + 4 * len(words):#x})")
+        if words[-1] & HVC_SMC_MASK == HVC_SMC:
+            return (f"CPU{cpu} is said sampled, but the block it ran last ({start:#x}) ends with a call "
+                    "to the firmware that never returned (it was powered off)")
+        return None
+    if sample.get("outcome", "").startswith("powered off"):
+        if words[-1] & HVC_SMC_MASK != HVC_SMC:
+            return (f"CPU{cpu} is said powered off, but the block it ran last ({start:#x}) ends with "
+                    f"{words[-1]:#010x}, no call to the firmware")
+        return None
+    return f"CPU{cpu}: a capture sample with outcome {sample.get('outcome')!r}"
+
+
+def check_capture_samples(a, rec, report):
+    """--capture-samples N: the capture kernel's samples (of CPUs not online there) against the
+    record: at least N of them, each consistent with what the CPU last ran; and each, moved out of
+    that block or said of the other state, fails the check (its self-test, always run)."""
+    got = [(c["cpu"], c["sample"]) for c in report["cpus"]
+           if ((c.get("sample") or {}).get("origin") or {}).get("by") == "capture-kernel"]
+    if len(got) < a.capture_samples:
+        raise Bad(f"{len(got)} capture kernel's CPU samples in csdump's report, expected {a.capture_samples}")
+    for cpu, sm in got:
+        why = capture_sample_faults(rec, cpu, sm)
+        if why:
+            raise Bad(f"capture sample: {why}")
+        start, words = newest_block(rec, cpu)
+        print(f"capture sample: CPU{cpu} {sm['outcome']}"
+              + (f" at {sm['pc']['addr']}" if sm.get("pc") else "")
+              + f", consistent with the block it ran last ({start:#x}, {len(words)} instructions)")
+        if sm.get("outcome") == "sampled":
+            moved = dict(sm, pc=dict(sm["pc"], addr=hex(start + 4 * len(words))))
+            bad = [("its PC one block further", moved), ("said powered off", dict(sm, outcome="powered off"))]
+        else:
+            bad = [("said sampled in that block", dict(sm, outcome="sampled", pc={"addr": hex(start)}))]
+        for what, m in bad:
+            if capture_sample_faults(rec, cpu, m) is None:
+                raise Bad(f"self-test: CPU{cpu}'s capture sample {what} passes the judge")
+            print(f"self-test: CPU{cpu}'s capture sample {what} fails the judge")
 
 
 def hex_range(v):
@@ -782,6 +853,12 @@ def main():
     ap.add_argument("--untraced-range", metavar="LO:HI", type=hex_range,
                     help="the ETMs excluded LO..HI (hexadecimal, both ends included): the decode passes "
                          "into and out of it with no event, every boundary outside it is in the decode")
+    ap.add_argument("--dropped-after-stop", action="store_true",
+                    help="trace bytes the plugin dropped are accepted when all of them came after the TMC "
+                    "took its last byte (a CPU that went on tracing after the capture kernel stopped the sink)")
+    ap.add_argument("--capture-samples", type=int, default=0, metavar="N",
+                    help="csdump's report has at least N samples a kdump capture kernel took of CPUs not "
+                    "online there: judge each against what the record says the CPU ran last")
     ap.add_argument("--self-test", action="store_true",
                     help="also require the judge to fail the first CPU's decode mutated by one event")
     a = ap.parse_args()
@@ -839,6 +916,8 @@ def main():
                     print(f"self-test: a decoder error fails the judge: {e}")
                 else:
                     raise Bad("the judge passed a decode with a decoder error")
+        if a.capture_samples:
+            check_capture_samples(a, rec, report)
         if a.expect_no_decode:
             if judged:
                 raise Bad(f"csdump decoded trace for {judged} CPUs where the scenario expects none "

@@ -262,14 +262,17 @@ def plain_kdump_records(a, summary):
         raise Bad(f"plain kdump: the dump's path is {summary.get('path')!r}, not a commit made while the "
                   "kernel ran (no panic-time step runs before kdump)")
     recs = summary["records"]
+    # A CPU debug record written while the kernel ran (the CPU's MPIDR, when the device was bound)
+    # is no panic-time step's.
     ran = [x["name"] for x in recs if x["kind"] in ("sink", "cpu-debug", "panic-info", "phases")
-           and x["status"] != "not-run"]
+           and x["status"] != "not-run"
+           and not (x["kind"] == "cpu-debug" and (x.get("origin") or {}).get("by") == "runtime")]
     if ran:
         raise Bad(f"plain kdump: records a panic-time step wrote: {ran}")
     for x in recs:
         if x["kind"] == "source" and (x.get("origin") or {}).get("by") != "runtime":
             raise Bad(f"plain kdump: ETM record {x['name']} was not recorded at enable: {x.get('origin')}")
-    used = [r for c in summary["captures"] for r in c["records"] if r.get("file")]
+    used = [r for c in summary["captures"] for r in c["records"] if r.get("file") and r["kind"] == "sink"]
     want = f"coresight_capture:{a.sink}"
     if [(r["name"], (r.get("origin") or {}).get("device_dump")) for r in used] != [(a.sink, want)]:
         raise Bad(f"plain kdump: expected the capture kernel's record of {a.sink} from the device dump "
@@ -1387,11 +1390,128 @@ def check_plain_log(a, log, rep):
     if not m or m.group(1) != "complete":
         raise Bad(f"plain kdump: the capture kernel's log does not say {a.sink} was {how} completely "
                   f"({m.group(1) if m else 'no line'})")
-    sampled = [c["cpu"] for c in rep["cpus"] if (c.get("sample") or {}).get("outcome") == "sampled"]
+    sampled = [c["cpu"] for c in rep["cpus"] if (c.get("sample") or {}).get("outcome") == "sampled"
+               and (c["sample"].get("origin") or {}).get("by") != "capture-kernel"]
     if sampled:
         raise Bad(f"plain kdump: csdump shows CPU samples {sampled} that no panic-time step took")
     print(f"plain kdump: the capture kernel's TMC driver found {a.sink} capturing and {how} it "
-          "(complete); no CPU debug sample")
+          "(complete); no CPU debug sample of the crashed kernel's")
+    if a.capture_debug:
+        check_capture_samples(a, rep)
+    if a.locked_cpu:
+        check_locked_cpu(a, rep)
+
+
+def plugin_counters(d, line_re, last_before=None):
+    """The per-CPU trace byte counters of the first plugin log line matching `line_re` (with
+    `last_before`, of the last one before the first line matching that)."""
+    lines = open(os.path.join(d, "plugin.log"), errors="replace").read().splitlines()
+    if last_before is not None:
+        end = next((i for i, ln in enumerate(lines) if re.search(last_before, ln)), len(lines))
+        lines = lines[:end][::-1]
+    for ln in lines:
+        m = re.search(line_re + r".*?" + COUNTERS.pattern, ln)
+        if m:
+            return [int(x) for x in m.group(m.re.groups).split(",")]
+    raise Bad(f"the plugin log has no line {line_re!r} with counters")
+
+
+def check_locked_cpu(a, rep):
+    """--locked-cpu N:FUNC (plain kdump, a hard lockup): CPU N ignored the crash stop, so the
+    capture kernel's sample of it is in FUNC, where it spins; and the report's account of how much
+    of the sink CPU N's trace took after the panicking CPU's trace ended is what the plugin
+    counted: the bytes CPU N sent between the panicking CPU's last bytes (at its stop point, or the
+    stop block's atom right after) and the capture kernel's stop of the sink. When those overfilled the sink, the report must say that none
+    of the panicking CPU's trace is left."""
+    cpu_s, func = a.locked_cpu.split(":", 1)
+    cpu = int(cpu_s)
+    c = next((x for x in rep["cpus"] if x["cpu"] == cpu), None)
+    if c is None:
+        raise Bad(f"locked CPU{cpu}: not in csdump's report")
+    sm = c.get("sample") or {}
+    sym = (sm.get("pc") or {}).get("symbol") or ""
+    if sm.get("outcome") != "sampled" or sym.split("+")[0] != func:
+        raise Bad(f"locked CPU{cpu}: the capture kernel's sample is not in {func}: {sm.get('outcome')} "
+                  f"{(sm.get('pc') or {}).get('addr')} {sym}")
+    # The panicking CPU's last bytes: at its stop point, or the atom of the stop's block after it.
+    at_stop = plugin_counters(a.dir, rf"etm {a.panic_cpu}: (stop point 0x[0-9a-f]+ reached|\d+ trace bytes "
+                              r"after its stop point)", last_before=r"qemu-coresight: tmc stopped:")
+    at_end = plugin_counters(a.dir, r"tmc stopped:")
+    sent = at_end[cpu] - at_stop[cpu]
+    size = next(s["bytes"] for s in rep["sinks"])
+    share = c.get("sink_share") or {}
+    notes = rep.get("notes", [])
+    if share.get("after_crash") is None:
+        gone = [n for n in notes if n.startswith(f"none of the panicking CPU {a.panic_cpu}'s trace is left")]
+        if sent < size or not gone:
+            raise Bad(f"locked CPU{cpu}: csdump finds none of the panicking CPU{a.panic_cpu}'s trace in the sink "
+                      f"(notes {gone}); the plugin counted {sent} bytes of CPU{cpu} after the crash, "
+                      f"against a {size}-byte sink")
+        print(f"locked CPU{cpu}: sampled in {sym}; its trace went on after the crash ({sent} bytes, the "
+              f"plugin's count) and overwrote the {size}-byte sink; csdump says none of the panicking "
+              f"CPU{a.panic_cpu}'s trace is left")
+        return
+    n = share["after_crash"]
+    if n != sent:
+        raise Bad(f"locked CPU{cpu}: csdump says its trace took {n} bytes of the sink after the panicking "
+                  f"CPU{a.panic_cpu}'s trace ended, the plugin counted {sent}")
+    said = [x for x in notes if x.startswith(f"CPU {cpu}'s trace took {n} bytes of the sink")]
+    if not said:
+        raise Bad(f"locked CPU{cpu}: the report's notes do not say how much of the sink it took: {notes}")
+    print(f"locked CPU{cpu}: sampled by the capture kernel in {sym}; its trace took {n} bytes of the sink "
+          f"after the panicking CPU{a.panic_cpu}'s ended, as the plugin counted")
+
+
+# What csdump says of a CPU the capture kernel found powered off (format's POWERED_OFF_REASON).
+POWERED_OFF = "powered off (EDPRSR.PU clear as found; the capture kernel requested no power-up)"
+
+
+def check_capture_samples(a, rep):
+    """Plain kdump with the CPU debug driver in the capture kernel (--capture-debug): every CPU but
+    the panicking one (where the capture kernel runs) has the capture kernel's sample, named by its
+    MPIDR and given its crashed-kernel number by csdump, and each says what the plugin's CPU was
+    when the capture kernel read it: powered off (PSCI CPU_OFF halted the vCPU, before the capture
+    kernel stopped the sink, and it did not restart), or sampled at the PC the plugin's EDPCSR read
+    returned. The panicking CPU's record is the one written when its device was bound."""
+    text = open(os.path.join(a.dir, "plugin.log"), errors="replace").read().splitlines()
+    stop = next((i for i, ln in enumerate(text) if "qemu-coresight: tmc stopped:" in ln), None)
+    if stop is None:
+        raise Bad("capture samples: the plugin log has no TMC stop (the capture kernel's drain)")
+    for c in rep["cpus"]:
+        cpu, sm = c["cpu"], c.get("sample") or {}
+        by = (sm.get("origin") or {}).get("by")
+        if cpu == a.panic_cpu:
+            if by != "runtime":
+                raise Bad(f"capture samples: the panicking CPU{cpu} (the capture kernel's own) has a sample "
+                          f"from {by}, not its record from when the device was bound")
+            continue
+        if by != "capture-kernel" or not sm.get("as_found") or sm.get("mpidr") != hex(cpu):
+            raise Bad(f"capture samples: CPU{cpu} has no capture kernel's sample taken as found with MPIDR "
+                      f"{hex(cpu)}: {sm}")
+        off = [i for i, ln in enumerate(text) if ln.startswith(f"qemu-coresight: cpu {cpu}: powered off")]
+        back = [i for i, ln in enumerate(text) if ln.startswith(f"qemu-coresight: cpu {cpu}: powered down and up")]
+        reads = [(i, int(m.group(1), 16)) for i, ln in enumerate(text)
+                 if (m := re.match(rf"qemu-coresight: debug {cpu}: EDPCSR read by cpu \d+, sample (0x[0-9a-f]+)", ln))
+                 and i > stop]
+        was_off = bool(off) and off[-1] < stop and not any(b > off[-1] for b in back)
+        if sm.get("outcome") == POWERED_OFF:
+            if not was_off:
+                raise Bad(f"capture samples: csdump says CPU{cpu} was powered off, but the plugin did not power "
+                          f"it off before the capture kernel stopped the sink (powered off at lines {off}, "
+                          f"restarted at {back}, TMC stop at {stop})")
+            print(f"capture samples: CPU{cpu} (MPIDR {hex(cpu)}) powered off, as the plugin's PSCI CPU_OFF left "
+                  "it; the capture kernel named it so")
+        elif sm.get("outcome") == "sampled":
+            if was_off:
+                raise Bad(f"capture samples: CPU{cpu} was powered off, yet csdump shows a sample")
+            pc = int((sm.get("pc") or {}).get("addr") or "0", 16)
+            if not reads or reads[-1][1] != pc:
+                raise Bad(f"capture samples: CPU{cpu}'s sample {pc:#x} is not what the plugin's EDPCSR read "
+                          f"returned in the capture kernel ({[hex(r[1]) for r in reads]})")
+            print(f"capture samples: CPU{cpu} (MPIDR {hex(cpu)}) sampled by the capture kernel at {pc:#x} "
+                  f"{(sm.get('pc') or {}).get('symbol')}, the PC the plugin's EDPCSR read returned")
+        else:
+            raise Bad(f"capture samples: CPU{cpu}: {sm.get('outcome')}")
 
 
 def check_perf(a, vmcore, sym):
@@ -1749,6 +1869,12 @@ def main():
                     help="kdump without crash_kexec_post_notifiers: nothing ran after panic() in the crashed "
                     "kernel; its ETM records are the configuration recorded at enable, the sink's record "
                     "the capture kernel's device dump, there is no CPU sample (needs --panic-cpu)")
+    ap.add_argument("--locked-cpu", metavar="N:FUNC",
+                    help="plain kdump: CPU N spun in FUNC with interrupts masked through the crash: judge the "
+                    "capture kernel's sample of it and the report's account of the sink it took after")
+    ap.add_argument("--capture-debug", action="store_true",
+                    help="plain kdump: the capture kernel loaded the CPU debug driver with debug=1, which "
+                    "sampled every CPU but the panicking one as found")
     ap.add_argument("--vmcore", help="the dump csdump reads (default DIR/vmcore.elf; e.g. makedumpfile's "
                     "file of the same panic); the script's own reads stay on DIR/vmcore.elf")
     a = ap.parse_args()

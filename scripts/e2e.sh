@@ -772,7 +772,9 @@ check_modules() {
 # EXEC_SELF_TEST is set; EXEC_NO_DECODE="why" for a sink record that holds no trace;
 # EXEC_TEXT_FROM=VMCORE for a region file's dump (the kernel text from the next boot's vmcore);
 # EXEC_UNTRACED_EL0=1 where the ETMs were set to exclude EL0, EXEC_TRACED_RANGE=LO:HI where they
-# traced only that range, EXEC_UNTRACED_RANGE=LO:HI where they excluded it.
+# traced only that range, EXEC_UNTRACED_RANGE=LO:HI where they excluded it; EXEC_CAPTURE_SAMPLES=N
+# where a kdump capture kernel sampled N CPUs not online there; EXEC_DROPPED_AFTER_STOP=1 where a
+# CPU went on tracing after the sink stopped.
 check_exec() {
 	local dir=$1 variant=$2
 	[ -f "$dir/exec.rec" ] || { echo "$dir has no execution record (exec.rec)" >&2; return 1; }
@@ -783,6 +785,8 @@ check_exec() {
 	[ -z "${EXEC_UNTRACED_EL0:-}" ] || extra+=(--untraced-el0)
 	[ -z "${EXEC_TRACED_RANGE:-}" ] || extra+=(--traced-range "$EXEC_TRACED_RANGE")
 	[ -z "${EXEC_UNTRACED_RANGE:-}" ] || extra+=(--untraced-range "$EXEC_UNTRACED_RANGE")
+	[ -z "${EXEC_CAPTURE_SAMPLES:-}" ] || extra+=(--capture-samples "$EXEC_CAPTURE_SAMPLES")
+	[ -z "${EXEC_DROPPED_AFTER_STOP:-}" ] || extra+=(--dropped-after-stop)
 	python3 "$REPO/scripts/check_exec.py" --dir "$dir" --vmcore "$dir/vmcore.elf" --csdump "$CSDUMP" \
 		--vmlinux "$CSPD_CACHE/build-$variant/vmlinux" "${extra[@]}" 2>&1 | tee "$dir/check-exec.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || return 1
@@ -825,16 +829,78 @@ scenario_trace-kdump() {
 # recorded in the region when it was enabled, the trace units stop in hardware, the ETF keeps
 # capturing until the capture kernel's TMC driver (loaded first there) drains it and hands it over
 # as a device dump; csdump joins the two. The trigger runs on CPU 1, so the capture kernel boots
-# there. Judged against the plugin's truth and the execution record like trace-kdump.
+# there. Judged against the plugin's truth and the execution record like trace-kdump. The capture
+# kernel's CPU debug driver (debug=1) samples CPU 0, which is not online there: the crash stop
+# powered it off (PSCI CPU_OFF), and the sample says so.
 scenario_trace-kdump-plain() {
 	local d=$RUNS/trace-kdump-plain
-	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.etm_el1_only=1 cspd.trigger_cpu=1 cspd.capture_insmod=coresight_tmc.ko" \
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.etm_el1_only=1 cspd.trigger_cpu=1 cspd.capture_insmod=coresight_tmc.ko,coresight_cpu_debug.ko:debug=1" \
 		&& el1_only_set "$d" || return 1
 	grep -q "$KDUMP_FIRST_WARNING" "$d/console.log" ||
 		{ echo "the sink did not say that kdump runs before the dump" >&2; return 1; }
-	grep -q "CSPD: capture kernel: coresight_tmc.ko loaded" "$d/console.log" ||
-		{ echo "the capture kernel did not load coresight_tmc.ko" >&2; return 1; }
-	EXEC_UNTRACED_EL0=1 check_trace "$d" mod --plain-kdump --panic-cpu 1 --perf --no-el0
+	grep -q "CSPD: capture kernel: coresight_tmc.ko loaded" "$d/console.log" &&
+		grep -q "CSPD: capture kernel: coresight_cpu_debug.ko loaded" "$d/console.log" ||
+		{ echo "the capture kernel did not load coresight_tmc.ko and coresight_cpu_debug.ko" >&2; return 1; }
+	EXEC_UNTRACED_EL0=1 EXEC_CAPTURE_SAMPLES=1 EXEC_SELF_TEST=1 \
+		check_trace "$d" mod --plain-kdump --panic-cpu 1 --capture-debug --perf --no-el0
+}
+
+# A hard lockup under plain kdump: CPU 0 spins with interrupts masked (LKDTM HARDLOCKUP), CPU 1
+# panics. The crash stop cannot stop CPU 0 (crash_smp_send_stop gives up after a second), so it is
+# still in its loop when the capture kernel, booted on CPU 1, loads the TMC and CPU debug drivers:
+# the sample of CPU 0, taken as found, is in lkdtm_HARDLOCKUP, and the report says how much of the
+# sink CPU 0's trace took after the crash. HARDLOCKUP_STOP names the loop's function among the
+# stop points: CPU 0's trace stops there, before the crash, and takes none of it.
+HARDLOCKUP_STOP=panic,die,lkdtm_HARDLOCKUP
+scenario_trace-kdump-hardlockup() {
+	local d=$RUNS/trace-kdump-hardlockup freeze
+	# The crash stop waits a second for CPU 0 on CPU 1, more blocks than the execution record's
+	# ring holds: the record freezes where that wait starts (nokaslr, so the address is known).
+	freeze=$(awk '$3 == "crash_smp_send_stop" { print "0x" $1 }' "$CSPD_CACHE/build-mod/System.map")
+	[ -n "$freeze" ] || { echo "no crash_smp_send_stop in System.map" >&2; return 1; }
+	CS_TMC_SIZE=1M cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M nokaslr $TRACE_MOD_APPEND cspd.etm_el1_only=1 cspd.trigger_cpu=1 cspd.hardlockup=0 cspd.stop_at=$HARDLOCKUP_STOP cspd.capture_insmod=coresight_tmc.ko,coresight_cpu_debug.ko:debug=1" \
+		--exec-freeze-at "$freeze" && el1_only_set "$d" || return 1
+	grep -q "CSPD: hard lockup: CPU 0 spins with interrupts masked" "$d/console.log" ||
+		{ echo "CPU 0 was not locked up (LKDTM HARDLOCKUP)" >&2; return 1; }
+	grep -q "CSPD: stop_at set: '$HARDLOCKUP_STOP'" "$d/console.log" ||
+		{ echo "stop_at was not set to $HARDLOCKUP_STOP" >&2; return 1; }
+	EXEC_UNTRACED_EL0=1 EXEC_CAPTURE_SAMPLES=1 check_trace_with "$d" mod --through sysrq_handle_crash \
+		--hw-stop "$HARDLOCKUP_STOP" --plain-kdump --panic-cpu 1 --capture-debug --locked-cpu 0:lkdtm_HARDLOCKUP \
+		--nokaslr --no-el0
+}
+
+# trace-kdump-hardlockup with no stop point on the loop: CPU 0 goes on tracing its loop after the
+# crash, until the capture kernel stops the sink, and its trace overwrites the whole 256 KiB sink,
+# the panicking CPU's included. The report must say so (the panicking CPU inferred from where the
+# capture kernel ran, none of its trace left, CPU 0's filling the sink), the sample of CPU 0 is
+# still in its loop, and CPU 0's decode is what the execution record says it ran.
+scenario_trace-kdump-hardlockup-unarmed() {
+	local d=$RUNS/trace-kdump-hardlockup-unarmed
+	cs_qemu kdump mod "$d" "cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.etm_el1_only=1 cspd.trigger_cpu=1 cspd.hardlockup=0 cspd.capture_insmod=coresight_tmc.ko,coresight_cpu_debug.ko:debug=1" \
+		&& el1_only_set "$d" || return 1
+	grep -q "CSPD: hard lockup: CPU 0 spins with interrupts masked" "$d/console.log" ||
+		{ echo "CPU 0 was not locked up (LKDTM HARDLOCKUP)" >&2; return 1; }
+	"$CSDUMP" report "$d/vmcore.elf" --vmlinux "$CSPD_CACHE/build-mod/vmlinux" --json >"$d/report.json" 2>"$d/report.err" ||
+		{ cat "$d/report.err"; echo "csdump report failed" >&2; return 1; }
+	python3 - "$REPO/scripts" "$d" <<'PY' | tee "$d/check.txt" || return 1
+import json, sys, types
+sys.path.insert(0, sys.argv[1])
+import check_trace
+d = sys.argv[2]
+rep = json.load(open(f"{d}/report.json"))
+a = types.SimpleNamespace(dir=d, panic_cpu=1, locked_cpu="0:lkdtm_HARDLOCKUP")
+try:
+    if rep["panic_cpu"] != 1 or not any("the capture kernel ran on it" in n for n in rep["notes"]):
+        raise check_trace.Bad(f"csdump does not infer CPU1 as the panicking CPU from the capture kernel: "
+                              f"{rep['panic_cpu']}, {rep['notes']}")
+    check_trace.check_capture_samples(a, rep)
+    check_trace.check_locked_cpu(a, rep)
+except check_trace.Bad as e:
+    sys.exit(f"trace-kdump-hardlockup-unarmed: {e}")
+PY
+	# No self-test of the decode: CPU 0's window is the same loop over and over, in which one
+	# iteration dropped is the same window (the armed scenario and the others run it).
+	EXEC_UNTRACED_EL0=1 EXEC_CAPTURE_SAMPLES=1 EXEC_DROPPED_AFTER_STOP=1 check_exec "$d" mod
 }
 
 # trace-kdump-plain's capture kernel without the TMC driver: the dump holds the ETMs' metadata
@@ -3378,6 +3444,8 @@ scenario_harness-kdump-plain() {
 	local src=$RUNS/trace-kdump-plain d=$RUNS/harness-kdump-plain c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-kdump-plain || return 1
 	[ -f "$RUNS/trace-kdump/check.txt" ] || scenario_trace-kdump || return 1
+	[ -f "$RUNS/trace-kdump-hardlockup/check.txt" ] || scenario_trace-kdump-hardlockup || return 1
+	[ -f "$RUNS/trace-kdump-hardlockup-unarmed/check.txt" ] || scenario_trace-kdump-hardlockup-unarmed || return 1
 	rm -rf "$d"
 	mkdir -p "$d"
 	local -a judge=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux"
@@ -3406,12 +3474,75 @@ PY
 	sed -i 's/left it capturing: drained (complete)/left it capturing: drained (flush_timeout)/' "$c/console.log"
 	judge_negative "the capture kernel's drain not complete" \
 		"the capture kernel's log does not say tmc_etf0 was drained completely" "${judge[@]}" --panic-cpu 1 --dir "$c" || rc=1
+	# The capture kernel's CPU debug samples: a CPU said powered off that the plugin never powered
+	# off, a sample that is not the PC the plugin's EDPCSR read returned.
+	c=$d/never-off
+	judge_copy "$src" "$c"
+	sed -i '/^qemu-coresight: cpu 0: powered off/d' "$c/plugin.log"
+	judge_negative "CPU 0 never powered off in the plugin's log" \
+		"csdump says CPU0 was powered off, but the plugin did not power it off" \
+		"${judge[@]}" --panic-cpu 1 --capture-debug --dir "$c" || rc=1
+	local -a locked=(python3 "$REPO/scripts/check_trace.py" --csdump "$CSDUMP" --vmlinux "$CSPD_CACHE/build-mod/vmlinux"
+		--cpus "$SMP" --modules-dir "$CSPD_CACHE/build-mod" --through sysrq_handle_crash --hw-stop "$HARDLOCKUP_STOP"
+		--plain-kdump --panic-cpu 1 --capture-debug --locked-cpu 0:lkdtm_HARDLOCKUP --nokaslr --no-el0)
+	c=$d/sample
+	judge_copy "$RUNS/trace-kdump-hardlockup" "$c"
+	python3 - "$c/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r"(debug 0: EDPCSR read by cpu 1, sample )(0x[0-9a-f]+)",
+              lambda m: m.group(1) + hex(int(m.group(2), 16) + 0x40), text)
+open(sys.argv[1], "w").write(text)
+PY
+	judge_negative "the locked CPU's sample not the plugin's EDPCSR read" \
+		"capture samples: CPU0's sample 0x" "${locked[@]}" --dir "$c" || rc=1
+	# How much of the sink the locked CPU took after the crash: 16 more bytes counted by the
+	# plugin than csdump finds (the armed run: none); the unarmed run's count below the sink's
+	# size, so that csdump's "none of the panicking CPU's trace is left" is not what happened.
+	c=$d/after
+	judge_copy "$RUNS/trace-kdump-hardlockup" "$c"
+	python3 - "$c/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"(tmc stopped: .*?trace bytes \d+ by cpu )(\d+)", text)
+text = text[:m.start(2)] + str(int(m.group(2)) + 16) + text[m.end(2):]
+open(sys.argv[1], "w").write(text)
+PY
+	judge_negative "16 bytes of the locked CPU counted after the crash" \
+		"locked CPU0: csdump says its trace took 0 bytes of the sink after the panicking CPU1's trace ended, the plugin counted 16" \
+		"${locked[@]}" --dir "$c" || rc=1
+	c=$d/overwritten
+	judge_copy "$RUNS/trace-kdump-hardlockup-unarmed" "$c"
+	python3 - "$c/plugin.log" <<'PY' || return 1
+import re, sys
+text = open(sys.argv[1]).read()
+stop = re.search(r"etm 1: stop point .*?trace bytes \d+ by cpu (\d+)", text)
+m = re.search(r"(tmc stopped: .*?trace bytes \d+ by cpu )(\d+)", text)
+text = text[:m.start(2)] + str(int(stop.group(1)) + 1000) + text[m.end(2):]
+open(sys.argv[1], "w").write(text)
+PY
+	python3 - "$REPO/scripts" "$c" >"$c.txt" 2>&1 <<'PY'
+import json, sys, types
+sys.path.insert(0, sys.argv[1])
+import check_trace
+rep = json.load(open(f"{sys.argv[2]}/report.json"))
+try:
+    check_trace.check_locked_cpu(types.SimpleNamespace(dir=sys.argv[2], panic_cpu=1, locked_cpu="0:lkdtm_HARDLOCKUP"), rep)
+except check_trace.Bad as e:
+    sys.exit(str(e))
+PY
+	if [ $? = 0 ] || ! grep -q "csdump finds none of the panicking CPU1's trace in the sink" "$c.txt"; then
+		echo "harness did not detect: the locked CPU's 1000 bytes after the crash said to overwrite a 256 KiB sink ($c.txt)" >&2
+		rc=1
+	else
+		echo "harness detected: the locked CPU's 1000 bytes after the crash said to overwrite a 256 KiB sink"
+	fi
 	return $rc
 }
 
 ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cpu-debug-builtin dump-qemu-dump dump-cleaned dump-builtin dump-kdump dump-warm-reboot
 	dump-warm-corrupt dump-hung-callback dump-nested-panic dump-dt-region dump-dt-kdump harness-dt-kdump-no-core dump-region-full harness-bad-input harness-no-module harness-no-panic harness-wrong-record
-	trace-kdump trace-kdump-plain trace-kdump-plain-no-driver harness-kdump-plain trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
+	trace-kdump trace-kdump-plain trace-kdump-plain-no-driver trace-kdump-hardlockup trace-kdump-hardlockup-unarmed harness-kdump-plain trace-dt-kdump trace-builtin trace-smp8 trace-warm-reboot harness-last-dump trace-oops trace-irq-oops trace-module-oops trace-gdb trace-two-cpus trace-no-hw-stop trace-tmc-stuck trace-tmc-never-empty trace-tmc-never-ready
 	trace-tmc-flush-stuck trace-debug-power-off trace-debug-ignore-corepurq trace-debug-all-off trace-debug-double-lock trace-etm-os-lock
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
@@ -3472,7 +3603,7 @@ declare -A NEEDS=(
 	[harness-perf-snapshot]="perf-snapshot perf-panic"
 	[harness-perf-etr]="perf-etr perf-etr-snapshot perf-etr-panic"
 	[harness-upstream-perf]="upstream-perf upstream-perf-snapshot"
-	[harness-kdump-plain]="trace-kdump-plain trace-kdump"
+	[harness-kdump-plain]="trace-kdump-plain trace-kdump trace-kdump-hardlockup trace-kdump-hardlockup-unarmed"
 )
 
 # run_scenario NAME: runs it, says how it went and how long it took.
