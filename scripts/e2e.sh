@@ -69,15 +69,22 @@
 #   trace-kdump-plain    trace-kdump with crash_kexec_post_notifiers off (kdump's default): nothing runs
 #                        in the crashed kernel after panic(); the ETMs' configuration recorded at
 #                        enable, the capture kernel's TMC driver drains the ETF into a device dump,
-#                        csdump joins them (check_trace.py --plain-kdump), panic on CPU 1
+#                        csdump joins them (check_trace.py --plain-kdump), panic on CPU 1; the
+#                        capture kernel's CPU debug driver names CPU 0 powered off (--capture-debug)
 #   trace-kdump-plain-no-driver  the same without the TMC driver in the capture kernel: the dump
 #                        holds the ETMs' metadata, csdump says the trace was not collected and why
+#   trace-kdump-hardlockup  CPU 0 in LKDTM HARDLOCKUP, panic on CPU 1: the capture kernel samples
+#                        CPU 0 in its loop, whose entry is a stop point: none of the sink after
+#                        the crash is CPU 0's (--locked-cpu)
+#   trace-kdump-hardlockup-unarmed  the same with no stop point on the loop: CPU 0's trace
+#                        overwrites the sink, and the report says so
 #   harness-kdump-plain  check_trace.py --plain-kdump's judges fail on altered copies of the runs
 #   trace-etr-kdump-plain  trace-kdump-plain with the ETR and its no-map tracedata region
 #   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
 #   trace-builtin        the same built in, QMP dump (EL1 only too)
-#   trace-gdb            gdb-multiarch replays trace-kdump's and trace-builtin's dumps (and the latter
-#                        as an OpenCSD snapshot) through `csdump gdb`, checked against the ground truth
+#   trace-gdb            gdb-multiarch replays trace-kdump's, trace-builtin's (also as an OpenCSD
+#                        snapshot), trace-module-oops's and trace-kdump-plain's dumps through
+#                        `csdump gdb`, checked against the ground truth
 #   trace-warm-reboot    the same built in, read back by the next boot after a warm reboot; decoded
 #                        against the text of a memory dump of that boot (csdump --text-from)
 #   trace-oops           the same for an LKDTM oops with oops=panic (needs CONFIG_LKDTM)
@@ -1011,7 +1018,7 @@ scenario_trace-debug-all-off() {
 scenario_trace-gdb() {
 	local d=$RUNS/trace-gdb rc=0 s v src
 	mkdir -p "$d"
-	for s in trace-kdump:mod trace-builtin:builtin trace-module-oops:mod; do
+	for s in trace-kdump:mod trace-builtin:builtin trace-module-oops:mod trace-kdump-plain:mod; do
 		v=${s#*:} s=${s%%:*} src=$RUNS/${s%%:*}
 		if ! [ -f "$src/truth.json" ] || ! [ "$src/vmcore.elf" -nt "$CSPD_CACHE/build-$v/vmlinux" ]; then
 			"scenario_$s" || { echo "$s failed: nothing to replay" >&2; rc=1; continue; }
@@ -1023,6 +1030,9 @@ scenario_trace-gdb() {
 		# serves as a library where the dump's module list placed it.
 		[ "$s" != trace-module-oops ] || extra+=(--modules "$CSPD_CACHE/build-mod"
 			--through c_module_crash_oops,c_module_crash_store,__do_kernel_fault)
+		# Plain kdump: no record names the panicking CPU; csdump gdb infers CPU 1 (its trace
+		# alone ends at a stop point) and selects it.
+		[ "$s" != trace-kdump-plain ] || extra+=(--panic-cpu 1)
 		# The ETM stops at panic()'s entry (the hardware stop): nothing of panic() is in the
 		# history, the current instruction is its entry.
 		python3 "$REPO/scripts/check_gdb.py" --dir "$src" --csdump "$CSDUMP" \
@@ -3584,7 +3594,7 @@ declare -A NEEDS=(
 	[harness-trace-ground-truth]="trace-builtin"
 	[harness-last-dump]="trace-warm-reboot"
 	[harness-crash-device]="trace-etr-warm-reboot"
-	[trace-gdb]="trace-kdump trace-builtin trace-module-oops"
+	[trace-gdb]="trace-kdump trace-builtin trace-module-oops trace-kdump-plain"
 	[harness-coresight-wrong-id]="coresight-devmem"
 	[harness-devfile]="devfile-etf"
 	[harness-devfile-etr]="devfile-etr"

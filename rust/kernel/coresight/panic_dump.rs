@@ -265,7 +265,8 @@ pub fn note_sink_enabled() {
             "coresight: a kdump capture kernel is loaded and crash_kexec_post_notifiers is off: \
              kdump starts before the CoreSight panic dump runs; the trace stays in the sink for \
              the capture kernel's TMC driver (built in, or loaded before /proc/vmcore is read) \
-             to hand over, with no CPU debug sample; to run the dump first, boot with \
+             to hand over, and only CPUs not online there are sampled (by its CPU debug driver); \
+             to run the dump first, boot with \
              crash_kexec_post_notifiers or write 1 to \
              /sys/module/kernel/parameters/crash_kexec_post_notifiers\n"
         );

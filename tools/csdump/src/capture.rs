@@ -226,6 +226,15 @@ impl Sink<'_> {
     }
 }
 
+/// The stop points of a saved trace unit (runtime addresses): the address comparators its
+/// `TRCVISSCTLR` selects as stops, of those the record saved.
+pub fn stop_points(s: &SavedState) -> impl Iterator<Item = u64> + '_ {
+    let stops = s.trcvissctlr >> 16;
+    (0..16)
+        .filter(move |n| stops & (1 << n) != 0 && s.cmp_saved & (1 << n) != 0)
+        .filter_map(|n| s.acvr.get(n).copied())
+}
+
 /// One ETMv4 trace unit and its registers saved at panic (or read from a snapshot).
 #[derive(Debug, Clone)]
 pub struct Etm {
@@ -725,6 +734,35 @@ impl<'a> Capture<'a> {
             }
             Err(e) => self.warnings.push(format!("sink {name}: {e}; no trace")),
         }
+    }
+
+    /// In a dump committed while the kernel ran (plain kdump), the CPU a kdump capture kernel ran
+    /// on: the one CPU with a CPU debug record of the crashed kernel's while the capture kernel
+    /// sampled every other CPU (it samples the CPUs not online there, and `panic()` starts it on
+    /// the panicking CPU). `None` otherwise.
+    pub fn capture_kernel_cpu(&self) -> Option<u32> {
+        if self.path != Some(DumpPath::Runtime) || self.samples.len() < 2 {
+            return None;
+        }
+        let own: Vec<u32> = self
+            .samples
+            .iter()
+            .filter(|s| !matches!(s.origin, RecordOrigin::CaptureKernel { .. }))
+            .map(|s| s.sample.cpu)
+            .collect();
+        match own[..] {
+            [cpu] => Some(cpu),
+            _ => None,
+        }
+    }
+
+    /// The trace unit stop points of CPU `cpu`'s ETM record ([`stop_points`]).
+    pub fn stop_points(&self, cpu: u32) -> Vec<u64> {
+        self.etms
+            .iter()
+            .find(|e| e.state.cpu == cpu)
+            .map(|e| stop_points(&e.state).collect())
+            .unwrap_or_default()
     }
 
     /// Whether the dump was committed while the kernel ran and no sink record has trace (the

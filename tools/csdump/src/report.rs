@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use cspd_hw::a64::direct_target;
 use serde::Serialize;
 
+use crate::capture::stop_points;
 use crate::capture::Capture;
 use crate::capture::DumpPath;
 use crate::capture::RecordOrigin;
@@ -329,6 +330,9 @@ pub struct Report {
     /// What went wrong.
     pub warnings: Vec<String>,
 }
+
+/// How a note naming an inferred panicking CPU starts (the CPU number follows).
+pub const INFERRED_PREFIX: &str = "the panicking CPU is CPU ";
 
 /// How the report shows the target of an indirect last branch.
 const NOT_TRACED: &str = "(target not traced)";
@@ -697,38 +701,25 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
             }
             let name = addr(sym, at).symbol.unwrap_or_else(|| format!("{at:#x}"));
             report_notes.push(format!(
-                "the panicking CPU is CPU {cpu}, inferred: no record names it (no panic-time step \
-                 ran), and its trace alone ends at a stop point, the entry of {name}"
+                "{INFERRED_PREFIX}{cpu}, inferred: no record names it (no panic-time step ran), \
+                 and its trace alone ends at a stop point, the entry of {name}"
             ));
         }
     }
     // Plain kdump with the CPU debug driver in the capture kernel: it booted on the panicking
     // CPU, and sampled every other one as found.
-    if panic_cpu.is_none() && capture.path == Some(DumpPath::Runtime) {
-        let captured = |c: &CpuReport| {
-            c.sample
-                .as_ref()
-                .is_some_and(|s| matches!(s.origin, RecordOrigin::CaptureKernel { .. }))
-        };
-        let own: Vec<u32> = cpus
-            .iter()
-            .filter(|c| !captured(c) && c.sample.is_some())
-            .map(|c| c.cpu)
-            .collect();
-        if let [cpu] = own[..] {
-            if cpus.len() > 1 && cpus.iter().filter(|c| captured(c)).count() == cpus.len() - 1 {
-                panic_cpu = Some(cpu);
-                if let Some(c) = cpus.iter_mut().find(|c| c.cpu == cpu) {
-                    c.panic = true;
-                }
-                report_notes.push(format!(
-                    "the panicking CPU is CPU {cpu}, inferred: no record names it (no panic-time \
-                     step ran) and the traces do not tell ({stopped_n} CPUs' traces end at a stop \
-                     point), but the capture kernel ran on it (panic() starts it on the panicking \
-                     CPU): its CPU debug driver sampled every other CPU, not this one"
-                ));
-            }
+    if let (None, Some(cpu)) = (panic_cpu, capture.capture_kernel_cpu()) {
+        panic_cpu = Some(cpu);
+        if let Some(c) = cpus.iter_mut().find(|c| c.cpu == cpu) {
+            c.panic = true;
         }
+        report_notes.push(format!(
+            "{}{cpu}, inferred: no record names it (no panic-time step ran) and the traces do \
+             not tell ({stopped_n} CPUs' traces end at a stop point), but the capture kernel ran \
+             on it (panic() starts it on the panicking CPU): its CPU debug driver sampled every \
+             other CPU, not this one",
+            INFERRED_PREFIX
+        ));
     }
     sink_shares(capture, &mut cpus, panic_cpu, &mut report_notes);
     Report {
@@ -774,13 +765,6 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
 /// trace-on, the flush at its stop) decodes to no instruction.
 /// The addresses of a trace unit's stop points: the single address comparators its saved
 /// `TRCVISSCTLR` selects as stop points (bits 31:16).
-fn stop_points(s: &cspd_format::etm4x::SavedState) -> impl Iterator<Item = u64> + '_ {
-    let stops = s.trcvissctlr >> 16;
-    (0..16)
-        .filter(move |n| stops & (1 << n) != 0 && s.cmp_saved & (1 << n) != 0)
-        .filter_map(|n| s.acvr.get(n).copied())
-}
-
 fn no_code_left(id: u8, elements: u64) -> String {
     let s = if elements == 1 { "" } else { "s" };
     format!(

@@ -605,6 +605,17 @@ fn a_capture_kernel_sample_goes_to_the_cpu_with_its_mpidr() {
         v["cpus"].as_array().unwrap().len() == 2,
         "the stranger made a CPU: {v}"
     );
+    // No record names the panicking CPU and no trace tells: the capture kernel ran on CPU 1,
+    // the one CPU it did not sample.
+    assert_eq!(v["panic_cpu"], 1, "{v}");
+    assert!(
+        v["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("the panicking CPU is CPU 1, inferred: ")
+            && n.as_str().unwrap().contains("the capture kernel ran on it")),
+        "{v}"
+    );
     assert!(
         err.contains("cpu debug cpu_debug7 (device dump \"coresight_capture:cpu_debug7\"): MPIDR 0x700 is no CPU the crashed kernel recorded; not used"),
         "{err}"

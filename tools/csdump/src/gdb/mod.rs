@@ -50,7 +50,9 @@ use self::session::SessionError;
 use self::session::Target;
 use self::session::Thread;
 use crate::capture::Capture;
+use crate::capture::DumpPath;
 use crate::capture::Origin;
+use crate::report::INFERRED_PREFIX;
 use crate::snapshot::VmlinuxImage;
 
 /// `csdump gdb --help`.
@@ -307,6 +309,36 @@ pub fn prepare<'a>(
         return Err(GdbError::NoTrace(why));
     }
     notes.extend(missing);
+    // A dump no panic-time step completed (plain kdump) names no panicking CPU: as the report
+    // does, the one thread stopped at one of its trace unit's stop points, else the CPU the
+    // capture kernel ran on.
+    if capture.panic_cpu.is_none() && capture.path == Some(DumpPath::Runtime) {
+        let stopped: Vec<u32> = threads
+            .iter()
+            .filter(|t| {
+                capture
+                    .stop_points(t.cpu)
+                    .iter()
+                    .any(|&a| reloc.to_link(a) == t.trace.pc)
+            })
+            .map(|t| t.cpu)
+            .collect();
+        let inferred = match stopped[..] {
+            [cpu] => Some((cpu, "its trace alone ends at a stop point")),
+            _ => capture
+                .capture_kernel_cpu()
+                .map(|cpu| (cpu, "the capture kernel ran on it")),
+        };
+        if let Some((cpu, why)) = inferred {
+            if let Some(t) = threads.iter_mut().find(|t| t.cpu == cpu) {
+                t.panic = true;
+                notes.push(format!(
+                    "{INFERRED_PREFIX}{cpu}, inferred: no record names it (no panic-time step \
+                     ran), and {why}"
+                ));
+            }
+        }
+    }
     let selected = match threads.iter().position(|t| t.panic) {
         Some(i) => i,
         None => {

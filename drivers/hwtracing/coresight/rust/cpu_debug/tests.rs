@@ -191,6 +191,7 @@ mod kunit {
     use crate::hw::{
         read_arch,
         sample_cpu,
+        sample_cpu_as_found,
         MAX_ACCESSES_PER_SAMPLE,
         MAX_DELAYS_PER_SAMPLE,
         POWER_UP_POLLS, //
@@ -209,8 +210,10 @@ mod kunit {
         CpuSample,
         Outcome,
         PcKind,
+        FLAG_AS_FOUND,
         FLAG_BUDGET_CUT,
         FLAG_WAS_POWERED_DOWN,
+        POWERED_OFF_REASON,
         RECORD_LEN, //
     };
 
@@ -361,6 +364,35 @@ mod kunit {
         let mut buf = [0u8; RECORD_LEN];
         assert!(s.encode(&mut buf) == Ok(RECORD_LEN));
         assert!(CpuSample::decode(&buf) == Ok(s));
+        Ok(())
+    }
+
+    #[test]
+    fn a_capture_kernel_samples_as_found_and_powers_nothing_up() -> Result {
+        // A core still running (a hard lockup): sampled where it is, EDPRCR never written.
+        let mut d = kernel_core(&[PU], 0)?;
+        let arch = read_arch(&mut d, true).map_err(|_| EINVAL)?;
+        d.reset_counts();
+        let mut s = sample_cpu_as_found(&mut d, 0, &arch);
+        assert!(s.outcome == Outcome::Sampled);
+        assert_eq!(s.pc.pc, KERNEL_PC);
+        assert_eq!(s.flags & FLAG_AS_FOUND, FLAG_AS_FOUND);
+        assert_eq!(d.writes::<EDPRCR>(), 0);
+        assert_eq!(d.delays, 0);
+        assert!(d.sw_locked);
+        s.set_mpidr(Some(0x100));
+        let mut buf = [0u8; RECORD_LEN];
+        assert!(s.encode(&mut buf) == Ok(RECORD_LEN));
+        assert!(CpuSample::decode(&buf) == Ok(s));
+        // A core the crash stop powered off: named so, left off, its sample registers unread.
+        let mut d = kernel_core(&[SPD], 0)?;
+        d.reset_counts();
+        let s = sample_cpu_as_found(&mut d, 0, &arch);
+        assert!(s.outcome == Outcome::PoweredDown);
+        assert_eq!(d.writes::<EDPRCR>(), 0);
+        assert_eq!(d.reads::<EDPRSR>(), 1);
+        assert_eq!(d.reads::<EDPCSR>(), 0);
+        assert!(s.reason() == POWERED_OFF_REASON);
         Ok(())
     }
 }
