@@ -3639,7 +3639,8 @@ declare -A COST=(
 	[trace-dt-kdump]=39 [harness-perf]=38 [trace-smp8]=36 [trace-etr-never-ready]=36 [perf-pause]=36
 	[perf-etr]=36 [harness-devfile]=36 [trace-warm-reboot]=35 [upstream-perf-snapshot]=33 [trace-gdb]=33
 	[perf-cpu-wide]=33 [upstream-drivers]=32 [dump-kdump]=29 [upstream-perf]=28 [trace-irq-oops]=27
-	[perf-panic]=26 [upstream-etb]=25 [perf-per-thread]=25
+	[perf-panic]=26 [upstream-etb]=25 [perf-per-thread]=25 [trace-kdump-hardlockup]=48
+	[trace-kdump-hardlockup-unarmed]=37 [trace-kdump-plain]=31
 )
 
 # by_cost NAME...: the names, the longest chain first (COST of the scenario and of those that
