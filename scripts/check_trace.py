@@ -1868,7 +1868,7 @@ def main():
     ap.add_argument("--plain-kdump", action="store_true",
                     help="kdump without crash_kexec_post_notifiers: nothing ran after panic() in the crashed "
                     "kernel; its ETM records are the configuration recorded at enable, the sink's record "
-                    "the capture kernel's device dump, there is no CPU sample (needs --panic-cpu)")
+                    "the capture kernel's device dump, no CPU sample of the crashed kernel's (needs --panic-cpu)")
     ap.add_argument("--locked-cpu", metavar="N:FUNC",
                     help="plain kdump: CPU N spun in FUNC with interrupts masked through the crash: judge the "
                     "capture kernel's sample of it and the report's account of the sink it took after")

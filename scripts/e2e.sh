@@ -3450,6 +3450,20 @@ scenario_harness-hotplug() {
 # panic path committed it), on trace-kdump-plain's with trace counted after the capture kernel
 # stopped the sink (plugin.log's exit counters), with the panic said to be on the other CPU than
 # the one csdump infers, and with the capture kernel's drain not complete.
+# plugin_log_add FILE PREFIX N: adds N to the number right after the first match of the regular
+# expression PREFIX in the plugin log FILE (a counter the judges read).
+plugin_log_add() {
+	python3 - "$@" <<'PY'
+import re, sys
+path, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+text = open(path).read()
+m = re.search("(" + prefix + r")(\d+)", text)
+if not m:
+    sys.exit(f"{path}: no {prefix!r} followed by a number")
+open(path, "w").write(text[:m.start(2)] + str(int(m.group(2)) + n) + text[m.end(2):])
+PY
+}
+
 scenario_harness-kdump-plain() {
 	local src=$RUNS/trace-kdump-plain d=$RUNS/harness-kdump-plain c rc=0
 	[ -f "$src/check.txt" ] || scenario_trace-kdump-plain || return 1
@@ -3466,13 +3480,7 @@ scenario_harness-kdump-plain() {
 		"plain kdump: the dump's path is 'panic-path'" "${judge[@]}" --panic-cpu 0 --dir "$c" || rc=1
 	c=$d/late
 	judge_copy "$src" "$c"
-	python3 - "$c/plugin.log" <<'PY' || return 1
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r"(exit: .*?trace bytes )(\d+)", text)
-text = text[:m.start(2)] + str(int(m.group(2)) + 16) + text[m.end(2):]
-open(sys.argv[1], "w").write(text)
-PY
+	plugin_log_add "$c/plugin.log" "exit: .*?trace bytes " 16 || return 1
 	judge_negative "16 trace bytes counted after the capture kernel stopped the sink" \
 		"trace reached the funnel after the capture kernel stopped the sink" "${judge[@]}" --panic-cpu 1 --dir "$c" || rc=1
 	c=$d/cpu0
@@ -3511,13 +3519,7 @@ PY
 	# size, so that csdump's "none of the panicking CPU's trace is left" is not what happened.
 	c=$d/after
 	judge_copy "$RUNS/trace-kdump-hardlockup" "$c"
-	python3 - "$c/plugin.log" <<'PY' || return 1
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r"(tmc stopped: .*?trace bytes \d+ by cpu )(\d+)", text)
-text = text[:m.start(2)] + str(int(m.group(2)) + 16) + text[m.end(2):]
-open(sys.argv[1], "w").write(text)
-PY
+	plugin_log_add "$c/plugin.log" "tmc stopped: .*?trace bytes \d+ by cpu " 16 || return 1
 	judge_negative "16 bytes of the locked CPU counted after the crash" \
 		"locked CPU0: csdump says its trace took 0 bytes of the sink after the panicking CPU1's trace ended, the plugin counted 16" \
 		"${locked[@]}" --dir "$c" || rc=1

@@ -101,8 +101,9 @@ pub fn read_arch<A: CsAccess>(io: &mut A, pc64: bool) -> Result<ArchData, ArchEr
 }
 
 /// Requests core power-up and waits, bounded by [`POWER_UP_ATTEMPTS`] * [`POWER_UP_POLLS`] polls
-/// and by `max_delays`; returns whether `PU` is set.
-fn power_up<A: CsAccess>(io: &mut A, saved: EDPRCR, s: &mut CpuSample, max_delays: u32) -> bool {
+/// and by `max_delays`; leaves the last `EDPRSR` read in `s.edprsr`, whose `PU` says whether the
+/// core is up.
+fn power_up<A: CsAccess>(io: &mut A, saved: EDPRCR, s: &mut CpuSample, max_delays: u32) {
     let mut delays_left = max_delays;
     for attempt in 0..POWER_UP_ATTEMPTS {
         io.write_reg(saved.with_corepurq(true));
@@ -135,7 +136,7 @@ fn power_up<A: CsAccess>(io: &mut A, saved: EDPRCR, s: &mut CpuSample, max_delay
                     // The budget, not the hardware bound, ended the wait.
                     s.flags |= FLAG_BUDGET_CUT;
                 }
-                return false;
+                return;
             }
         };
         delays_left = delays_left.saturating_sub(last.delays);
@@ -144,11 +145,10 @@ fn power_up<A: CsAccess>(io: &mut A, saved: EDPRCR, s: &mut CpuSample, max_delay
         let v: EDPRSR = io.read(EDPRSR);
         s.edprsr = v.into_raw();
         if v.pu() {
-            return true;
+            return;
         }
         // The core powered down again before the no-powerdown request took: try again.
     }
-    false
 }
 
 /// Samples one CPU's PC through its external debug frame, at panic.
@@ -171,21 +171,8 @@ pub fn sample_cpu<A: CsAccess>(
     let saved: EDPRCR = io.read(EDPRCR);
     s.edprcr_saved = saved.into_raw();
 
-    if !power_up(io, saved, &mut s, max_delays) {
-        s.outcome = Outcome::PoweredDown;
-    } else if EDPRSR::from_raw(s.edprsr).dlk() {
-        s.outcome = Outcome::DoubleLocked;
-    } else {
-        let os_locked = EDPRSR::from_raw(s.edprsr).oslk();
-        if os_locked {
-            s.flags |= FLAG_OS_LOCK_WAS_LOCKED;
-            io.write_reg(EDOSLAR::from_raw(0));
-        }
-        read_sample(io, arch, &mut s);
-        if os_locked {
-            io.write_reg(EDOSLAR::from_raw(0).with_oslk(true));
-        }
-    }
+    power_up(io, saved, &mut s, max_delays);
+    sample_if_accessible(io, arch, &mut s);
 
     io.write_reg(saved);
     lock(io);
@@ -211,23 +198,33 @@ pub fn sample_cpu_as_found<A: CsAccess>(io: &mut A, cpu: u32, arch: &ArchData) -
     let found: EDPRSR = io.read(EDPRSR);
     s.edprsr_first = found.into_raw();
     s.edprsr = found.into_raw();
-    if !found.pu() {
-        s.outcome = Outcome::PoweredDown;
-    } else if found.dlk() {
-        s.outcome = Outcome::DoubleLocked;
-    } else {
-        let os_locked = found.oslk();
-        if os_locked {
-            s.flags |= FLAG_OS_LOCK_WAS_LOCKED;
-            io.write_reg(EDOSLAR::from_raw(0));
-        }
-        read_sample(io, arch, &mut s);
-        if os_locked {
-            io.write_reg(EDOSLAR::from_raw(0).with_oslk(true));
-        }
-    }
+    sample_if_accessible(io, arch, &mut s);
     lock(io);
     s
+}
+
+/// Samples the CPU when `s.edprsr` (the `EDPRSR` the access check uses) says its registers may be
+/// accessed, powered and not double-locked; otherwise sets the outcome that says why not. The OS
+/// lock is cleared for the read and set again if it was set.
+fn sample_if_accessible<A: CsAccess>(io: &mut A, arch: &ArchData, s: &mut CpuSample) {
+    let prsr = EDPRSR::from_raw(s.edprsr);
+    if !prsr.pu() {
+        s.outcome = Outcome::PoweredDown;
+        return;
+    }
+    if prsr.dlk() {
+        s.outcome = Outcome::DoubleLocked;
+        return;
+    }
+    let os_locked = prsr.oslk();
+    if os_locked {
+        s.flags |= FLAG_OS_LOCK_WAS_LOCKED;
+        io.write_reg(EDOSLAR::from_raw(0));
+    }
+    read_sample(io, arch, s);
+    if os_locked {
+        io.write_reg(EDOSLAR::from_raw(0).with_oslk(true));
+    }
 }
 
 /// Reads the sample registers, `EDPCSR` first, into `s`.
