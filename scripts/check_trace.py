@@ -1434,6 +1434,9 @@ def check_locked_cpu(a, rep):
         raise Bad(f"locked CPU{cpu}: the capture kernel's sample is not in {func}: {sm.get('outcome')} "
                   f"{(sm.get('pc') or {}).get('addr')} {sym}")
     # The panicking CPU's last bytes: at its stop point, or the atom of the stop's block after it.
+    said = f"CPU {cpu} did not stop at the crash: the capture kernel found it running at {sym}"
+    if not any(n.startswith(said) for n in rep.get("notes", [])):
+        raise Bad(f"locked CPU{cpu}: the report does not say it did not stop at the crash ({said!r})")
     at_stop = plugin_counters(a.dir, rf"etm {a.panic_cpu}: (stop point 0x[0-9a-f]+ reached|\d+ trace bytes "
                               r"after its stop point)", last_before=r"qemu-coresight: tmc stopped:")
     at_end = plugin_counters(a.dir, r"tmc stopped:")

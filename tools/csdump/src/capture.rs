@@ -226,6 +226,50 @@ impl Sink<'_> {
     }
 }
 
+/// One of the crashed kernel's CPU debug records, as a capture kernel's sample is matched to it.
+#[derive(Debug, Clone, Copy)]
+pub struct RegionSample {
+    /// Its CPU number.
+    pub cpu: u32,
+    /// The CPU's MPIDR, when the record has it.
+    pub mpidr: Option<u64>,
+    /// Whether the panic path sampled the CPU (its record wins over a capture kernel's).
+    pub panic_sampled: bool,
+}
+
+impl RegionSample {
+    /// The region record `sample`, written by the path `origin`.
+    pub fn of(sample: &CpuSample, origin: &RecordOrigin) -> Self {
+        Self {
+            cpu: sample.cpu,
+            mpidr: sample.mpidr,
+            panic_sampled: *origin == RecordOrigin::PanicPath
+                && sample.outcome != cspd_format::cpu_debug::Outcome::Recorded,
+        }
+    }
+}
+
+/// Which of the crashed kernel's CPU debug records (`region`) a capture kernel's `sample` is of:
+/// the one with its MPIDR, unless the panic path sampled that CPU. `Err` says why it is not used.
+pub fn captured_sample_for(region: &[RegionSample], sample: &CpuSample) -> Result<u32, String> {
+    let Some(mpidr) = sample.mpidr else {
+        return Err("no MPIDR, so no CPU of the crashed kernel to give it to; not used".into());
+    };
+    let Some(r) = region.iter().find(|r| r.mpidr == Some(mpidr)) else {
+        return Err(format!(
+            "MPIDR {mpidr:#x} is no CPU the crashed kernel recorded; not used"
+        ));
+    };
+    if r.panic_sampled {
+        return Err(format!(
+            "CPU {} (MPIDR {mpidr:#x}) was sampled by the panic path, whose record is used; not \
+             used",
+            r.cpu
+        ));
+    }
+    Ok(r.cpu)
+}
+
 /// The stop points of a saved trace unit (runtime addresses): the address comparators its
 /// `TRCVISSCTLR` selects as stops, of those the record saved.
 pub fn stop_points(s: &SavedState) -> impl Iterator<Item = u64> + '_ {
@@ -655,36 +699,31 @@ impl<'a> Capture<'a> {
                 return;
             }
         };
-        let Some(mpidr) = sample.mpidr else {
-            self.warnings.push(format!(
-                "cpu debug {name} (device dump \"{dd}\"): no MPIDR, so no CPU of the crashed \
-                 kernel to give it to; not used"
-            ));
-            return;
-        };
-        let Some(i) = self
+        let region: Vec<RegionSample> = self
             .samples
             .iter()
-            .position(|s| s.sample.mpidr == Some(mpidr))
-        else {
-            self.warnings.push(format!(
-                "cpu debug {name} (device dump \"{dd}\"): MPIDR {mpidr:#x} is no CPU the crashed \
-                 kernel recorded; not used"
-            ));
+            .map(|s| RegionSample::of(&s.sample, &s.origin))
+            .collect();
+        let cpu = match captured_sample_for(&region, &sample) {
+            Ok(cpu) => cpu,
+            Err(why) => {
+                let m = format!("cpu debug {name} (device dump \"{dd}\"): {why}");
+                if region
+                    .iter()
+                    .any(|r| r.panic_sampled && r.mpidr == sample.mpidr)
+                {
+                    self.notes.push(m);
+                } else {
+                    self.warnings.push(m);
+                }
+                return;
+            }
+        };
+        let Some(i) = self.samples.iter().position(|s| s.sample.cpu == cpu) else {
             return;
         };
         let region = &self.samples[i];
-        let cpu = region.sample.cpu;
-        if region.origin == RecordOrigin::PanicPath
-            && region.sample.outcome != cspd_format::cpu_debug::Outcome::Recorded
-        {
-            self.notes.push(format!(
-                "cpu debug {}: CPU {cpu} sampled by the panic path, whose record is used; the \
-                 capture kernel's sample (device dump \"{dd}\") was ignored",
-                region.name
-            ));
-            return;
-        }
+        let mpidr = sample.mpidr.unwrap_or_default();
         sample.cpu = cpu;
         self.notes.push(format!(
             "cpu debug {}: CPU {cpu} (MPIDR {mpidr:#x}) was not online in the capture kernel, \

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use cspd_format::cpu_debug::CpuSample;
 use cspd_format::etr::EtrRecord;
 use cspd_format::Commit;
 use cspd_format::FormatError;
@@ -18,8 +19,10 @@ use cspd_format::CPU_NONE;
 use cspd_format::RECORD_HEADER_SIZE;
 use serde::Serialize;
 
+use crate::capture::captured_sample_for;
 use crate::capture::DumpPath;
 use crate::capture::RecordOrigin;
+use crate::capture::RegionSample;
 use crate::capture::NOT_COLLECTED;
 use crate::modules::render_modules;
 use crate::modules::ModuleList;
@@ -439,6 +442,7 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
         problems: Vec::new(),
         clean: false,
     };
+    let mut region_samples: Vec<RegionSample> = Vec::new();
     let record_info = |index: usize, r: &Record<'_>, problem: Option<&FormatError>| RecordInfo {
         index,
         offset: r.offset,
@@ -536,6 +540,15 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
                             )),
                         }
                     }
+                    RecordKind::CpuDebug
+                        if r.header.payload == PayloadType::CpuDebug
+                            && r.header.status == RecordStatus::Ok =>
+                    {
+                        if let Ok(smp) = CpuSample::decode(r.data) {
+                            let origin = RecordOrigin::of(r.header.flags, None);
+                            region_samples.push(RegionSample::of(&smp, &origin));
+                        }
+                    }
                     _ => {}
                 }
                 let index = report.records.len();
@@ -573,7 +586,12 @@ pub fn analyze(input: &str, located: &Located<'_>) -> Result<Summary, FormatErro
             }
         }
     }
-    report.captures = capture_infos(located, &report.records, &mut report.problems);
+    report.captures = capture_infos(
+        located,
+        &report.records,
+        &region_samples,
+        &mut report.problems,
+    );
     let drained = |rec: &RecordInfo| rec.problem.is_none() && drained_sink(rec);
     if report.path == Some(DumpPath::Runtime)
         && !report.records.iter().any(drained)
@@ -604,6 +622,17 @@ fn drained_sink(rec: &RecordInfo) -> bool {
         .any(|s| s.name() == rec.status)
 }
 
+/// Which path wrote a record of `kind`, in words: a CPU debug record written while the kernel ran
+/// was written when its device was bound (its CPU's MPIDR), not at an enable.
+fn origin_text(kind: RecordKind, o: &RecordOrigin) -> String {
+    match (kind, o) {
+        (RecordKind::CpuDebug, RecordOrigin::Runtime) => {
+            "recorded when the device was bound, while the kernel ran".to_string()
+        }
+        _ => o.to_string(),
+    }
+}
+
 /// Which path wrote record `r` (read from the region, or from the capture kernel's device dump
 /// `device_dump`), for a trace sink, trace source or CPU debug record that was written.
 fn record_origin(r: &Record<'_>, device_dump: Option<&str>) -> Option<RecordOrigin> {
@@ -617,10 +646,12 @@ fn record_origin(r: &Record<'_>, device_dump: Option<&str>) -> Option<RecordOrig
 
 /// The capture kernel's device dumps of `located`, their records checked against the region's
 /// `region_records`: a captured sink the panic path also drained is not used (the region's
-/// wins), nor is a second copy of one sink.
+/// wins), nor is a second copy of one sink; a captured CPU debug sample is given the number of
+/// the crashed kernel's CPU with its MPIDR (`region_samples`), or not used.
 fn capture_infos(
     located: &Located<'_>,
     region_records: &[RecordInfo],
+    region_samples: &[RegionSample],
     problems: &mut Vec<Problem>,
 ) -> Vec<CaptureDumpInfo> {
     let mut used: Vec<String> = Vec::new();
@@ -633,8 +664,23 @@ fn capture_infos(
                 continue;
             }
             let name = String::from_utf8_lossy(h.name_bytes()).into_owned();
-            let problem = if h.kind != RecordKind::Sink {
-                Some("only sink records are read from a capture kernel's device dump".to_string())
+            let mut cpu = (h.cpu != CPU_NONE).then_some(h.cpu);
+            let problem = if h.kind == RecordKind::CpuDebug {
+                match CpuSample::decode(r.data)
+                    .map_err(|e| e.to_string())
+                    .and_then(|smp| captured_sample_for(region_samples, &smp))
+                {
+                    Ok(c) => {
+                        cpu = Some(c);
+                        None
+                    }
+                    Err(why) => Some(why),
+                }
+            } else if h.kind != RecordKind::Sink {
+                Some(
+                    "only sink and CPU debug records are read from a capture kernel's device dump"
+                        .to_string(),
+                )
             } else if region_records
                 .iter()
                 .any(|x| x.name == name && drained_sink(x))
@@ -663,7 +709,7 @@ fn capture_infos(
                 status: h.status.name().into(),
                 payload: h.payload.name().into(),
                 name,
-                cpu: (h.cpu != CPU_NONE).then_some(h.cpu),
+                cpu,
                 error: h.error,
                 capacity: h.capacity,
                 length: h.length,
@@ -854,7 +900,7 @@ pub fn render_text(r: &Summary) -> String {
             rec.file.as_deref().unwrap_or("-")
         );
         if let Some(o) = &rec.origin {
-            let _ = writeln!(s, "       origin: {o}");
+            let _ = writeln!(s, "       origin: {}", origin_text(rec.record_kind, o));
         }
         if let Some(t) = &rec.trace {
             let _ = match (&t.from, &t.problem) {
@@ -907,7 +953,11 @@ pub fn render_text(r: &Summary) -> String {
                 match &rec.problem {
                     Some(why) => why.clone(),
                     None => format!(
-                        "used (origin: {})",
+                        "used{} (origin: {})",
+                        match (rec.record_kind, rec.cpu) {
+                            (RecordKind::CpuDebug, Some(c)) => format!(" as CPU {c}'s sample"),
+                            _ => String::new(),
+                        },
                         rec.origin
                             .as_ref()
                             .map_or("capture kernel".to_string(), ToString::to_string)

@@ -622,6 +622,9 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
                         .collect::<Vec<_>>()
                         .join("\n");
                 }
+                if let Some(n) = as_found_note(cpu, s, pc.as_ref()) {
+                    report_notes.push(n);
+                }
                 SampleInfo {
                     outcome: s.reason().to_string(),
                     pc,
@@ -765,6 +768,45 @@ pub fn build(capture: &Capture<'_>, vmlinux: Option<&VmlinuxImage<'_>>, opts: &O
 /// trace-on, the flush at its stop) decodes to no instruction.
 /// The addresses of a trace unit's stop points: the single address comparators its saved
 /// `TRCVISSCTLR` selects as stop points (bits 31:16).
+/// The functions where Linux parks a CPU it stops and cannot power off (arm64: the stop IPI's
+/// handler, with `cpu_park_loop()` inlined; older kernels' names too).
+const PARK_FUNCTIONS: &[&str] = &[
+    "arm64_nmi_cpu_stop",
+    "ipi_cpu_crash_stop",
+    "local_cpu_stop",
+    "panic_smp_self_stop",
+    "cpu_park_loop",
+];
+
+/// What a capture kernel's sample, taken as found, says of a CPU that was not online there: a
+/// note naming it parked (its PC in a park function) or still running where it hung, `None` for
+/// a sample that is not such a sample of executed code.
+fn as_found_note(
+    cpu: u32,
+    s: &cspd_format::cpu_debug::CpuSample,
+    pc: Option<&Addr>,
+) -> Option<String> {
+    if !s.as_found() || s.outcome != cspd_format::cpu_debug::Outcome::Sampled {
+        return None;
+    }
+    let at = pc.map_or_else(
+        || format!("{:#x}", s.pc.pc),
+        |a| a.symbol.clone().unwrap_or_else(|| a.addr.clone()),
+    );
+    let func = at.split('+').next().unwrap_or_default();
+    Some(if PARK_FUNCTIONS.contains(&func) {
+        format!(
+            "CPU {cpu} was parked by the crash stop: the capture kernel found it in {at}, where a \
+             CPU the crash stop cannot power off waits"
+        )
+    } else {
+        format!(
+            "CPU {cpu} did not stop at the crash: the capture kernel found it running at {at} \
+             (interrupts masked, or the stop IPI not taken)"
+        )
+    })
+}
+
 fn no_code_left(id: u8, elements: u64) -> String {
     let s = if elements == 1 { "" } else { "s" };
     format!(
@@ -1176,6 +1218,35 @@ mod tests {
 
     /// The stop points are the comparators `TRCVISSCTLR.STOP` selects and the record saved;
     /// start points and unsaved comparators are not.
+    #[test]
+    fn a_cpu_found_in_a_park_function_is_parked_one_found_elsewhere_did_not_stop() {
+        let arch = cspd_format::cpu_debug::ArchData::from_ids(3, 2, true).unwrap();
+        let mut s = cspd_format::cpu_debug::CpuSample::for_arch(0, &arch);
+        s.outcome = cspd_format::cpu_debug::Outcome::Sampled;
+        let at = |sym: &str| Addr {
+            addr: "0xffff800080001000".into(),
+            symbol: Some(sym.into()),
+        };
+        // A panic-path sample says nothing of the kind.
+        assert_eq!(
+            as_found_note(0, &s, Some(&at("arm64_nmi_cpu_stop+0x60"))),
+            None
+        );
+        s.flags |= cspd_format::cpu_debug::FLAG_AS_FOUND;
+        let parked = as_found_note(0, &s, Some(&at("arm64_nmi_cpu_stop+0x60"))).unwrap();
+        assert!(
+            parked.starts_with("CPU 0 was parked by the crash stop"),
+            "{parked}"
+        );
+        let hung = as_found_note(2, &s, Some(&at("lkdtm_HARDLOCKUP+0x4"))).unwrap();
+        assert!(
+            hung.starts_with("CPU 2 did not stop at the crash: the capture kernel found it running at lkdtm_HARDLOCKUP+0x4"),
+            "{hung}"
+        );
+        s.outcome = cspd_format::cpu_debug::Outcome::PoweredDown;
+        assert_eq!(as_found_note(0, &s, None), None);
+    }
+
     #[test]
     fn stop_points_are_the_saved_comparators_selected_as_stops() {
         let mut s = cspd_format::etm4x::SavedState {

@@ -628,6 +628,35 @@ fn a_capture_kernel_sample_goes_to_the_cpu_with_its_mpidr() {
     );
     assert!(text.contains(&format!("EDPCSR:  {pc:#x}")), "{text}");
 
+    // info: the sample is used as CPU 0's, the stranger is not used, and why.
+    let o = run(&[&"info", &core, &"--json"]);
+    let v = json(&o);
+    let rec = |dd: &str| {
+        v["captures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == dd)
+            .unwrap_or_else(|| panic!("no {dd}: {v}"))["records"][0]
+            .clone()
+    };
+    let used = rec("coresight_capture:cpu_debug0");
+    assert_eq!(used["cpu"], 0, "{used}");
+    assert_eq!(used["problem"], Value::Null);
+    assert_eq!(used["origin"]["by"], "capture-kernel");
+    let stranger = rec("coresight_capture:cpu_debug7");
+    assert_eq!(
+        stranger["problem"],
+        "MPIDR 0x700 is no CPU the crashed kernel recorded; not used"
+    );
+    let o = run(&[&"info", &core]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("cpu-debug cpu_debug0: ok, 64/64 bytes; used as CPU 0's sample (origin: capture kernel (device dump \"coresight_capture:cpu_debug0\"))")
+            && text.contains("origin: recorded when the device was bound, while the kernel ran"),
+        "{text}"
+    );
+
     // A powered-off CPU, as the capture kernel found it, is named so.
     let arch = cpu_debug::ArchData::from_ids(3, 2, true).unwrap();
     let mut off = cpu_debug::CpuSample::for_arch(CPU_NONE, &arch);
