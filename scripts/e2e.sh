@@ -897,6 +897,8 @@ d = sys.argv[2]
 rep = json.load(open(f"{d}/report.json"))
 a = types.SimpleNamespace(dir=d, panic_cpu=1, locked_cpu="0:lkdtm_HARDLOCKUP")
 try:
+    if "crash_kexec_post_notifiers" in open(f"{d}/cmdline.txt").read():
+        raise check_trace.Bad("crash_kexec_post_notifiers is on the command line")
     if rep["panic_cpu"] != 1 or not any("the capture kernel ran on it" in n for n in rep["notes"]):
         raise check_trace.Bad(f"csdump does not infer CPU1 as the panicking CPU from the capture kernel: "
                               f"{rep['panic_cpu']}, {rep['notes']}")
