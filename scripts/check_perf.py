@@ -1572,7 +1572,8 @@ def plugin_view(d):
         enabled.setdefault(int(m.group(1)), []).append(int(m.group(2), 16))
     stops = [(int(m.group(1)), m.group(2) == "true")
              for m in re.finditer(r"qemu-coresight: tmc stopped: (\d+) bytes held, full (true|false)", text)]
-    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped\).*?(\d+) lost, (\d+) gaps", text)
+    m = re.search(r"qemu-coresight: exit: .*?\((\d+) dropped, \d+ of them after the TMC took its last "
+                  r"byte\).*?(\d+) lost, (\d+) gaps", text)
     if not m:
         raise Bad("the plugin's log has no exit line with its dropped, lost and gap counts")
     if any(int(x) for x in m.groups()):
