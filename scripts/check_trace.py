@@ -802,7 +802,11 @@ def check_ground(a, truth, rep, cpus):
             print(f"CPU{cpu}: {no_el0(cpu, rc)}")
         if in_range:
             print(f"CPU{cpu}: {in_range}")
-        if a.no_el0 or a.range or a.exclude_range:
+    # The saved filter once every CPU's decode was judged: a decode that runs what was to be left
+    # out is named by that judge, whichever CPU's window shows it.
+    if a.no_el0 or a.range or a.exclude_range:
+        for cpu in cpus:
+            rc = next(c for c in rep["cpus"] if c["cpu"] == cpu)
             print(f"CPU{cpu}: {saved_filter(cpu, rc, a.no_el0, a.range, a.exclude_range)}")
 
 
