@@ -80,6 +80,7 @@
 #                        overwrites the sink, and the report says so
 #   harness-kdump-plain  check_trace.py --plain-kdump's judges fail on altered copies of the runs
 #   trace-etr-kdump-plain  trace-kdump-plain with the ETR and its no-map tracedata region
+#   trace-etr-dma-kdump-plain  the same with the ETR's own DMA buffer, read from the vmcore's memory
 #   trace-dt-kdump       trace-kdump with the device-tree region, handed over as a vmcore device dump
 #   trace-builtin        the same built in, QMP dump (EL1 only too)
 #   trace-gdb            gdb-multiarch replays trace-kdump's, trace-builtin's (also as an OpenCSD
@@ -1418,6 +1419,20 @@ scenario_trace-etr-kdump-plain() {
 	grep -qF "$ETR_PROBED" "$d/console.log" ||
 		{ echo "coresight_tmc did not take the tracedata region as the ETR's buffer" >&2; return 1; }
 	check_trace "$d" mod --plain-kdump --panic-cpu 1 --sink tmc_etr0 --etr-from "a copy of the buffer" --etr-wrapped --perf
+}
+
+# trace-etr-kdump-plain with the ETR's own DMA buffer (no tracedata region): the buffer is the
+# crashed kernel's memory, which the vmcore holds; the capture kernel records the registers
+# (its DBA the buffer's physical address: no IOMMU between the ETR and memory here) and csdump
+# reads the trace from the vmcore's memory there.
+scenario_trace-etr-dma-kdump-plain() {
+	local d=$RUNS/trace-etr-dma-kdump-plain
+	CS_TMC=etr cs_qemu kdump mod "$d" \
+		"cspd.test=kdump crashkernel=256M $TRACE_MOD_APPEND cspd.trigger_cpu=1 cspd.capture_insmod=coresight_tmc.ko" || return 1
+	! grep -qF "trace buffer in the tracedata region" "$d/console.log" ||
+		{ echo "coresight_tmc took a tracedata region, the scenario wants its DMA buffer" >&2; return 1; }
+	check_trace "$d" mod --plain-kdump --panic-cpu 1 --sink tmc_etr0 --etr-from "the vmcore's memory at physical address" \
+		--etr-wrapped --perf
 }
 
 # trace-etr-warm-reboot: the same buffer, built in, read back after a warm reboot: the next boot
@@ -3561,7 +3576,7 @@ ALL=(sample-qemu-dump sample-kdump sample-builtin amba-probe cpu-debug-module cp
 	trace-etm-never-idle trace-unload harness-trace-ground-truth harness-exec-record coresight-devmem
 	harness-coresight-wrong-id upstream-drivers devfile-etf harness-devfile devfile-etr harness-devfile-etr tmc-sysfs-listing harness-judges perf-cpu-wide perf-per-thread harness-perf
 	perf-filter harness-perf-filter perf-pause harness-perf-pause perf-snapshot perf-panic harness-perf-snapshot
-	trace-etr-kdump trace-etr-kdump-plain trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
+	trace-etr-kdump trace-etr-kdump-plain trace-etr-dma-kdump-plain trace-etr-warm-reboot harness-crash-device trace-etr-dma trace-etr-never-ready upstream-etr tmc-etr-sysfs-listing
 	perf-etr perf-etr-snapshot perf-etr-panic harness-perf-etr upstream-perf upstream-perf-snapshot harness-upstream-perf
 	devfile-etb harness-devfile-etb upstream-etb tmc-etb-sysfs-listing trace-exclude-user harness-exclude-user trace-etm-range harness-etm-range trace-etm-exclude-range etm-sysfs-listing trace-hotplug harness-hotplug trace-cpu-pm harness-cpu-pm trace-late-cpu upstream-hotplug)
 
@@ -3644,7 +3659,7 @@ declare -A COST=(
 	[perf-etr]=36 [harness-devfile]=36 [trace-warm-reboot]=35 [upstream-perf-snapshot]=33 [trace-gdb]=33
 	[perf-cpu-wide]=33 [upstream-drivers]=32 [dump-kdump]=29 [upstream-perf]=28 [trace-irq-oops]=27
 	[perf-panic]=26 [upstream-etb]=25 [perf-per-thread]=25 [trace-kdump-hardlockup]=48
-	[trace-kdump-hardlockup-unarmed]=37 [trace-kdump-plain]=31
+	[trace-kdump-hardlockup-unarmed]=37 [trace-kdump-plain]=31 [trace-etr-dma-kdump-plain]=56
 )
 
 # by_cost NAME...: the names, the longest chain first (COST of the scenario and of those that
