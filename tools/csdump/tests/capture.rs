@@ -687,3 +687,139 @@ fn a_capture_kernel_sample_goes_to_the_cpu_with_its_mpidr() {
     assert_eq!(c1["outcome"], cpu_debug::POWERED_OFF_REASON, "{v}");
     assert_eq!(c1["origin"]["by"], "capture-kernel");
 }
+
+/// A formatter frame of one source: its ID, then 14 data bytes (byte 1, six pairs, byte 14).
+fn frame_of(id: u8, seed: u8) -> [u8; 16] {
+    let mut f = [0u8; 16];
+    f[0] = (id << 1) | 1;
+    for (i, b) in f.iter_mut().enumerate().take(15).skip(1) {
+        // Even data bytes carry their low bit in the aux byte (0 here): keep them even.
+        *b = if i % 2 == 0 {
+            seed.wrapping_add(i as u8) & 0xFE
+        } else {
+            seed.wrapping_add(i as u8)
+        };
+    }
+    f
+}
+
+/// Plain kdump with a CPU that ignored the crash stop: the sink holds the panicking CPU 1's
+/// last bytes, then CPU 0's. The report gives each CPU's share of the sink and how much of CPU 0's
+/// came after CPU 1's last byte (the panicking CPU inferred from where the capture kernel ran),
+/// and says it in a note; with CPU 1's trace overwritten it says none of it is left.
+#[test]
+fn the_report_says_how_much_of_the_sink_a_cpu_took_after_the_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let region = || {
+        let mut w = DumpWriter::at_runtime(64 * 1024, [7; 16], &identity());
+        w.register(
+            RecordKind::Sink,
+            PayloadType::Tmc,
+            b"tmc_etf0",
+            CPU_NONE,
+            8192,
+        );
+        for (cpu, mpidr) in [(0u32, 0x0u64), (1, 0x1)] {
+            w.add_flagged(
+                RecordKind::Source,
+                PayloadType::Etm4x,
+                format!("etm{cpu}").as_bytes(),
+                cpu,
+                &etm_bytes(&etm_state(cpu, true)),
+                RECORD_FLAG_RUNTIME,
+            );
+            w.add_flagged(
+                RecordKind::CpuDebug,
+                PayloadType::CpuDebug,
+                format!("cpu_debug{cpu}").as_bytes(),
+                cpu,
+                &cpu_sample(cpu, mpidr, None, false),
+                RECORD_FLAG_RUNTIME,
+            );
+        }
+        w.finish_flagged(RECORD_FLAG_RUNTIME)
+    };
+    // CPU 0 (trace ID 0x10) before and after CPU 1's (0x12) last frame.
+    let report = |frames: &[[u8; 16]], name: &str| {
+        let trace: Vec<u8> = frames.iter().flatten().copied().collect();
+        let sink = capture_container(b"tmc_etf0", PayloadType::Tmc, &tmc_payload(&trace));
+        let sample = capture_container_of(
+            RecordKind::CpuDebug,
+            b"cpu_debug0",
+            PayloadType::CpuDebug,
+            &cpu_sample(CPU_NONE, 0x0, Some(0xFFFF_8000_0812_3450), true),
+        );
+        let core = write(
+            tmp.path(),
+            name,
+            &vmcore_with(
+                &region(),
+                PADDR,
+                vec![
+                    capture_note("tmc_etf0", &sink),
+                    capture_note("cpu_debug0", &sample),
+                ],
+            ),
+        );
+        let o = run(&[&"report", &core, &"--json"]);
+        json(&o)
+    };
+    let v = report(
+        &[
+            frame_of(0x10, 1),
+            frame_of(0x12, 2),
+            frame_of(0x10, 3),
+            frame_of(0x10, 4),
+        ],
+        "took.vmcore",
+    );
+    assert_eq!(v["panic_cpu"], 1, "{v}");
+    let share = |n: usize| v["cpus"][n]["sink_share"].clone();
+    let (c0, c1) = if v["cpus"][0]["cpu"] == 0 {
+        (share(0), share(1))
+    } else {
+        (share(1), share(0))
+    };
+    assert_eq!(c0["bytes"], 42, "{v}");
+    assert_eq!(c0["after_crash"], 28, "{v}");
+    assert_eq!(c1["bytes"], 14);
+    assert_eq!(c1["after_crash"], 0);
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "CPU 0's trace took 28 bytes of the sink (64 bytes) after the panicking CPU 1's trace \
+             ended: it went on running after the crash"
+        )),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "CPU 0 did not stop at the crash: the capture kernel found it running at 0xffff800008123450"
+        )),
+        "{notes:?}"
+    );
+
+    // CPU 1's trace overwritten: none of it is left, CPU 0's fills the sink.
+    let v = report(
+        &[frame_of(0x10, 5), frame_of(0x10, 6)],
+        "overwritten.vmcore",
+    );
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| *n
+            == "none of the panicking CPU 1's trace is left in the sink: trace written after the \
+                crash overwrote it; CPU 0's trace fills 28 of its 32 bytes (a CPU the crash stop \
+                did not stop)"),
+        "{notes:?}"
+    );
+}
