@@ -816,10 +816,11 @@ fn the_report_says_how_much_of_the_sink_a_cpu_took_after_the_crash() {
         .filter_map(|n| n.as_str())
         .collect();
     assert!(
-        notes.iter().any(|n| *n
-            == "none of the panicking CPU 1's trace is left in the sink: trace written after the \
-                crash overwrote it; CPU 0's trace fills 28 of its 32 bytes (a CPU the crash stop \
-                did not stop)"),
+        notes.contains(
+            &"none of the panicking CPU 1's trace is left in the sink: trace written after the \
+              crash overwrote it; CPU 0's trace fills 28 of its 32 bytes (a CPU the crash stop \
+              did not stop)"
+        ),
         "{notes:?}"
     );
 }
