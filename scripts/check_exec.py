@@ -580,10 +580,37 @@ class Short(Exception):
 
 def _newest_match(rec, dis, cpu, events, ring, wrapped, unserved=None):
     """check_cpu's search: (the position of the boundary of the decode's newest event, events
-    matched, boundaries skipped in code the decoder was not given, the matcher)."""
+    matched, boundaries skipped in code the decoder was not given, the matcher).
+
+    The decode's newest ANCHOR_RUN events must match in a row for a place to be a candidate.
+    When none does, a decode whose wrong event lies among its newest would be said to end nowhere
+    in the record: the search is made again with a SHORT_ANCHOR_RUN, so that the judge names the
+    event where such a decode parts from what the CPU did."""
+    try:
+        return _newest_match_run(rec, dis, cpu, events, ring, wrapped, unserved, ANCHOR_RUN)
+    except NoAnchor as first:
+        if min(ANCHOR_RUN, len(events)) <= SHORT_ANCHOR_RUN:
+            raise Bad(str(first))
+        try:
+            return _newest_match_run(rec, dis, cpu, events, ring, wrapped, unserved, SHORT_ANCHOR_RUN)
+        except NoAnchor:
+            raise Bad(str(first))
+
+
+# The newest events of a decode a place in the record must match to be where the decode ended,
+# and the shorter run tried when no place matches that many (see _newest_match).
+SHORT_ANCHOR_RUN = 4
+
+
+class NoAnchor(Exception):
+    """No place in the record matches the decode's newest events in a row."""
+
+
+def _newest_match_run(rec, dis, cpu, events, ring, wrapped, unserved, anchor):
+    """_newest_match with `anchor` newest events to match in a row; NoAnchor when no place does."""
     m = Matcher(rec, dis, cpu, events, unserved)
     n = len(events)
-    run = min(ANCHOR_RUN, n)
+    run = min(anchor, n)
     best = None
     for (a, b), pos in hits(rec, ring, events[-1], m.hit):
 
@@ -621,12 +648,12 @@ def _newest_match(rec, dis, cpu, events, ring, wrapped, unserved=None):
                       "be older than it, and this the closest look-alike)")
         raise best[1]
     if wrapped:
-        raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before it are not "
-                  f"among the {rec.entries} newest entries the record kept (its ring wrapped: the CPU ran "
-                  f"{rec.counts[cpu]}): the record may not reach back to where the trace ended (a sizing "
-                  "error of the harness), or the decode's end is wrong")
-    raise Bad(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before "
-              "it are nowhere in the record as a run")
+        raise NoAnchor(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before it are "
+                       f"not among the {rec.entries} newest entries the record kept (its ring wrapped: the CPU "
+                       f"ran {rec.counts[cpu]}): the record may not reach back to where the trace ended (a "
+                       "sizing error of the harness), or the decode's end is wrong")
+    raise NoAnchor(f"CPU{cpu}: csdump's newest event ({describe(events[-1])}) and the {run} before "
+                   "it are nowhere in the record as a run")
 
 
 # A decode that ends in a run of one event this long (a CPU that polls) is matched without it
